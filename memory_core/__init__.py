@@ -1,0 +1,1 @@
+"""Hindsight's domain: models, storage, preconditions, extraction and ranking (no Prefect, no FastAPI)."""

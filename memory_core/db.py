@@ -1,0 +1,76 @@
+"""Database engine, sessions and schema migrations (Alembic) for SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, create_engine
+
+from memory_core.settings import Settings
+
+_MIGRATIONS = Path(__file__).parent / "migrations"
+
+
+def make_engine(settings: Settings) -> Engine:
+    """Build the engine for the configured database (creating the data directory for SQLite)."""
+    url = settings.sqlalchemy_url
+    if url.startswith("sqlite"):
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"timeout": 60})
+        event.listen(engine, "connect", _sqlite_pragmas)
+        # pysqlite's own BEGIN handling defers the write lock; take it at BEGIN instead
+        event.listen(engine, "begin", lambda conn: conn.exec_driver_sql("BEGIN IMMEDIATE"))
+        return engine
+    return create_engine(url, pool_pre_ping=True)
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    dbapi_conn.isolation_level = None  # we issue BEGIN ourselves (see make_engine)
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA busy_timeout=60000")
+    cur.close()
+
+
+def alembic_config(url: str) -> Config:
+    """An Alembic config pointing at the packaged migrations and the given database."""
+    cfg = Config()
+    cfg.set_main_option("script_location", str(_MIGRATIONS))
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg
+
+
+def upgrade(settings: Settings, revision: str = "head") -> None:
+    """Bring the schema up to `revision` (idempotent)."""
+    if settings.sqlalchemy_url.startswith("sqlite"):
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+    command.upgrade(alembic_config(settings.sqlalchemy_url), revision)
+
+
+def current_revision(engine: Engine) -> str | None:
+    """The schema revision the database is at, or None when it was never migrated."""
+    from alembic.runtime.migration import MigrationContext
+
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+@contextmanager
+def session_scope(engine: Engine) -> Iterator[Session]:
+    """One transaction: commit on success, roll back on any error."""
+    with Session(engine, expire_on_commit=False) as session:
+        try:
+            yield session
+            session.commit()
+        except BaseException:
+            session.rollback()
+            raise

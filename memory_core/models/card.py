@@ -1,0 +1,190 @@
+"""Experience cards and facts, their evidence, version history and uses."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, field_validator
+from sqlalchemy import Index, UniqueConstraint, text
+from sqlmodel import Field, SQLModel
+
+from memory_core.models.columns import json_column, new_id, utc_column, utcnow
+
+
+class CardKind(StrEnum):
+    """What a card holds."""
+
+    experience = "experience"
+    fact = "fact"
+
+
+class CardStatus(StrEnum):
+    """The lifecycle of a card."""
+
+    draft = "draft"
+    review = "review"
+    active = "active"
+    superseded = "superseded"
+    archived = "archived"
+    rejected = "rejected"
+    quarantined = "quarantined"
+
+
+# at most one live card per (namespace, signature): the same lesson is one card
+LIVE_STATUSES = ("draft", "review", "active", "quarantined")
+_LIVE_SQL = "status IN ('draft', 'review', 'active', 'quarantined')"
+
+
+class ActionStep(BaseModel):
+    """One step of a card's action sequence."""
+
+    tool: str
+    params_template: dict[str, Any] = {}
+    note: str = ""
+
+
+class FailureMode(BaseModel):
+    """A known way the action fails and what to do about it."""
+
+    mode: str
+    handling: str = ""
+
+
+class EvidenceTriple(BaseModel):
+    """Why we believe a card: the trajectory step and its condition -> action -> result."""
+
+    trajectory_id: uuid.UUID
+    step: int
+    condition: dict[str, Any] = {}
+    action: dict[str, Any] = {}
+    result: dict[str, Any] = {}
+
+
+class CardBase(SQLModel):
+    """Fields a producer of a card chooses."""
+
+    namespace: str = Field(default="default", max_length=128, index=True)
+    kind: str = Field(default=CardKind.experience.value, max_length=16)
+    scenario: str = Field(max_length=1000)
+    preconditions: list[str] = Field(default_factory=list, sa_column=json_column())
+    action_sequence: list[dict[str, Any]] = Field(default_factory=list, sa_column=json_column())
+    expected_outcome: str = ""
+    actual_outcome: str = ""
+    failure_modes: list[dict[str, Any]] = Field(default_factory=list, sa_column=json_column())
+    confidence: float = Field(default=0.5, ge=0.0, le=1.0)
+    # facts (kind == "fact")
+    key: str | None = Field(default=None, max_length=256)
+    query: str | None = None
+    value: str | None = None
+    valid_until: datetime | None = Field(default=None, sa_column=utc_column(nullable=True))
+
+
+class CardCreate(CardBase):
+    """A card to store; the server sets status, provenance, signature and evidence links."""
+
+    @field_validator("confidence")
+    @classmethod
+    def _confidence_in_range(cls, v: float) -> float:
+        if not 0.0 <= v <= 1.0:
+            raise ValueError("confidence must be within 0..1")
+        return v
+
+
+class Card(CardBase, table=True):
+    """A stored card (one row, one JSON object)."""
+
+    __tablename__ = "card"
+    __table_args__ = (
+        Index(
+            "uq_card_live_signature",
+            "namespace",
+            "signature",
+            unique=True,
+            sqlite_where=text(_LIVE_SQL),
+            postgresql_where=text(_LIVE_SQL),
+        ),
+        Index("ix_card_namespace_status", "namespace", "status"),
+    )
+
+    card_id: uuid.UUID = Field(default_factory=new_id, primary_key=True)
+    status: str = Field(default=CardStatus.draft.value, max_length=16)
+    signature: str = Field(max_length=64)
+    provenance: dict[str, Any] = Field(default_factory=dict, sa_column=json_column())
+    evidence_count: int = 0
+    created_at: datetime = Field(default_factory=utcnow, sa_column=utc_column())
+    updated_at: datetime = Field(default_factory=utcnow, sa_column=utc_column())
+    last_used_at: datetime | None = Field(default=None, sa_column=utc_column(nullable=True))
+    use_count: int = 0
+    success_count: int = 0
+    failure_count: int = 0
+    consecutive_failures: int = 0
+    version: int = 1
+    supersedes: uuid.UUID | None = Field(default=None)
+
+
+class CardPublic(CardBase):
+    """A card as readers see it, with its evidence."""
+
+    card_id: uuid.UUID
+    status: str
+    provenance: dict[str, Any]
+    evidence_count: int
+    evidence: list[EvidenceTriple] = []
+    created_at: datetime
+    updated_at: datetime
+    last_used_at: datetime | None
+    use_count: int
+    success_count: int
+    failure_count: int
+    consecutive_failures: int
+    version: int
+    supersedes: uuid.UUID | None
+
+
+class CardEvidence(SQLModel, table=True):
+    """One piece of evidence for a card; unique per (card, trajectory, step) so re-runs add none."""
+
+    __tablename__ = "card_evidence"
+    __table_args__ = (
+        UniqueConstraint("card_id", "trajectory_id", "step", name="uq_card_evidence"),
+    )
+
+    id: uuid.UUID = Field(default_factory=new_id, primary_key=True)
+    card_id: uuid.UUID = Field(foreign_key="card.card_id", index=True)
+    trajectory_id: uuid.UUID = Field(foreign_key="trajectory.id", index=True)
+    step: int
+    condition: dict[str, Any] = Field(default_factory=dict, sa_column=json_column())
+    action: dict[str, Any] = Field(default_factory=dict, sa_column=json_column())
+    result: dict[str, Any] = Field(default_factory=dict, sa_column=json_column())
+    created_at: datetime = Field(default_factory=utcnow, sa_column=utc_column())
+
+
+class CardVersion(SQLModel, table=True):
+    """A snapshot of a card at one version, with who changed it and why."""
+
+    __tablename__ = "card_version"
+    __table_args__ = (UniqueConstraint("card_id", "version", name="uq_card_version"),)
+
+    id: uuid.UUID = Field(default_factory=new_id, primary_key=True)
+    card_id: uuid.UUID = Field(foreign_key="card.card_id", index=True)
+    version: int
+    snapshot: dict[str, Any] = Field(default_factory=dict, sa_column=json_column())
+    reason: str
+    actor: str = Field(max_length=128)
+    created_at: datetime = Field(default_factory=utcnow, sa_column=utc_column())
+
+
+class CardUse(SQLModel, table=True):
+    """A card served to an agent, and the outcome the agent later reported."""
+
+    __tablename__ = "card_use"
+
+    id: uuid.UUID = Field(default_factory=new_id, primary_key=True)
+    card_id: uuid.UUID = Field(foreign_key="card.card_id", index=True)
+    namespace: str = Field(max_length=128, index=True)
+    used_at: datetime = Field(default_factory=utcnow, sa_column=utc_column())
+    outcome: str | None = Field(default=None, max_length=16)
+    context: dict[str, Any] = Field(default_factory=dict, sa_column=json_column())

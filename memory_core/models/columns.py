@@ -1,0 +1,54 @@
+"""Column types that behave the same on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, Column, DateTime
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Dialect
+from sqlalchemy.types import TypeDecorator
+
+JSONType = JSON().with_variant(JSONB(), "postgresql")
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware UTC."""
+    return datetime.now(UTC)
+
+
+def new_id() -> uuid.UUID:
+    """A fresh random UUID."""
+    return uuid.uuid4()
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Stores UTC; always hands back timezone-aware UTC datetimes (SQLite keeps no zone)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given; Hindsight stores UTC-aware timestamps only")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def json_column(nullable: bool = False) -> Any:
+    """A fresh JSON column (JSONB on PostgreSQL)."""
+    return Column(JSONType, nullable=nullable)
+
+
+def utc_column(nullable: bool = False, index: bool = False) -> Any:
+    """A fresh UTC timestamp column."""
+    return Column(UTCDateTime(), nullable=nullable, index=index)

@@ -1,0 +1,90 @@
+"""Trajectories: what an agent did, normalised into steps, waiting for retrospection."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel
+from sqlalchemy import Index, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+from memory_core.models.columns import json_column, new_id, utc_column, utcnow
+
+
+class Outcome(StrEnum):
+    """How the run ended."""
+
+    success = "success"
+    failure = "failure"
+    unknown = "unknown"
+
+
+class TrajectoryStatus(StrEnum):
+    """Where a trajectory is in the pipeline."""
+
+    pending = "pending"
+    processing = "processing"
+    done = "done"
+    dead_letter = "dead_letter"
+
+
+class Step(BaseModel):
+    """One normalised step: a message, or a tool call with its observation or error."""
+
+    index: int
+    type: Literal["message", "tool_call"]
+    role: str | None = None
+    text: str | None = None
+    tool: str | None = None
+    args: dict[str, Any] | None = None
+    observation: str | None = None
+    error: str | None = None
+    ts: datetime | None = None
+
+
+class TrajectoryCreate(BaseModel):
+    """A parsed, validated trajectory ready to be stored."""
+
+    key: str
+    content_hash: str
+    source_format: Literal["openai_chat", "steps"]
+    namespace: str
+    task_type: str
+    agent_id: str | None = None
+    outcome: Outcome = Outcome.unknown
+    reward: float | None = None
+    steps: list[Step]
+    extra: dict[str, Any] = {}
+
+
+class Trajectory(SQLModel, table=True):
+    """A stored trajectory; `key` (external id or content hash) makes ingest idempotent."""
+
+    __tablename__ = "trajectory"
+    __table_args__ = (
+        UniqueConstraint("namespace", "key", name="uq_trajectory_namespace_key"),
+        Index("ix_trajectory_claim", "status", "lease_until"),
+    )
+
+    id: uuid.UUID = Field(default_factory=new_id, primary_key=True)
+    namespace: str = Field(max_length=128, index=True)
+    key: str = Field(max_length=256)
+    content_hash: str = Field(max_length=64)
+    source_format: str = Field(max_length=16)
+    task_type: str = Field(max_length=128)
+    agent_id: str | None = Field(default=None, max_length=128)
+    outcome: str = Field(default=Outcome.unknown.value, max_length=16)
+    reward: float | None = None
+    steps: list[dict[str, Any]] = Field(default_factory=list, sa_column=json_column())
+    extra: dict[str, Any] = Field(default_factory=dict, sa_column=json_column())
+    status: str = Field(default=TrajectoryStatus.pending.value, max_length=16)
+    lease_owner: str | None = Field(default=None, max_length=64)
+    lease_until: datetime | None = Field(default=None, sa_column=utc_column(nullable=True))
+    attempts: int = 0
+    error: str | None = None
+    cards_written: int = 0
+    created_at: datetime = Field(default_factory=utcnow, sa_column=utc_column())
+    processed_at: datetime | None = Field(default=None, sa_column=utc_column(nullable=True))

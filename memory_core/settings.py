@@ -1,0 +1,56 @@
+"""One settings object for the whole project, read from HINDSIGHT_* environment variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class RankingWeights(BaseModel):
+    """Weights of the retrieval score terms."""
+
+    confidence: float = 0.4
+    recency: float = 0.3
+    use_frequency: float = 0.3
+    recency_half_life_days: float = 30.0
+
+
+class Settings(BaseSettings):
+    """Hindsight settings; env prefix HINDSIGHT_, nested fields with a double underscore."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="HINDSIGHT_", env_nested_delimiter="__", extra="ignore"
+    )
+
+    data_dir: Path = Path(".hindsight")
+    database_url: str | None = Field(
+        default=None, description="SQLAlchemy URL; None means SQLite under data_dir"
+    )
+    namespace: str = "default"
+    default_task_type: str = "default"
+    # a claimed trajectory returns to the pool when its lease runs out (a crashed worker)
+    lease_seconds: float = 300.0
+    retrospect_batch_size: int = 200
+    max_observation_chars: int = 4000
+    max_expression_chars: int = 512
+    max_expression_depth: int = 8
+    max_preconditions: int = 12
+    ranking: RankingWeights = RankingWeights()
+
+    @property
+    def sqlalchemy_url(self) -> str:
+        """The database URL, defaulting to a SQLite file under the data directory."""
+        if self.database_url:
+            url = self.database_url
+            # plain postgresql:// would pick psycopg2, which we do not ship
+            if url.startswith("postgresql://") or url.startswith("postgres://"):
+                url = "postgresql+psycopg://" + url.split("://", 1)[1]
+            return url
+        return f"sqlite:///{(self.data_dir / 'hindsight.db').resolve()}"
+
+    @property
+    def reports_dir(self) -> Path:
+        """Where validation reports and benchmark pages go."""
+        return self.data_dir / "reports"
