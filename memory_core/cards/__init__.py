@@ -1,0 +1,1 @@
+"""Cards: writing drafts with their evidence, listing, and querying by task state."""

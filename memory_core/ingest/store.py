@@ -1,0 +1,150 @@
+"""Read trajectory records from files, folders or stdin and store each one exactly once."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import insert
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import Engine
+
+from memory_core.db import session_scope
+from memory_core.errors import InvalidInput
+from memory_core.ingest.formats import parse_record
+from memory_core.models.columns import new_id, utcnow
+from memory_core.models.trajectory import Trajectory, TrajectoryCreate, TrajectoryStatus
+
+SUFFIXES = (".json", ".jsonl", ".ndjson")
+_CHUNK = 500
+
+
+@dataclass
+class IngestReport:
+    """What one ingest did: rows stored, duplicates skipped, records refused with the reason."""
+
+    stored: int = 0
+    duplicates: int = 0
+    refused: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def seen(self) -> int:
+        """Records read, whatever became of them."""
+        return self.stored + self.duplicates + len(self.refused)
+
+
+def source_files(path: Path) -> list[Path]:
+    """The trajectory files under a path: the file itself, or every .json/.jsonl in a folder."""
+    if path.is_dir():
+        return sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in SUFFIXES)
+    if path.is_file():
+        return [path]
+    raise InvalidInput(f"no such file or folder: {path}", field="path")
+
+
+def read_records(text: str, *, name: str) -> Iterator[tuple[str, Any]]:
+    """Records in a document: a JSON list, one JSON object, or JSON Lines; bad lines yield errors."""
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        try:
+            items = json.loads(text)
+        except ValueError as exc:
+            yield name, InvalidInput(f"not valid JSON: {exc}", record=name)
+            return
+        for i, item in enumerate(items):
+            yield f"{name}[{i}]", item
+        return
+    try:
+        yield name, json.loads(text)  # one object, possibly spread over lines
+        return
+    except ValueError:
+        pass  # not a single document: read it as JSON Lines
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        rec_name = f"{name}:{lineno}"
+        try:
+            yield rec_name, json.loads(line)
+        except ValueError as exc:
+            yield rec_name, InvalidInput(f"not valid JSON: {exc}", record=rec_name)
+
+
+def iter_sources(paths: Iterable[str]) -> Iterator[tuple[str, Any]]:
+    """(record name, record) for every record in the given paths; '-' reads stdin."""
+    for raw in paths:
+        if raw == "-":
+            yield from read_records(sys.stdin.read(), name="<stdin>")
+            continue
+        for f in source_files(Path(raw)):
+            yield from read_records(f.read_text(encoding="utf-8"), name=str(f))
+
+
+def _row(t: TrajectoryCreate) -> dict[str, Any]:
+    return {
+        "id": new_id(), "namespace": t.namespace, "key": t.key, "content_hash": t.content_hash,
+        "source_format": t.source_format, "task_type": t.task_type, "agent_id": t.agent_id,
+        "outcome": t.outcome.value, "reward": t.reward,
+        "steps": [s.model_dump(mode="json", exclude_none=True) for s in t.steps],
+        "extra": t.extra, "status": TrajectoryStatus.pending.value, "attempts": 0,
+        "cards_written": 0, "created_at": utcnow(),
+    }
+
+
+def store_trajectories(*, engine: Engine, trajectories: list[TrajectoryCreate]) -> int:
+    """Insert trajectories in one transaction, skipping (namespace, key) already stored."""
+    if not trajectories:
+        return 0
+    rows = list({(t.namespace, t.key): _row(t) for t in trajectories}.values())
+    dialect = engine.dialect.name
+    stmt: Any
+    if dialect == "postgresql":
+        stmt = pg_insert(Trajectory).on_conflict_do_nothing(index_elements=["namespace", "key"])
+    elif dialect == "sqlite":
+        stmt = sqlite_insert(Trajectory).on_conflict_do_nothing(index_elements=["namespace", "key"])
+    else:
+        stmt = insert(Trajectory)
+    with session_scope(engine) as session:
+        result = session.execute(stmt.returning(Trajectory.id), rows)  # type: ignore[attr-defined]
+        return len(result.all())
+
+
+def ingest(
+    *,
+    engine: Engine,
+    records: Iterable[tuple[str, Any]],
+    namespace: str,
+    task_type: str,
+    max_observation_chars: int = 4000,
+    on_progress: Callable[[int], None] | None = None,
+) -> IngestReport:
+    """Parse and store records; a refused record is reported and the rest still go in."""
+    report = IngestReport()
+    pending: list[TrajectoryCreate] = []
+
+    def flush() -> None:
+        stored = store_trajectories(engine=engine, trajectories=pending)
+        report.stored += stored
+        report.duplicates += len(pending) - stored
+        if on_progress:
+            on_progress(len(pending))
+        pending.clear()
+
+    for name, record in records:
+        if isinstance(record, InvalidInput):
+            report.refused.append((name, str(record)))
+            continue
+        try:
+            pending.append(parse_record(record, name=name, namespace=namespace,
+                                        task_type=task_type,
+                                        max_observation_chars=max_observation_chars))
+        except InvalidInput as exc:
+            report.refused.append((name, str(exc)))
+        if len(pending) >= _CHUNK:
+            flush()
+    flush()
+    return report

@@ -1,0 +1,1 @@
+"""Retrospection: claim pending trajectories, extract card drafts, write them with the claim."""

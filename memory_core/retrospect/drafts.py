@@ -1,0 +1,62 @@
+"""Card drafts, the extractor Protocol, and the signature that makes one lesson one card."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from memory_core.models.card import ActionStep, EvidenceTriple, FailureMode
+from memory_core.models.trajectory import Outcome, Step
+from memory_core.preconditions import normalise_expression, normalise_text
+
+
+@dataclass(frozen=True)
+class TrajectoryView:
+    """What an extractor sees of one stored trajectory."""
+
+    id: uuid.UUID
+    namespace: str
+    task_type: str
+    agent_id: str | None
+    outcome: Outcome
+    steps: list[Step]
+
+
+@dataclass
+class DraftCard:
+    """A card proposed by an extractor, with the evidence that supports it."""
+
+    pattern: str  # which decision point produced it, e.g. "pre_call_warning"
+    scenario: str
+    preconditions: list[str]
+    action_sequence: list[ActionStep]
+    expected_outcome: str
+    actual_outcome: str
+    failure_modes: list[FailureMode]
+    confidence: float
+    evidence: list[EvidenceTriple] = field(default_factory=list)
+    signature_parts: tuple[str, ...] = ()
+
+    @property
+    def signature(self) -> str:
+        """Stable identity of the lesson: pattern, normalised preconditions, failure modes."""
+        body = {
+            "pattern": self.pattern,
+            "pre": sorted(normalise_expression(p) for p in self.preconditions),
+            "modes": sorted(normalise_text(f.mode) for f in self.failure_modes),
+            "extra": list(self.signature_parts),
+        }
+        return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:40]
+
+
+class Extractor(Protocol):
+    """Turns one trajectory into zero or more card drafts (empty when it taught nothing)."""
+
+    name: str
+
+    def extract(self, trajectory: TrajectoryView) -> list[DraftCard]:
+        """The drafts this trajectory supports."""
+        ...

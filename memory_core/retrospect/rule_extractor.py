@@ -1,0 +1,197 @@
+"""The rule extractor: decision points (errors, retries, recoveries, outcomes) turned into cards.
+
+It knows nothing about any particular agent: it reads tool names, arguments and error texts
+from the trajectory and writes them into preconditions and action steps as data.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from memory_core.models.card import ActionStep, EvidenceTriple, FailureMode
+from memory_core.models.trajectory import Outcome, Step
+from memory_core.retrospect.drafts import DraftCard, TrajectoryView
+from memory_core.task_state import normalise_error, states_before_calls
+
+_CONDITION_KEYS = ("task_type", "tool", "last_tool", "last_error", "last_error_code",
+                   "retry_count", "error_count", "step")
+
+
+def cel_string(value: str) -> str:
+    """A CEL string literal for a value (JSON escaping is valid CEL escaping)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def params_template(args: dict[str, Any] | None) -> dict[str, Any]:
+    """The shape of a call's arguments with the values replaced by their types."""
+    names = {str: "string", bool: "boolean", int: "number", float: "number",
+             list: "list", dict: "object", type(None): "null"}
+    return {k: f"<{names.get(type(v), 'value')}>" for k, v in (args or {}).items()}
+
+
+@dataclass(frozen=True)
+class _Recovery:
+    """What happened after a failed call: the successful retry, if any, and the steps between."""
+
+    retry: Step | None
+    between: list[Step]
+    changed_args: list[str]
+    same_failures: int
+    next_tool: str | None
+
+    def handling(self) -> str:
+        if self.retry is None:
+            text = "no successful retry was seen"
+            if self.same_failures:
+                text += f"; {self.same_failures} more attempt(s) failed the same way"
+            if self.next_tool:
+                text += f"; the agent then called {self.next_tool}"
+            return text
+        parts = [f"retried {self.retry.tool}"]
+        if self.between:
+            parts.append("after calling " + ", ".join(dict.fromkeys(s.tool or "" for s in
+                                                                    self.between)))
+        if self.changed_args:
+            parts.append("with changed " + ", ".join(self.changed_args))
+        else:
+            parts.append("with the same arguments")
+        return " ".join(parts)
+
+
+class RuleExtractor:
+    """Deterministic extraction from structured trajectories; works offline, needs no model."""
+
+    name = "rule-extractor"
+
+    def __init__(self, *, default_task_type: str = "default", max_actions: int = 8):
+        self.default_task_type = default_task_type
+        self.max_actions = max_actions
+
+    def extract(self, trajectory: TrajectoryView) -> list[DraftCard]:
+        """Cards for every error (warning + recovery) and for a successful run's path."""
+        calls = [s for s in trajectory.steps if s.type == "tool_call" and s.tool]
+        states = states_before_calls(calls, task_type=trajectory.task_type,
+                                     agent_id=trajectory.agent_id)
+        base = ([f"task_type == {cel_string(trajectory.task_type)}"]
+                if trajectory.task_type != self.default_task_type else [])
+        drafts: list[DraftCard] = []
+        seen: set[tuple[str, str]] = set()
+        for i, call in enumerate(calls):
+            if not call.error or call.tool is None:
+                continue
+            sig = normalise_error(call.error)
+            if (call.tool, sig) in seen:
+                continue  # the same failure again in one run is one lesson, not two
+            seen.add((call.tool, sig))
+            rec = self._recovery(calls, i, sig)
+            drafts.append(self._warning(trajectory, base, call, states[i], sig, rec))
+            if rec.retry is not None:
+                drafts.append(self._recovery_card(trajectory, base, call, states[i + 1], sig, rec))
+        if trajectory.outcome is Outcome.success and base and calls:
+            drafts.append(self._success_path(trajectory, base, calls, states[0]))
+        return drafts
+
+    def _recovery(self, calls: list[Step], i: int, sig: str) -> _Recovery:
+        failed = calls[i]
+        same = 0
+        for j in range(i + 1, len(calls)):
+            later = calls[j]
+            if later.tool != failed.tool:
+                continue
+            if later.error is None:
+                between = [c for c in calls[i + 1:j] if c.error is None and c.tool != failed.tool]
+                a, b = failed.args or {}, later.args or {}
+                changed = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+                return _Recovery(later, between[: self.max_actions - 1], changed, same, None)
+            if normalise_error(later.error) == sig:
+                same += 1
+        nxt = calls[i + 1].tool if i + 1 < len(calls) else None
+        return _Recovery(None, [], [], same, nxt)
+
+    def _actions(self, failed: Step, rec: _Recovery) -> list[ActionStep]:
+        if rec.retry is None:
+            return [ActionStep(tool=failed.tool or "", params_template=params_template(failed.args),
+                               note="this call failed before: check its inputs before calling")]
+        steps = [ActionStep(tool=s.tool or "", params_template=params_template(s.args),
+                            note="gather what the retry needs") for s in rec.between]
+        note = ("retry with changed " + ", ".join(rec.changed_args) if rec.changed_args
+                else "retry with the same arguments")
+        steps.append(ActionStep(tool=rec.retry.tool or "",
+                                params_template=params_template(rec.retry.args), note=note))
+        return steps
+
+    def _evidence(self, t: TrajectoryView, state: dict[str, Any], call: Step, sig: str,
+                  rec: _Recovery) -> EvidenceTriple:
+        return EvidenceTriple(
+            trajectory_id=t.id,
+            step=int(state["step"]),
+            condition={k: state[k] for k in _CONDITION_KEYS if k in state},
+            action={"tool": call.tool, "args": call.args or {}},
+            result={"error": (call.error or "")[:300], "error_signature": sig,
+                    "recovered": rec.retry is not None, "outcome": t.outcome.value},
+        )
+
+    def _warning(self, t: TrajectoryView, base: list[str], call: Step, state: dict[str, Any],
+                 sig: str, rec: _Recovery) -> DraftCard:
+        recovered = rec.retry is not None
+        return DraftCard(
+            pattern="pre_call_warning",
+            scenario=f'Calling {call.tool} can fail with "{sig}"',
+            preconditions=[*base, f"tool == {cel_string(call.tool or '')}"],
+            action_sequence=self._actions(call, rec),
+            expected_outcome=f"{call.tool} succeeds",
+            actual_outcome=(f'failed with "{sig}"; '
+                            + (f"recovered: {rec.handling()}" if recovered else "not recovered")
+                            + f"; run outcome: {t.outcome.value}"),
+            failure_modes=[FailureMode(mode=sig, handling=rec.handling())],
+            confidence=0.55 if recovered else 0.4,
+            evidence=[self._evidence(t, state, call, sig, rec)],
+            signature_parts=(sig,),
+        )
+
+    def _recovery_card(self, t: TrajectoryView, base: list[str], call: Step,
+                       state_after: dict[str, Any], sig: str, rec: _Recovery) -> DraftCard:
+        assert rec.retry is not None
+        return DraftCard(
+            pattern="error_recovery",
+            scenario=f'After {call.tool} failed with "{sig}"',
+            preconditions=[*base, f"last_tool == {cel_string(call.tool or '')}",
+                           f"last_error == {cel_string(sig)}"],
+            action_sequence=self._actions(call, rec),
+            expected_outcome=f"{call.tool} succeeds on retry",
+            actual_outcome=f"{rec.handling()}; run outcome: {t.outcome.value}",
+            failure_modes=[FailureMode(mode=sig, handling=rec.handling())],
+            confidence=0.6 if t.outcome is Outcome.success else 0.5,
+            evidence=[self._evidence(t, state_after, call, sig, rec)],
+        )
+
+    def _success_path(self, t: TrajectoryView, base: list[str], calls: list[Step],
+                      first_state: dict[str, Any]) -> DraftCard:
+        path: list[Step] = []
+        for c in calls:
+            if c.error is None and (not path or path[-1].tool != c.tool):
+                path.append(c)
+        path = path[: self.max_actions]
+        modes = {normalise_error(c.error): FailureMode(mode=normalise_error(c.error),
+                                                       handling="seen on the way; recovered")
+                 for c in calls if c.error}
+        return DraftCard(
+            pattern="success_path",
+            scenario=f"A {t.task_type} task that succeeded",
+            preconditions=list(base),
+            action_sequence=[ActionStep(tool=c.tool or "", params_template=params_template(c.args))
+                             for c in path],
+            expected_outcome="the task succeeds",
+            actual_outcome=f"succeeded after {len(calls)} tool calls",
+            failure_modes=list(modes.values()),
+            confidence=0.5,
+            evidence=[EvidenceTriple(
+                trajectory_id=t.id, step=0,
+                condition={k: first_state[k] for k in ("task_type", "step") if k in first_state},
+                action={"tools": [c.tool for c in path]},
+                result={"outcome": t.outcome.value},
+            )],
+            signature_parts=tuple(c.tool or "" for c in path),
+        )

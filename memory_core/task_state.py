@@ -1,0 +1,125 @@
+"""The task-state vocabulary, derived the same way for extraction, replay and agents' queries."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from memory_core.models.trajectory import Step
+
+VOCABULARY: dict[str, str] = {
+    "task_type": "the kind of task (trajectory metadata or an ingest option; 'default' otherwise)",
+    "agent_id": "who ran it",
+    "step": "index of the tool call about to happen (0 = the first call)",
+    "tools_used": "names of the tools called so far, in order",
+    "last_tool": "the previous tool call's tool ('' before the first call)",
+    "last_error": "the previous call's error, normalised: lower case, numbers/ids/quotes masked",
+    "last_error_code": "a code visible in that error (HTTP status, exception name), else ''",
+    "error_count": "tool errors so far",
+    "retry_count": "consecutive calls of the same tool right before this one",
+    "tool": "the call about to be made (pre-call queries)",
+    "args": "the arguments of the call about to be made",
+}
+
+_QUOTED = re.compile(r"""("[^"]*"|'[^']*'|`[^`]*`)""")
+_UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I)
+_NUMBER = re.compile(r"(?<![\w<])[-+]?\d+(?:[.,]\d+)*(?![\w>])")
+_ID_TOKEN = re.compile(r"\b(?=[\w-]*\d)[\w-]*[a-z_][\w-]*\b", re.I)  # letters mixed with digits
+_ERROR_PREFIX = re.compile(r"^\s*(?:error|exception|fatal)\s*[:\-]\s*", re.I)
+_HTTP_STATUS = re.compile(
+    r"\b(?:http(?:/\d(?:\.\d)?)?|status(?:[ _]?code)?|error[ _]?code|code)\s*[:=]?\s*([1-5]\d\d)\b",
+    re.I,
+)
+_EXCEPTION_NAME = re.compile(r"\b([A-Z][A-Za-z0-9]*(?:Error|Exception|Timeout|Refused))\b")
+_ERROR_START = re.compile(
+    r"^\s*(?:error|exception|traceback|fatal|failed|(?:http(?:/[\d.]+)?\s+)?[45]\d\d\b)", re.I
+)
+MAX_SIGNATURE_CHARS = 160
+
+
+def normalise_error(text: str) -> str:
+    """A stable signature of an error message: ids, numbers and quoted values masked, lower case."""
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    first = _ERROR_PREFIX.sub("", first)
+    first = _QUOTED.sub("<s>", first)
+    first = _UUID.sub("<id>", first)
+    first = _ID_TOKEN.sub("<id>", first)
+    first = _NUMBER.sub("<n>", first)
+    return " ".join(first.casefold().split())[:MAX_SIGNATURE_CHARS]
+
+
+def error_code(text: str) -> str:
+    """An HTTP status or exception name visible in an error text, else ''."""
+    status = _HTTP_STATUS.search(text)
+    if status:
+        return status.group(1)
+    exc = _EXCEPTION_NAME.search(text)
+    return exc.group(1) if exc else ""
+
+
+def observation_error(observation: str) -> str | None:
+    """The error a tool result reports, or None: 'Error: ...' text or a JSON object with an error."""
+    if _ERROR_START.match(observation):
+        return observation.strip()
+    stripped = observation.lstrip()
+    if stripped.startswith("{"):
+        try:
+            payload = json.loads(stripped)
+        except ValueError:
+            return None
+        if isinstance(payload, dict):
+            err = payload.get("error") or payload.get("errors")
+            if err:
+                return err if isinstance(err, str) else json.dumps(err, sort_keys=True)
+            status = payload.get("status_code", payload.get("status"))
+            if isinstance(status, int) and status >= 400:
+                return f"status {status}: {payload.get('message') or payload.get('detail') or ''}"
+    return None
+
+
+def states_before_calls(
+    steps: Sequence[Step], *, task_type: str, agent_id: str | None
+) -> list[dict[str, Any]]:
+    """The pre-call task state for every tool call of a trajectory, in order."""
+    states: list[dict[str, Any]] = []
+    tools_used: list[str] = []
+    last_tool, last_error, last_code = "", "", ""
+    errors = 0
+    for s in steps:
+        if s.type != "tool_call" or s.tool is None:
+            continue
+        run = 0
+        for name in reversed(tools_used):
+            if name != s.tool:
+                break
+            run += 1
+        states.append(
+            {
+                "task_type": task_type,
+                "agent_id": agent_id or "",
+                "step": len(tools_used),
+                "tools_used": list(tools_used),
+                "last_tool": last_tool,
+                "last_error": last_error,
+                "last_error_code": last_code,
+                "error_count": errors,
+                "retry_count": run,
+                "tool": s.tool,
+                "args": dict(s.args or {}),
+            }
+        )
+        tools_used.append(s.tool)
+        last_tool = s.tool
+        if s.error:
+            errors += 1
+            last_error, last_code = normalise_error(s.error), error_code(s.error)
+        else:
+            last_error, last_code = "", ""
+    return states
+
+
+def planning_state(pre_call: dict[str, Any]) -> dict[str, Any]:
+    """The same state without the call about to be made (what an agent knows at planning time)."""
+    return {k: v for k, v in pre_call.items() if k not in ("tool", "args")}
