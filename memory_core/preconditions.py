@@ -111,6 +111,11 @@ def compile_precondition(
     return _compile_cached(source)
 
 
+def compile_stored(source: str) -> CompiledPrecondition:
+    """Compile an expression that was already normalised and capped when its card was stored."""
+    return _compile_cached(source)
+
+
 @lru_cache(maxsize=65536)
 def _compile_cached(source: str) -> CompiledPrecondition:
     try:

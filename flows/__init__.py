@@ -1,0 +1,1 @@
+"""Prefect flows: they only compose tasks; `nightly` runs the stages in order."""

@@ -1,0 +1,30 @@
+"""The nightly flow: ingest the given inputs, then retrospect over everything pending."""
+
+from __future__ import annotations
+
+from prefect import flow
+from pydantic import BaseModel
+
+from flows.params import NightlyParams
+from flows.retrospect import RetrospectSummary, run_retrospect
+from flows.naming import run_name
+from memory_core.settings import Settings
+from tasks.ingest import IngestSummary, ingest_source
+
+
+class NightlySummary(BaseModel):
+    """What one nightly run did, stage by stage."""
+
+    ingested: list[IngestSummary] = []
+    retrospect: RetrospectSummary = RetrospectSummary()
+
+
+@flow(name="nightly", flow_run_name=run_name("nightly"), log_prints=True)
+def nightly(params: NightlyParams = NightlyParams()) -> NightlySummary:
+    """Run the stages in order; each reads what the previous one committed."""
+    settings = Settings()
+    namespace = params.namespace or settings.namespace
+    task_type = params.task_type or settings.default_task_type
+    ingested = [ingest_source(src, namespace, task_type, settings) for src in params.input]
+    return NightlySummary(ingested=ingested,
+                          retrospect=run_retrospect(params.retrospect, settings))

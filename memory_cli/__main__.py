@@ -1,0 +1,3 @@
+from memory_cli.main import app
+
+app(prog_name="hindsight")

@@ -1,0 +1,59 @@
+"""Shared CLI plumbing: settings and engine from the environment, errors as clear messages."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import typer
+from sqlalchemy.engine import Engine
+
+from memory_core import db
+from memory_core.errors import HindsightError, InvalidInput, NotFound
+from memory_core.settings import Settings
+from memory_cli.output import err_console
+
+
+def load(*, migrate: bool = True) -> tuple[Settings, Engine]:
+    """Settings from HINDSIGHT_* variables, and an engine on a migrated schema."""
+    settings = Settings()
+    if migrate:
+        db.upgrade(settings)
+    return settings, db.make_engine(settings)
+
+
+@contextmanager
+def fail_on_errors() -> Iterator[None]:
+    """Turn Hindsight errors into one red line and an exit code (2: bad input, 1: other)."""
+    try:
+        yield
+    except InvalidInput as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    except NotFound as exc:
+        err_console.print(f"[red]not found:[/red] {exc}")
+        raise typer.Exit(1) from exc
+    except HindsightError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1) from exc
+
+
+def read_json_arg(value: str, *, field: str) -> Any:
+    """A JSON argument given inline, as @file, or as - for stdin."""
+    if value == "-":
+        text = sys.stdin.read()
+    elif value.startswith("@"):
+        path = Path(value[1:])
+        if not path.is_file():
+            raise InvalidInput(f"no such file: {path}", field=field)
+        text = path.read_text(encoding="utf-8")
+    else:
+        text = value
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise InvalidInput(f"not valid JSON: {exc}", field=field) from exc

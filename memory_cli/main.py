@@ -1,0 +1,154 @@
+"""`hindsight`: ingest trajectories, run the flows, inspect and query cards."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from memory_cli import cards as cards_cmd
+from memory_cli.context import fail_on_errors, load
+from memory_cli.output import Format, console, polled_progress, print_json, table
+from memory_core import db
+from memory_core.ingest.store import ingest as ingest_records
+from memory_core.ingest.store import iter_sources
+from memory_core.status import card_counts, trajectory_counts
+
+app = typer.Typer(help=__doc__, no_args_is_help=True, pretty_exceptions_enable=False)
+db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+app.add_typer(cards_cmd.app, name="cards")
+
+FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
+
+
+def _prefect_defaults(data_dir: Path) -> None:
+    """Embedded Prefect: no analytics, its state under our data directory unless set already."""
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_HOME", str((data_dir / "prefect").resolve()))
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+
+
+@db_app.command("upgrade")
+def db_upgrade(revision: str = "head") -> None:
+    """Migrate the schema to the latest revision (safe to repeat)."""
+    with fail_on_errors():
+        settings, _ = load(migrate=False)
+        db.upgrade(settings, revision)
+        console.print(f"schema at {revision} on {db.make_engine(settings).url!r}")
+
+
+@app.command()
+def ingest(
+    paths: Annotated[list[str], typer.Argument(help="files, folders, or - for stdin")],
+    namespace: Annotated[str | None, typer.Option(help="namespace for records without one")] = None,
+    task_type: Annotated[str | None, typer.Option(help="task type for records without one")] = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Store trajectories (OpenAI chat messages or generic steps); duplicates are skipped."""
+    with fail_on_errors():
+        settings, engine = load()
+        seen = [0]
+
+        def bump(n: int) -> None:
+            seen[0] += n
+
+        with polled_progress("ingest", lambda: (seen[0], 0)):
+            report = ingest_records(
+                engine=engine, records=iter_sources(paths),
+                namespace=namespace or settings.namespace,
+                task_type=task_type or settings.default_task_type,
+                max_observation_chars=settings.max_observation_chars, on_progress=bump)
+        if fmt is Format.json:
+            print_json({"stored": report.stored, "duplicates": report.duplicates,
+                        "refused": [{"record": r, "error": e} for r, e in report.refused]})
+        else:
+            table("ingest", ["stored", "already stored", "refused"],
+                  [[report.stored, report.duplicates, len(report.refused)]])
+            for name, why in report.refused:
+                console.print(f"[red]refused[/red] {why}")
+        if report.refused and not report.stored and not report.duplicates:
+            raise typer.Exit(2)
+
+
+@app.command()
+def retrospect(
+    namespace: Annotated[str | None, typer.Option(help="only this namespace")] = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Run the retrospect flow over every pending trajectory."""
+    with fail_on_errors():
+        settings, engine = load()
+        _prefect_defaults(settings.data_dir)
+        from flows.params import RetrospectParams
+        from flows.retrospect import retrospect as retrospect_flow
+
+        with polled_progress("retrospect", lambda: _progress(engine, namespace)):
+            summary = retrospect_flow(RetrospectParams(namespace=namespace))
+        _show_summary(summary.model_dump(), fmt)
+
+
+@app.command()
+def nightly(
+    input: Annotated[list[str] | None, typer.Option("--input", "-i",
+                                                    help="files/folders to ingest first")] = None,
+    namespace: Annotated[str | None, typer.Option(help="namespace for ingested runs")] = None,
+    task_type: Annotated[str | None, typer.Option(help="task type for runs without one")] = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Run the nightly flow: ingest (optional) -> retrospect; then show the cards learned."""
+    with fail_on_errors():
+        settings, engine = load()
+        _prefect_defaults(settings.data_dir)
+        from flows.nightly import nightly as nightly_flow
+        from flows.params import NightlyParams
+
+        params = NightlyParams(input=[str(Path(p).resolve()) for p in input or []],
+                               namespace=namespace, task_type=task_type)
+        with polled_progress("nightly", lambda: _progress(engine, None)):
+            summary = nightly_flow(params)
+        if fmt is Format.json:
+            print_json(summary)
+            return
+        for ing in summary.ingested:
+            console.print(f"ingested {ing.source}: {ing.stored} new, {ing.duplicates} already "
+                          f"stored, {len(ing.refused)} refused")
+        _show_summary(summary.retrospect.model_dump(), fmt)
+        ns = namespace or settings.namespace
+        cards_cmd.show_cards_table(engine, ns, title=f"cards in namespace {ns!r}", limit=20)
+        console.print("\nquery them with:\n  hindsight cards query --state "
+                      "'{\"tool\": \"<tool about to be called>\", \"task_type\": \"<type>\"}'")
+
+
+@app.command()
+def status(fmt: FormatOpt = Format.table,
+           namespace: Annotated[str | None, typer.Option()] = None) -> None:
+    """Trajectories and cards by status."""
+    with fail_on_errors():
+        _, engine = load()
+        t, c = trajectory_counts(engine=engine, namespace=namespace), card_counts(
+            engine=engine, namespace=namespace)
+        if fmt is Format.json:
+            print_json({"trajectories": t, "cards": c})
+            return
+        table("trajectories", list(t) or ["(none)"], [list(t.values())])
+        table("cards", list(c) or ["(none)"], [list(c.values())])
+
+
+def _progress(engine: object, namespace: str | None) -> tuple[int, int]:
+    counts = trajectory_counts(engine=engine, namespace=namespace)  # type: ignore[arg-type]
+    finished = counts.get("done", 0) + counts.get("dead_letter", 0)
+    return finished, sum(counts.values())
+
+
+def _show_summary(summary: dict[str, object], fmt: Format) -> None:
+    if fmt is Format.json:
+        print_json(summary)
+    else:
+        table("retrospect", list(summary), [list(summary.values())])
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,122 @@
+"""Reading cards: list with filters, get one with its evidence, query by task state (ranked)."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlmodel import Session
+
+from memory_core.errors import InvalidInput, NotFound
+from memory_core.models.card import Card, CardEvidence, CardPublic, CardStatus, EvidenceTriple
+from memory_core.models.columns import utcnow
+from memory_core.preconditions import (
+    Check,
+    Verdict,
+    check,
+    compile_stored,
+    make_context,
+)
+from memory_core.settings import RankingWeights
+
+
+def to_public(card: Card, evidence: Sequence[CardEvidence] = ()) -> CardPublic:
+    """The reader's view of a card."""
+    data = card.model_dump()
+    data["evidence"] = [EvidenceTriple(trajectory_id=e.trajectory_id, step=e.step,
+                                       condition=e.condition, action=e.action, result=e.result)
+                        for e in evidence]
+    return CardPublic.model_validate(data)
+
+
+def list_cards(
+    *, session: Session, namespace: str, statuses: Sequence[str] | None = None,
+    kind: str | None = None, text: str | None = None, min_confidence: float | None = None,
+    limit: int = 50, offset: int = 0,
+) -> list[Card]:
+    """Cards of a namespace, newest first, filtered by status, kind, scenario text, confidence."""
+    q = select(Card).where(Card.namespace == namespace)
+    if statuses:
+        bad = set(statuses) - {s.value for s in CardStatus}
+        if bad:
+            raise InvalidInput(f"unknown status {sorted(bad)}", field="status")
+        q = q.where(Card.status.in_(list(statuses)))  # type: ignore[attr-defined]
+    if kind:
+        q = q.where(Card.kind == kind)
+    if text:
+        q = q.where(func.lower(Card.scenario).contains(text.lower()))
+    if min_confidence is not None:
+        q = q.where(Card.confidence >= min_confidence)
+    q = q.order_by(Card.updated_at.desc(), Card.card_id).offset(offset).limit(limit)  # type: ignore[attr-defined]
+    return list(session.execute(q).scalars())
+
+
+def get_card(*, session: Session, namespace: str, card_id: uuid.UUID,
+             evidence_limit: int = 100) -> CardPublic:
+    """One card with (up to evidence_limit pieces of) its evidence."""
+    card = session.get(Card, card_id)
+    if card is None or card.namespace != namespace:
+        raise NotFound(f"no card {card_id} in namespace {namespace!r}")
+    ev = session.execute(
+        select(CardEvidence).where(CardEvidence.card_id == card_id)
+        .order_by(CardEvidence.created_at).limit(evidence_limit)  # type: ignore[arg-type]
+    ).scalars().all()
+    return to_public(card, ev)
+
+
+@dataclass
+class ScoreTerms:
+    """The parts of a card's retrieval score."""
+
+    confidence: float
+    recency: float
+    use_frequency: float
+    score: float
+
+
+@dataclass
+class Match:
+    """A card that applies to the state, with its score and (on request) why it matched."""
+
+    card: Card
+    terms: ScoreTerms
+    checks: list[Check] = field(default_factory=list)
+
+
+def score_terms(card: Card, *, now: datetime, max_uses: int, w: RankingWeights) -> ScoreTerms:
+    """score = w_c*confidence + w_r*recency + w_u*use_frequency (recency halves every half-life)."""
+    seen = card.last_used_at or card.updated_at
+    age_days = max((now - seen).total_seconds(), 0.0) / 86400
+    recency = math.pow(0.5, age_days / w.recency_half_life_days)
+    freq = card.use_count / max_uses if max_uses else 0.0
+    score = w.confidence * card.confidence + w.recency * recency + w.use_frequency * freq
+    return ScoreTerms(card.confidence, recency, freq, score)
+
+
+def query_cards(
+    *, session: Session, namespace: str, state: Mapping[str, Any], top_k: int = 5,
+    weights: RankingWeights | None = None, explain: bool = False,
+) -> list[Match]:
+    """Active cards whose preconditions all hold on the state, best first."""
+    if top_k < 1:
+        raise InvalidInput("top_k must be at least 1", field="top_k")
+    w = weights or RankingWeights()
+    cards = session.execute(select(Card).where(
+        Card.namespace == namespace, Card.status == CardStatus.active.value)).scalars().all()
+    context = make_context(state)
+    keys = frozenset(str(k) for k in state)
+    now = utcnow()
+    max_uses = max((c.use_count for c in cards), default=0)
+    matches: list[Match] = []
+    for card in cards:
+        checks = [check(compile_stored(p), context, keys) for p in card.preconditions]
+        if all(c.verdict is Verdict.held for c in checks):
+            matches.append(Match(card, score_terms(card, now=now, max_uses=max_uses, w=w),
+                                 checks if explain else []))
+    matches.sort(key=lambda m: (-m.terms.score, -m.card.evidence_count, str(m.card.card_id)))
+    return matches[:top_k]

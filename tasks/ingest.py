@@ -1,0 +1,35 @@
+"""Prefect task: ingest one file or folder of trajectories (idempotent by trajectory key)."""
+
+from __future__ import annotations
+
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+from pydantic import BaseModel
+
+from memory_core.ingest.store import ingest, iter_sources
+from memory_core.settings import Settings
+from tasks.runtime import engine_for
+
+
+class IngestSummary(BaseModel):
+    """What one ingest task stored, skipped and refused."""
+
+    source: str
+    stored: int
+    duplicates: int
+    refused: list[tuple[str, str]]
+
+
+@task(name="ingest-source", task_run_name="ingest {source}", cache_policy=NO_CACHE)
+def ingest_source(source: str, namespace: str, task_type: str, settings: Settings) -> IngestSummary:
+    """Store every record under `source`; refused records are logged and reported, not fatal."""
+    logger = get_run_logger()
+    report = ingest(engine=engine_for(settings), records=iter_sources([source]),
+                    namespace=namespace, task_type=task_type,
+                    max_observation_chars=settings.max_observation_chars)
+    for name, why in report.refused:
+        logger.warning("refused %s: %s", name, why)
+    logger.info("%s: %d stored, %d already there, %d refused", source, report.stored,
+                report.duplicates, len(report.refused))
+    return IngestSummary(source=source, stored=report.stored, duplicates=report.duplicates,
+                         refused=report.refused)

@@ -1,0 +1,22 @@
+"""Per-process resources the tasks share (built lazily, never at import time)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from sqlalchemy.engine import Engine
+
+from memory_core import db
+from memory_core.settings import Settings
+
+
+@lru_cache(maxsize=8)
+def _engine(url: str, settings_json: str) -> Engine:
+    settings = Settings.model_validate_json(settings_json)
+    db.upgrade(settings)
+    return db.make_engine(settings)
+
+
+def engine_for(settings: Settings) -> Engine:
+    """The engine for these settings, migrated to the latest schema once per process."""
+    return _engine(settings.sqlalchemy_url, settings.model_dump_json())
