@@ -39,6 +39,15 @@ _ERROR_START = re.compile(
 MAX_SIGNATURE_CHARS = 160
 
 
+def _mask_number(m: re.Match[str]) -> str:
+    # an HTTP status is the error's category (429 vs 503), not a varying value
+    before = m.string[max(0, m.start() - 12):m.start()].casefold()
+    if len(m.group(0)) == 3 and m.group(0)[0] in "12345" and re.search(
+            r"(http(/[\d.]+)?|status|code)\s*[:=]?\s*$", before):
+        return m.group(0)
+    return "<n>"
+
+
 def normalise_error(text: str) -> str:
     """A stable signature of an error message: ids, numbers and quoted values masked, lower case."""
     first = text.strip().splitlines()[0] if text.strip() else ""
@@ -46,7 +55,7 @@ def normalise_error(text: str) -> str:
     first = _QUOTED.sub("<s>", first)
     first = _UUID.sub("<id>", first)
     first = _ID_TOKEN.sub("<id>", first)
-    first = _NUMBER.sub("<n>", first)
+    first = _NUMBER.sub(_mask_number, first)
     return " ".join(first.casefold().split())[:MAX_SIGNATURE_CHARS]
 
 
