@@ -19,6 +19,13 @@ _STRING_LITERAL = re.compile(
     re.DOTALL,
 )
 _OPENERS, _CLOSERS = "([{", ")]}"
+# CEL's standard functions; anything else would only fail later, at query time
+_STANDARD_FUNCTIONS = frozenset({
+    "size", "contains", "startsWith", "endsWith", "matches", "int", "uint", "double", "string",
+    "bool", "bytes", "type", "dyn", "has", "timestamp", "duration", "exists", "all",
+    "exists_one", "map", "filter", "getFullYear", "getMonth", "getDayOfMonth", "getDayOfWeek",
+    "getDayOfYear", "getHours", "getMinutes", "getSeconds", "getMilliseconds", "getDate",
+})
 
 
 def normalise_text(value: str) -> str:
@@ -125,6 +132,13 @@ def _compile_cached(source: str) -> CompiledPrecondition:
         raise InvalidPrecondition(
             f"precondition {source!r} does not compile: {first_line}", field="preconditions"
         ) from exc
+    unknown = sorted(f for f in program.functions()
+                     if f not in _STANDARD_FUNCTIONS and f.strip("_@!-").isidentifier()
+                     and f not in ("@in", "@not_strictly_false"))
+    if unknown:
+        raise InvalidPrecondition(
+            f"precondition {source!r} calls unknown function(s) {', '.join(unknown)}",
+            field="preconditions")
     return CompiledPrecondition(source, program, frozenset(program.variables()))
 
 

@@ -1,0 +1,77 @@
+"""Fixtures: a fresh SQLite file per test and one throw-away PostgreSQL database per session."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import Engine
+from sqlmodel import SQLModel
+
+from memory_core import db
+from memory_core.settings import Settings
+
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+PG_ADMIN = os.environ.get("HINDSIGHT_TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+def _plain(url: str) -> str:
+    return url.replace("postgresql+psycopg://", "postgresql://")
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    """A fresh PostgreSQL database for this test session, dropped at the end."""
+    name = f"hindsight_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(_plain(PG_ADMIN), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    base = _plain(PG_ADMIN).rsplit("/", 1)[0]
+    url = f"{base}/{name}"
+    db.upgrade(Settings(database_url=url))
+    yield url
+    with psycopg.connect(_plain(PG_ADMIN), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _truncate(engine: Engine) -> None:
+    tables = ", ".join(t.name for t in SQLModel.metadata.sorted_tables)
+    with engine.begin() as conn:
+        conn.execute(text(f"TRUNCATE {tables} CASCADE"))
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def settings(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
+    """Settings on a fresh, migrated database of each kind."""
+    if request.param == "sqlite":
+        s = Settings(data_dir=tmp_path / "data")
+        db.upgrade(s)
+        return s
+    url = request.getfixturevalue("pg_url")
+    s = Settings(data_dir=tmp_path / "data", database_url=url)
+    engine = db.make_engine(s)
+    _truncate(engine)
+    engine.dispose()
+    return s
+
+
+@pytest.fixture
+def engine(settings: Settings) -> Iterator[Engine]:
+    """An engine on the test database."""
+    e = db.make_engine(settings)
+    yield e
+    e.dispose()
+
+
+@pytest.fixture
+def env_for(settings: Settings) -> dict[str, str]:
+    """Environment variables that point a subprocess (or the CLI) at the test database."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HINDSIGHT_")}
+    env["HINDSIGHT_DATA_DIR"] = str(settings.data_dir)
+    if settings.database_url:
+        env["HINDSIGHT_DATABASE_URL"] = settings.database_url
+    return env

@@ -1,0 +1,82 @@
+"""Preconditions: CEL compile, normalisation, caps, and explainable evaluation."""
+
+from __future__ import annotations
+
+import pytest
+
+from memory_core.errors import InvalidPrecondition
+from memory_core.preconditions import (
+    Verdict,
+    check,
+    compile_all,
+    compile_precondition,
+    holds_all,
+    make_context,
+)
+
+
+def verdict(expr: str, state: dict) -> Verdict:
+    return check(compile_precondition(expr), make_context(state), frozenset(state)).verdict
+
+
+def test_case_of_strings_never_matters() -> None:
+    assert verdict('task_type == "API_CALL"', {"task_type": "api_call"}) is Verdict.held
+    assert verdict('task_type == "api_call"', {"task_type": "API_CALL"}) is Verdict.held
+    assert verdict('"Payment" in tools_used', {"tools_used": ["PAYMENT", "x"]}) is Verdict.held
+    assert verdict("last_error.contains('Rate  LIMIT')",
+                   {"last_error": "http 429: rate limit"}) is Verdict.held
+
+
+def test_comparisons_and_failures() -> None:
+    assert verdict("retry_count < 3", {"retry_count": 2}) is Verdict.held
+    assert verdict("retry_count < 3", {"retry_count": 3}) is Verdict.failed
+    assert verdict("error_code == 429", {"error_code": 429.0}) is Verdict.held  # JSON 429.0
+
+
+def test_missing_variables_are_false_and_named() -> None:
+    c = compile_precondition('tool == "a" && retry_count < 3')
+    state = {"tool": "a"}
+    result = check(c, make_context(state), frozenset(state))
+    assert result.verdict is Verdict.missing
+    assert result.missing == ("retry_count",)
+    nested = check(compile_precondition("args.page == 1"), make_context({"args": {}}),
+                   frozenset({"args"}))
+    assert nested.verdict is Verdict.missing
+
+
+def test_non_boolean_and_type_errors_are_errors_not_matches() -> None:
+    assert verdict("retry_count", {"retry_count": 1}) is Verdict.error
+    assert verdict('retry_count > "a"', {"retry_count": 1}) is Verdict.error
+
+
+@pytest.mark.parametrize("expr", ["tool ==", "tool = 'a'", "", "   ", "__import__('os')"])
+def test_bad_expressions_are_refused_with_the_field(expr: str) -> None:
+    with pytest.raises(InvalidPrecondition, match="preconditions"):
+        compile_precondition(expr)
+
+
+def test_caps_on_length_depth_and_count() -> None:
+    with pytest.raises(InvalidPrecondition, match="cap is 20"):
+        compile_precondition('tool == "a_very_long_tool_name"', max_chars=20)
+    deep = "(" * 9 + "x == 1" + ")" * 9
+    with pytest.raises(InvalidPrecondition, match="deeper"):
+        compile_precondition(deep, max_depth=8)
+    chain = " && ".join(f"x{i} == 1" for i in range(10))
+    with pytest.raises(InvalidPrecondition, match="deeper"):
+        compile_precondition(chain, max_depth=8)
+    with pytest.raises(InvalidPrecondition, match="cap is 2"):
+        compile_all(["a == 1", "b == 1", "c == 1"], max_count=2)
+    # brackets inside string literals do not count as depth
+    assert compile_precondition('x == "((((((((((("', max_depth=2).source == 'x == "((((((((((("'
+
+
+def test_string_literals_with_quotes_and_escapes_survive_normalisation() -> None:
+    c = compile_precondition('last_error == "user \\"BOB\\" not found"')
+    assert c.source == 'last_error == "user \\"bob\\" not found"'
+    assert verdict('last_error == "user \\"BOB\\" not found"',
+                   {"last_error": 'User "Bob" not found'}) is Verdict.held
+
+
+def test_an_empty_list_holds_and_duplicates_collapse() -> None:
+    assert holds_all([], make_context({}), frozenset())
+    assert len(compile_all(['a == "X"', 'a == "x"', "a  ==  'x'"])) == 2

@@ -1,0 +1,56 @@
+"""The task-state vocabulary and error signatures."""
+
+from __future__ import annotations
+
+from memory_core.models.trajectory import Step
+from memory_core.task_state import (
+    error_code,
+    normalise_error,
+    observation_error,
+    planning_state,
+    states_before_calls,
+)
+
+
+def test_error_signatures_mask_what_varies() -> None:
+    a = normalise_error("Error: payment amount does not add up, total price is 1203, but paid 833")
+    b = normalise_error("Error: payment amount does not add up, total price is 608, but paid 304")
+    assert a == b == "payment amount does not add up, total price is <n>, but paid <n>"
+    assert normalise_error("Error: not enough balance in method gift_card_5094406") == (
+        normalise_error("error: NOT enough balance in method card_77"))
+    assert normalise_error("user 'bob' not found") == normalise_error('user "alice" not found')
+    assert "<id>" in normalise_error("job 3f2b8c1e-1111-2222-3333-444455556666 failed")
+    assert normalise_error("HTTP 429 Too Many Requests") == "http 429 too many requests"
+    assert normalise_error("HTTP 503 Service Unavailable") != normalise_error("HTTP 429 Too Many")
+
+
+def test_error_codes_and_detection() -> None:
+    assert error_code("HTTP 429 Too Many Requests") == "429"
+    assert error_code("status_code=503") == "503"
+    assert error_code("raised KeyError: 'user'") == "KeyError"
+    assert error_code("plain failure") == ""
+    assert observation_error("Error: boom") == "Error: boom"
+    assert observation_error('{"error": "not found"}') == "not found"
+    assert observation_error('{"status": 404, "message": "gone"}') == "status 404: gone"
+    assert observation_error('{"status": "ok"}') is None
+    assert observation_error("4 results found") is None
+    assert observation_error("Traceback (most recent call last):") is not None
+
+
+def _call(i: int, tool: str, error: str | None = None) -> Step:
+    return Step(index=i, type="tool_call", tool=tool, args={"i": i}, error=error)
+
+
+def test_states_before_each_call() -> None:
+    steps = [Step(index=0, type="message", role="user", text="hi"),
+             _call(1, "search"), _call(2, "pay", "Error: HTTP 429 limit 5"), _call(3, "pay"),
+             _call(4, "pay")]
+    states = states_before_calls(steps, task_type="checkout", agent_id="a1")
+    assert [s["step"] for s in states] == [0, 1, 2, 3]
+    first, second, third, fourth = states
+    assert first["tools_used"] == [] and first["last_tool"] == "" and first["retry_count"] == 0
+    assert second["tool"] == "pay" and second["tools_used"] == ["search"]
+    assert third["last_error"] == "http 429 limit <n>" and third["last_error_code"] == "429"
+    assert third["retry_count"] == 1 and third["error_count"] == 1
+    assert fourth["last_error"] == "" and fourth["retry_count"] == 2
+    assert "tool" not in planning_state(third) and planning_state(third)["step"] == 2
