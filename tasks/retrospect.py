@@ -6,6 +6,7 @@ from datetime import timedelta
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
+from prefect.runtime import task_run
 from prefect.states import State
 from pydantic import BaseModel
 
@@ -31,7 +32,12 @@ def _lease_lost(_task: object, _run: object, state: State) -> bool:
     return isinstance(state.result(raise_on_failure=False), LeaseLost)
 
 
-@task(name="retrospect-batch", task_run_name="retrospect {namespace} batch {batch_no}",
+def _batch_run_name() -> str:
+    params = task_run.parameters
+    return f"retrospect {params.get('namespace') or 'all namespaces'} batch {params['batch_no']}"
+
+
+@task(name="retrospect-batch", task_run_name=_batch_run_name,
       cache_policy=NO_CACHE, retries=2, retry_delay_seconds=[1, 5],
       retry_condition_fn=_lease_lost)
 def retrospect_batch(batch_no: int, namespace: str | None, worker: str,
