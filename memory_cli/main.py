@@ -28,6 +28,7 @@ def _prefect_defaults(data_dir: Path) -> None:
     """Embedded Prefect: no analytics, its state under our data directory unless set already."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_HOME", str((data_dir / "prefect").resolve()))
+    Path(os.environ["PREFECT_HOME"]).mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 
 

@@ -1,0 +1,71 @@
+"""The `hindsight` command as a user runs it: a real subprocess on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.helpers.data import REPO, tau_path
+
+
+def hindsight(env, *args: str, stdin: str | None = None, check: bool = True):
+    proc = subprocess.run([sys.executable, "-m", "memory_cli", *args], cwd=REPO, env=env,
+                          input=stdin, capture_output=True, text=True, timeout=300)
+    if check:
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def test_ingest_from_stdin_twice_then_status(env_for) -> None:
+    lines = [json.dumps({"id": f"t{i}", "task_type": "report", "outcome": "success", "steps": [
+        {"type": "tool_call", "tool": "fetch", "args": {"page": i}, "error": "HTTP 503 busy"},
+        {"type": "tool_call", "tool": "fetch", "args": {"page": i}, "observation": "ok"}]})
+        for i in range(3)]
+    out = hindsight(env_for, "ingest", "-", "--format", "json", stdin="\n".join(lines))
+    assert json.loads(out.stdout) == {"stored": 3, "duplicates": 0, "refused": []}
+    again = hindsight(env_for, "ingest", "-", "-f", "json", stdin="\n".join(lines))
+    assert json.loads(again.stdout)["duplicates"] == 3
+    status = json.loads(hindsight(env_for, "status", "-f", "json").stdout)
+    assert status == {"trajectories": {"pending": 3}, "cards": {}}
+
+
+def test_bad_input_exits_2_and_names_record_and_field(env_for, tmp_path) -> None:
+    f = tmp_path / "bad.json"
+    f.write_text(json.dumps([{"steps": [{"type": "tool_call"}]}]))
+    proc = hindsight(env_for, "ingest", str(f), check=False)
+    assert proc.returncode == 2
+    assert f"record {f}[0], field 'steps.0.tool'" in proc.stdout.replace("\n", "")
+    missing = hindsight(env_for, "ingest", str(tmp_path / "nope"), check=False)
+    assert missing.returncode == 2 and "no such file or folder" in missing.stderr
+    bad_state = hindsight(env_for, "cards", "query", "--state", "{oops", check=False)
+    assert bad_state.returncode == 2 and "field 'state'" in bad_state.stderr
+    bad_id = hindsight(env_for, "cards", "show", "not-a-uuid", check=False)
+    assert bad_id.returncode == 2 and "not a card id" in bad_id.stderr
+
+
+def test_nightly_then_list_show_and_query(env_for) -> None:
+    out = hindsight(env_for, "nightly", "--input", str(REPO / "examples"))
+    assert "hindsight cards query --state" in out.stdout
+    assert "deploy_service" in out.stdout  # the learned cards' table
+    listed = json.loads(hindsight(env_for, "cards", "list", "-f", "json").stdout)
+    assert listed and all(c["status"] == "active" for c in listed)
+    warning = next(c for c in listed if 'tool == "push_image"' in c["preconditions"])
+    shown = json.loads(hindsight(env_for, "cards", "show", warning["card_id"], "-f",
+                                 "json").stdout)
+    assert shown["evidence"] and shown["evidence"][0]["condition"]["tool"] == "push_image"
+    state = json.dumps({"task_type": "DEPLOY_SERVICE", "tool": "push_image"})
+    hits = json.loads(hindsight(env_for, "cards", "query", "--state", state, "--explain",
+                                "-f", "json").stdout)
+    assert hits[0]["card"]["card_id"] == warning["card_id"]
+    assert all(c["verdict"] == "held" for h in hits for c in h["checks"])
+    assert hits == sorted(hits, key=lambda h: -h["score"]["score"])
+    none = json.loads(hindsight(env_for, "cards", "query", "--state",
+                                json.dumps({"tool": "push_image"}), "-f", "json").stdout)
+    assert none == []  # the task type is part of the lesson; without it nothing applies
+
+
+def test_retrospect_command_on_tau(env_for) -> None:
+    hindsight(env_for, "ingest", str(tau_path()))
+    out = json.loads(hindsight(env_for, "retrospect", "-f", "json").stdout)
+    assert out["trajectories"] == 140 and out["cards_created"] > 5
