@@ -13,8 +13,11 @@ def run_name(flow_name: str) -> Callable[[], str]:
 
     def _name() -> str:
         params = flow_run.parameters.get("params") or {}
-        ns = params.get("namespace") if isinstance(params, dict) else getattr(params, "namespace",
-                                                                               None)
+        ns = (
+            params.get("namespace")
+            if isinstance(params, dict)
+            else getattr(params, "namespace", None)
+        )
         return f"{flow_name} {ns or 'all'} {datetime.now(UTC):%Y-%m-%d %H:%M}"
 
     return _name

@@ -5,9 +5,9 @@ from __future__ import annotations
 from prefect import flow
 from pydantic import BaseModel
 
+from flows.naming import run_name
 from flows.params import NightlyParams
 from flows.retrospect import RetrospectSummary, run_retrospect
-from flows.naming import run_name
 from memory_core.settings import Settings
 from tasks.ingest import IngestSummary, ingest_source
 
@@ -26,5 +26,4 @@ def nightly(params: NightlyParams = NightlyParams()) -> NightlySummary:
     namespace = params.namespace or settings.namespace
     task_type = params.task_type or settings.default_task_type
     ingested = [ingest_source(src, namespace, task_type, settings) for src in params.input]
-    return NightlySummary(ingested=ingested,
-                          retrospect=run_retrospect(params.retrospect, settings))
+    return NightlySummary(ingested=ingested, retrospect=run_retrospect(params.retrospect, settings))

@@ -15,8 +15,9 @@ class RetrospectParams(BaseModel):
 class NightlyParams(BaseModel):
     """The nightly consolidation run."""
 
-    input: list[str] = Field(default_factory=list,
-                             description="files or folders of trajectories to ingest first")
+    input: list[str] = Field(
+        default_factory=list, description="files or folders of trajectories to ingest first"
+    )
     namespace: str | None = Field(default=None, description="namespace for ingested runs")
     task_type: str | None = Field(default=None, description="task type for runs without one")
     retrospect: RetrospectParams = RetrospectParams()

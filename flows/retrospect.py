@@ -5,9 +5,9 @@ from __future__ import annotations
 from prefect import flow
 from pydantic import BaseModel
 
+from flows.naming import run_name
 from flows.params import RetrospectParams
 from memory_core.retrospect.claims import worker_id
-from flows.naming import run_name
 from memory_core.settings import Settings
 from tasks.retrospect import BatchSummary, retrospect_batch
 

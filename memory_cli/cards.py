@@ -21,9 +21,15 @@ NamespaceOpt = Annotated[str | None, typer.Option(help="namespace (default: the 
 
 
 def _row(c: Card) -> list[object]:
-    return [str(c.card_id)[:8], c.status, f"{c.confidence:.2f}", c.evidence_count, c.scenario,
-            "\n".join(c.preconditions) or "(always)",
-            " → ".join(a.get("tool", "") for a in c.action_sequence)]
+    return [
+        str(c.card_id)[:8],
+        c.status,
+        f"{c.confidence:.2f}",
+        c.evidence_count,
+        c.scenario,
+        "\n".join(c.preconditions) or "(always)",
+        " → ".join(a.get("tool", "") for a in c.action_sequence),
+    ]
 
 
 _COLUMNS = ["id", "status", "conf", "evidence", "scenario", "preconditions", "actions"]
@@ -52,9 +58,16 @@ def list_cmd(
         settings, engine = load()
         ns = namespace or settings.namespace
         with Session(engine) as session:
-            cards = list_cards(session=session, namespace=ns, statuses=status, kind=kind,
-                               text=text, min_confidence=min_confidence, limit=limit,
-                               offset=offset)
+            cards = list_cards(
+                session=session,
+                namespace=ns,
+                statuses=status,
+                kind=kind,
+                text=text,
+                min_confidence=min_confidence,
+                limit=limit,
+                offset=offset,
+            )
         if fmt is Format.json:
             print_json([to_public(c) for c in cards])
         else:
@@ -71,15 +84,17 @@ def show(card_id: str, namespace: NamespaceOpt = None, fmt: FormatOpt = Format.t
         except ValueError as exc:
             raise InvalidInput(f"{card_id!r} is not a card id (a UUID)", field="card_id") from exc
         with Session(engine) as session:
-            card = get_card(session=session, namespace=namespace or settings.namespace,
-                            card_id=cid)
+            card = get_card(session=session, namespace=namespace or settings.namespace, card_id=cid)
         if fmt is Format.json:
             print_json(card)
             return
         fields = card.model_dump(mode="json", exclude={"evidence"})
         table(f"card {card.card_id}", ["field", "value"], [[k, v] for k, v in fields.items()])
-        table("evidence", ["trajectory", "step", "condition", "result"],
-              [[str(e.trajectory_id)[:8], e.step, e.condition, e.result] for e in card.evidence])
+        table(
+            "evidence",
+            ["trajectory", "step", "condition", "result"],
+            [[str(e.trajectory_id)[:8], e.step, e.condition, e.result] for e in card.evidence],
+        )
 
 
 @app.command("query")
@@ -97,16 +112,34 @@ def query(
         if not isinstance(task_state, dict):
             raise InvalidInput("the task state must be a JSON object", field="state")
         with Session(engine) as session:
-            matches = query_cards(session=session, namespace=namespace or settings.namespace,
-                                  state=task_state, top_k=top_k, weights=settings.ranking,
-                                  explain=explain)
+            matches = query_cards(
+                session=session,
+                namespace=namespace or settings.namespace,
+                state=task_state,
+                top_k=top_k,
+                weights=settings.ranking,
+                explain=explain,
+            )
         if fmt is Format.json:
-            print_json([{"card": to_public(m.card), "score": vars(m.terms),
-                         "checks": [vars(c) for c in m.checks]} for m in matches])
+            print_json(
+                [
+                    {
+                        "card": to_public(m.card),
+                        "score": vars(m.terms),
+                        "checks": [vars(c) for c in m.checks],
+                    }
+                    for m in matches
+                ]
+            )
             return
-        table(f"{len(matches)} matching card(s)", ["score", *_COLUMNS],
-              [[f"{m.terms.score:.3f}", *_row(m.card)] for m in matches])
+        table(
+            f"{len(matches)} matching card(s)",
+            ["score", *_COLUMNS],
+            [[f"{m.terms.score:.3f}", *_row(m.card)] for m in matches],
+        )
         if explain:
             for m in matches:
-                console.print(f"[bold]{str(m.card.card_id)[:8]}[/bold] " + "; ".join(
-                    f"{c.expression}: {c.verdict.value}" for c in m.checks))
+                console.print(
+                    f"[bold]{str(m.card.card_id)[:8]}[/bold] "
+                    + "; ".join(f"{c.expression}: {c.verdict.value}" for c in m.checks)
+                )

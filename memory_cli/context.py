@@ -12,10 +12,10 @@ from typing import Any
 import typer
 from sqlalchemy.engine import Engine
 
+from memory_cli.output import err_console
 from memory_core import db
 from memory_core.errors import HindsightError, InvalidInput, NotFound
 from memory_core.settings import Settings
-from memory_cli.output import err_console
 
 
 def load(*, migrate: bool = True) -> tuple[Settings, Engine]:

@@ -58,17 +58,28 @@ def ingest(
 
         with polled_progress("ingest", lambda: (seen[0], 0)):
             report = ingest_records(
-                engine=engine, records=iter_sources(paths),
+                engine=engine,
+                records=iter_sources(paths),
                 namespace=namespace or settings.namespace,
                 task_type=task_type or settings.default_task_type,
-                max_observation_chars=settings.max_observation_chars, on_progress=bump)
+                max_observation_chars=settings.max_observation_chars,
+                on_progress=bump,
+            )
         if fmt is Format.json:
-            print_json({"stored": report.stored, "duplicates": report.duplicates,
-                        "refused": [{"record": r, "error": e} for r, e in report.refused]})
+            print_json(
+                {
+                    "stored": report.stored,
+                    "duplicates": report.duplicates,
+                    "refused": [{"record": r, "error": e} for r, e in report.refused],
+                }
+            )
         else:
-            table("ingest", ["stored", "already stored", "refused"],
-                  [[report.stored, report.duplicates, len(report.refused)]])
-            for name, why in report.refused:
+            table(
+                "ingest",
+                ["stored", "already stored", "refused"],
+                [[report.stored, report.duplicates, len(report.refused)]],
+            )
+            for _name, why in report.refused:
                 console.print(f"[red]refused[/red] {why}")
         if report.refused and not report.stored and not report.duplicates:
             raise typer.Exit(2)
@@ -93,8 +104,9 @@ def retrospect(
 
 @app.command()
 def nightly(
-    input: Annotated[list[str] | None, typer.Option("--input", "-i",
-                                                    help="files/folders to ingest first")] = None,
+    input: Annotated[
+        list[str] | None, typer.Option("--input", "-i", help="files/folders to ingest first")
+    ] = None,
     namespace: Annotated[str | None, typer.Option(help="namespace for ingested runs")] = None,
     task_type: Annotated[str | None, typer.Option(help="task type for runs without one")] = None,
     fmt: FormatOpt = Format.table,
@@ -106,31 +118,41 @@ def nightly(
         from flows.nightly import nightly as nightly_flow
         from flows.params import NightlyParams
 
-        params = NightlyParams(input=[str(Path(p).resolve()) for p in input or []],
-                               namespace=namespace, task_type=task_type)
+        params = NightlyParams(
+            input=[str(Path(p).resolve()) for p in input or []],
+            namespace=namespace,
+            task_type=task_type,
+        )
         with polled_progress("nightly", lambda: _progress(engine, None)):
             summary = nightly_flow(params)
         if fmt is Format.json:
             print_json(summary)
             return
         for ing in summary.ingested:
-            console.print(f"ingested {ing.source}: {ing.stored} new, {ing.duplicates} already "
-                          f"stored, {len(ing.refused)} refused")
+            console.print(
+                f"ingested {ing.source}: {ing.stored} new, {ing.duplicates} already "
+                f"stored, {len(ing.refused)} refused"
+            )
         _show_summary(summary.retrospect.model_dump(), fmt)
         ns = namespace or settings.namespace
         cards_cmd.show_cards_table(engine, ns, title=f"cards in namespace {ns!r}", limit=20)
-        console.print("\nquery them with:\n  hindsight cards query --state "
-                      "'{\"tool\": \"<tool about to be called>\", \"task_type\": \"<type>\"}'")
+        console.print(
+            "\nquery them with:\n  hindsight cards query --state "
+            '\'{"tool": "<tool about to be called>", "task_type": "<type>"}\''
+        )
 
 
 @app.command()
-def status(fmt: FormatOpt = Format.table,
-           namespace: Annotated[str | None, typer.Option()] = None) -> None:
+def status(
+    fmt: FormatOpt = Format.table, namespace: Annotated[str | None, typer.Option()] = None
+) -> None:
     """Trajectories and cards by status."""
     with fail_on_errors():
         _, engine = load()
-        t, c = trajectory_counts(engine=engine, namespace=namespace), card_counts(
-            engine=engine, namespace=namespace)
+        t, c = (
+            trajectory_counts(engine=engine, namespace=namespace),
+            card_counts(engine=engine, namespace=namespace),
+        )
         if fmt is Format.json:
             print_json({"trajectories": t, "cards": c})
             return

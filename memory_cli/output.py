@@ -54,12 +54,19 @@ def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> 
 
 
 @contextmanager
-def polled_progress(label: str, poll: Callable[[], tuple[int, int]],
-                    interval: float = 0.5) -> Iterator[None]:
+def polled_progress(
+    label: str, poll: Callable[[], tuple[int, int]], interval: float = 0.5
+) -> Iterator[None]:
     """A progress bar fed by polling (done, total) while the body runs (e.g. a Prefect flow)."""
     stop = threading.Event()
-    with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err_console, transient=False) as progress:
+    with Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=False,
+    ) as progress:
         bar = progress.add_task(label, total=None)
 
         def _loop() -> None:

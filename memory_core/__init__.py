@@ -1,1 +1,1 @@
-"""Hindsight's domain: models, storage, preconditions, extraction and ranking (no Prefect, no FastAPI)."""
+"""Hindsight's domain: models, storage, preconditions, extraction, ranking (no Prefect/FastAPI)."""

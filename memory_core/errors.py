@@ -13,8 +13,11 @@ class InvalidInput(HindsightError):
     def __init__(self, message: str, *, record: str | None = None, field: str | None = None):
         self.record = record
         self.field = field
-        where = ", ".join(p for p in (f"record {record}" if record else "",
-                                      f"field '{field}'" if field else "") if p)
+        where = ", ".join(
+            p
+            for p in (f"record {record}" if record else "", f"field '{field}'" if field else "")
+            if p
+        )
         super().__init__(f"{where}: {message}" if where else message)
 
 

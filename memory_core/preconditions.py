@@ -20,12 +20,41 @@ _STRING_LITERAL = re.compile(
 )
 _OPENERS, _CLOSERS = "([{", ")]}"
 # CEL's standard functions; anything else would only fail later, at query time
-_STANDARD_FUNCTIONS = frozenset({
-    "size", "contains", "startsWith", "endsWith", "matches", "int", "uint", "double", "string",
-    "bool", "bytes", "type", "dyn", "has", "timestamp", "duration", "exists", "all",
-    "exists_one", "map", "filter", "getFullYear", "getMonth", "getDayOfMonth", "getDayOfWeek",
-    "getDayOfYear", "getHours", "getMinutes", "getSeconds", "getMilliseconds", "getDate",
-})
+_STANDARD_FUNCTIONS = frozenset(
+    {
+        "size",
+        "contains",
+        "startsWith",
+        "endsWith",
+        "matches",
+        "int",
+        "uint",
+        "double",
+        "string",
+        "bool",
+        "bytes",
+        "type",
+        "dyn",
+        "has",
+        "timestamp",
+        "duration",
+        "exists",
+        "all",
+        "exists_one",
+        "map",
+        "filter",
+        "getFullYear",
+        "getMonth",
+        "getDayOfMonth",
+        "getDayOfWeek",
+        "getDayOfYear",
+        "getHours",
+        "getMinutes",
+        "getSeconds",
+        "getMilliseconds",
+        "getDate",
+    }
+)
 
 
 def normalise_text(value: str) -> str:
@@ -104,7 +133,9 @@ def compile_precondition(
 ) -> CompiledPrecondition:
     """Normalise, cap and compile one expression; raises InvalidPrecondition naming the problem."""
     if not isinstance(expression, str) or not expression.strip():
-        raise InvalidPrecondition("a precondition must be a non-empty string", field="preconditions")
+        raise InvalidPrecondition(
+            "a precondition must be a non-empty string", field="preconditions"
+        )
     if len(expression) > max_chars:
         raise InvalidPrecondition(
             f"precondition is {len(expression)} characters, the cap is {max_chars}",
@@ -132,13 +163,18 @@ def _compile_cached(source: str) -> CompiledPrecondition:
         raise InvalidPrecondition(
             f"precondition {source!r} does not compile: {first_line}", field="preconditions"
         ) from exc
-    unknown = sorted(f for f in program.functions()
-                     if f not in _STANDARD_FUNCTIONS and f.strip("_@!-").isidentifier()
-                     and f not in ("@in", "@not_strictly_false"))
+    unknown = sorted(
+        f
+        for f in program.functions()
+        if f not in _STANDARD_FUNCTIONS
+        and f.strip("_@!-").isidentifier()
+        and f not in ("@in", "@not_strictly_false")
+    )
     if unknown:
         raise InvalidPrecondition(
             f"precondition {source!r} calls unknown function(s) {', '.join(unknown)}",
-            field="preconditions")
+            field="preconditions",
+        )
     return CompiledPrecondition(source, program, frozenset(program.variables()))
 
 
@@ -162,7 +198,9 @@ def make_context(state: Mapping[str, Any]) -> cel.Context:
     return cel.Context(normalise_value(dict(state)))
 
 
-def check(compiled: CompiledPrecondition, context: cel.Context, state_keys: frozenset[str]) -> Check:
+def check(
+    compiled: CompiledPrecondition, context: cel.Context, state_keys: frozenset[str]
+) -> Check:
     """Evaluate one precondition; a variable the state lacks makes it false ('missing')."""
     missing = tuple(sorted(compiled.variables - state_keys))
     if missing:

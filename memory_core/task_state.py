@@ -41,9 +41,12 @@ MAX_SIGNATURE_CHARS = 160
 
 def _mask_number(m: re.Match[str]) -> str:
     # an HTTP status is the error's category (429 vs 503), not a varying value
-    before = m.string[max(0, m.start() - 12):m.start()].casefold()
-    if len(m.group(0)) == 3 and m.group(0)[0] in "12345" and re.search(
-            r"(http(/[\d.]+)?|status|code)\s*[:=]?\s*$", before):
+    before = m.string[max(0, m.start() - 12) : m.start()].casefold()
+    if (
+        len(m.group(0)) == 3
+        and m.group(0)[0] in "12345"
+        and re.search(r"(http(/[\d.]+)?|status|code)\s*[:=]?\s*$", before)
+    ):
         return m.group(0)
     return "<n>"
 
@@ -69,7 +72,7 @@ def error_code(text: str) -> str:
 
 
 def observation_error(observation: str) -> str | None:
-    """The error a tool result reports, or None: 'Error: ...' text or a JSON object with an error."""
+    """The error a tool result reports ("Error: ..." text, a JSON error object), or None."""
     if _ERROR_START.match(observation):
         return observation.strip()
     stripped = observation.lstrip()

@@ -24,12 +24,22 @@ class IngestSummary(BaseModel):
 def ingest_source(source: str, namespace: str, task_type: str, settings: Settings) -> IngestSummary:
     """Store every record under `source`; refused records are logged and reported, not fatal."""
     logger = get_run_logger()
-    report = ingest(engine=engine_for(settings), records=iter_sources([source]),
-                    namespace=namespace, task_type=task_type,
-                    max_observation_chars=settings.max_observation_chars)
+    report = ingest(
+        engine=engine_for(settings),
+        records=iter_sources([source]),
+        namespace=namespace,
+        task_type=task_type,
+        max_observation_chars=settings.max_observation_chars,
+    )
     for name, why in report.refused:
         logger.warning("refused %s: %s", name, why)
-    logger.info("%s: %d stored, %d already there, %d refused", source, report.stored,
-                report.duplicates, len(report.refused))
-    return IngestSummary(source=source, stored=report.stored, duplicates=report.duplicates,
-                         refused=report.refused)
+    logger.info(
+        "%s: %d stored, %d already there, %d refused",
+        source,
+        report.stored,
+        report.duplicates,
+        len(report.refused),
+    )
+    return IngestSummary(
+        source=source, stored=report.stored, duplicates=report.duplicates, refused=report.refused
+    )

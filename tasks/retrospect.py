@@ -6,8 +6,8 @@ from datetime import timedelta
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
+from prefect.client.schemas.objects import State
 from prefect.runtime import task_run
-from prefect.states import State
 from pydantic import BaseModel
 
 from memory_core.errors import LeaseLost
@@ -37,25 +37,41 @@ def _batch_run_name() -> str:
     return f"retrospect {params.get('namespace') or 'all namespaces'} batch {params['batch_no']}"
 
 
-@task(name="retrospect-batch", task_run_name=_batch_run_name,
-      cache_policy=NO_CACHE, retries=2, retry_delay_seconds=[1, 5],
-      retry_condition_fn=_lease_lost)
-def retrospect_batch(batch_no: int, namespace: str | None, worker: str,
-                     settings: Settings) -> BatchSummary:
+@task(
+    name="retrospect-batch",
+    task_run_name=_batch_run_name,
+    cache_policy=NO_CACHE,
+    retries=2,
+    retry_delay_seconds=[1, 5],
+    retry_condition_fn=_lease_lost,
+)
+def retrospect_batch(
+    batch_no: int, namespace: str | None, worker: str, settings: Settings
+) -> BatchSummary:
     """Claim up to batch_size trajectories, write their cards, and mark them done together."""
     result = retrospect_once(
         engine=engine_for(settings),
         extractor=RuleExtractor(default_task_type=settings.default_task_type),
-        worker=worker, batch_size=settings.retrospect_batch_size,
-        lease=timedelta(seconds=settings.lease_seconds), namespace=namespace,
+        worker=worker,
+        batch_size=settings.retrospect_batch_size,
+        lease=timedelta(seconds=settings.lease_seconds),
+        namespace=namespace,
     )
     logger = get_run_logger()
     for err in result.errors:
         logger.error("dead letter: %s", err)
     if result.claimed:
-        logger.info("%d trajectories, %d new cards, %d evidence rows, %d dead letters",
-                    result.claimed, result.cards_created, result.evidence_added,
-                    result.dead_letters)
-    return BatchSummary(claimed=result.claimed, done=result.done,
-                        dead_letters=result.dead_letters, cards_created=result.cards_created,
-                        evidence_added=result.evidence_added)
+        logger.info(
+            "%d trajectories, %d new cards, %d evidence rows, %d dead letters",
+            result.claimed,
+            result.cards_created,
+            result.evidence_added,
+            result.dead_letters,
+        )
+    return BatchSummary(
+        claimed=result.claimed,
+        done=result.done,
+        dead_letters=result.dead_letters,
+        cards_created=result.cards_created,
+        evidence_added=result.evidence_added,
+    )

@@ -17,7 +17,9 @@ from memory_core import db
 from memory_core.settings import Settings
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-PG_ADMIN = os.environ.get("HINDSIGHT_TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+PG_ADMIN = os.environ.get(
+    "HINDSIGHT_TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
 
 
 def _plain(url: str) -> str:

@@ -10,18 +10,45 @@ from tests.helpers.data import REPO, tau_path
 
 
 def hindsight(env, *args: str, stdin: str | None = None, check: bool = True):
-    proc = subprocess.run([sys.executable, "-m", "memory_cli", *args], cwd=REPO, env=env,
-                          input=stdin, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "memory_cli", *args],
+        cwd=REPO,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if check:
         assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 
 
 def test_ingest_from_stdin_twice_then_status(env_for) -> None:
-    lines = [json.dumps({"id": f"t{i}", "task_type": "report", "outcome": "success", "steps": [
-        {"type": "tool_call", "tool": "fetch", "args": {"page": i}, "error": "HTTP 503 busy"},
-        {"type": "tool_call", "tool": "fetch", "args": {"page": i}, "observation": "ok"}]})
-        for i in range(3)]
+    lines = [
+        json.dumps(
+            {
+                "id": f"t{i}",
+                "task_type": "report",
+                "outcome": "success",
+                "steps": [
+                    {
+                        "type": "tool_call",
+                        "tool": "fetch",
+                        "args": {"page": i},
+                        "error": "HTTP 503 busy",
+                    },
+                    {
+                        "type": "tool_call",
+                        "tool": "fetch",
+                        "args": {"page": i},
+                        "observation": "ok",
+                    },
+                ],
+            }
+        )
+        for i in range(3)
+    ]
     out = hindsight(env_for, "ingest", "-", "--format", "json", stdin="\n".join(lines))
     assert json.loads(out.stdout) == {"stored": 3, "duplicates": 0, "refused": []}
     again = hindsight(env_for, "ingest", "-", "-f", "json", stdin="\n".join(lines))
@@ -51,17 +78,20 @@ def test_nightly_then_list_show_and_query(env_for) -> None:
     listed = json.loads(hindsight(env_for, "cards", "list", "-f", "json").stdout)
     assert listed and all(c["status"] == "active" for c in listed)
     warning = next(c for c in listed if 'tool == "push_image"' in c["preconditions"])
-    shown = json.loads(hindsight(env_for, "cards", "show", warning["card_id"], "-f",
-                                 "json").stdout)
+    shown = json.loads(hindsight(env_for, "cards", "show", warning["card_id"], "-f", "json").stdout)
     assert shown["evidence"] and shown["evidence"][0]["condition"]["tool"] == "push_image"
     state = json.dumps({"task_type": "DEPLOY_SERVICE", "tool": "push_image"})
-    hits = json.loads(hindsight(env_for, "cards", "query", "--state", state, "--explain",
-                                "-f", "json").stdout)
+    hits = json.loads(
+        hindsight(env_for, "cards", "query", "--state", state, "--explain", "-f", "json").stdout
+    )
     assert hits[0]["card"]["card_id"] == warning["card_id"]
     assert all(c["verdict"] == "held" for h in hits for c in h["checks"])
     assert hits == sorted(hits, key=lambda h: -h["score"]["score"])
-    none = json.loads(hindsight(env_for, "cards", "query", "--state",
-                                json.dumps({"tool": "push_image"}), "-f", "json").stdout)
+    none = json.loads(
+        hindsight(
+            env_for, "cards", "query", "--state", json.dumps({"tool": "push_image"}), "-f", "json"
+        ).stdout
+    )
     assert none == []  # the task type is part of the lesson; without it nothing applies
 
 

@@ -26,8 +26,13 @@ LEASE_S = 1.0
 
 
 def _spawn(env: dict[str, str]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "tests.helpers.retrospect_worker"], cwd=REPO,
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.helpers.retrospect_worker"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
 
 
 def test_sigkill_mid_batch_loses_nothing_and_duplicates_nothing(engine, env_for, tmp_path):
@@ -43,8 +48,12 @@ def test_sigkill_mid_batch_loses_nothing_and_duplicates_nothing(engine, env_for,
     retrospect_all(ref_engine)
     expected = card_fingerprint(ref_engine)
 
-    env = {**env_for, "HINDSIGHT_LEASE_SECONDS": str(LEASE_S),
-           "HINDSIGHT_RETROSPECT_BATCH_SIZE": "40", "PYTHONPATH": str(REPO)}
+    env = {
+        **env_for,
+        "HINDSIGHT_LEASE_SECONDS": str(LEASE_S),
+        "HINDSIGHT_RETROSPECT_BATCH_SIZE": "40",
+        "PYTHONPATH": str(REPO),
+    }
     rng = random.Random(7)
     mid_batch_kills = 0
     # kill at random moments until two kills have caught a worker holding claimed runs

@@ -21,8 +21,10 @@ from tests.helpers.data import REPO, tau_path
 @pytest.fixture(scope="session")
 def prefect_harness() -> Iterator[None]:
     """One in-process Prefect API for the whole session."""
-    with prefect_test_harness(server_startup_timeout=120), temporary_settings(
-            {PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+    with (
+        prefect_test_harness(server_startup_timeout=120),
+        temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}),
+    ):
         yield
 
 
@@ -51,15 +53,20 @@ def test_nightly_on_examples_then_rerun_is_a_no_op(flow_env, engine) -> None:
 
 
 def test_retrospect_flow_names_its_runs_and_batches(flow_env, engine) -> None:
-    ingest(engine=engine, records=iter_sources([str(tau_path())]), namespace="default",
-           task_type="default")
+    ingest(
+        engine=engine,
+        records=iter_sources([str(tau_path())]),
+        namespace="default",
+        task_type="default",
+    )
     state = retrospect(RetrospectParams(namespace="default", max_batches=1), return_state=True)
     summary = state.result()
     assert summary.batches == 1 and summary.trajectories == 140
     with get_client(sync_client=True) as client:
         run = client.read_flow_run(state.state_details.flow_run_id)
         assert run.name.startswith("retrospect default ")
-        tasks = client.read_task_runs(flow_run_filter=FlowRunFilter(
-            id=FlowRunFilterId(any_=[run.id])))
+        tasks = client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[run.id]))
+        )
     assert [t.name for t in tasks] == ["retrospect default batch 1"]
     assert all(t.state.is_completed() for t in tasks)

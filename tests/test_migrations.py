@@ -19,7 +19,8 @@ def test_down_and_up_again(settings, engine) -> None:
     assert "card" not in inspect(engine).get_table_names()
     db.upgrade(settings)
     assert {"card", "card_evidence", "card_version", "card_use", "trajectory"} <= set(
-        inspect(engine).get_table_names())
+        inspect(engine).get_table_names()
+    )
 
 
 def test_models_match_the_migrations(settings, engine) -> None:

@@ -23,8 +23,10 @@ def test_case_of_strings_never_matters() -> None:
     assert verdict('task_type == "API_CALL"', {"task_type": "api_call"}) is Verdict.held
     assert verdict('task_type == "api_call"', {"task_type": "API_CALL"}) is Verdict.held
     assert verdict('"Payment" in tools_used', {"tools_used": ["PAYMENT", "x"]}) is Verdict.held
-    assert verdict("last_error.contains('Rate  LIMIT')",
-                   {"last_error": "http 429: rate limit"}) is Verdict.held
+    assert (
+        verdict("last_error.contains('Rate  LIMIT')", {"last_error": "http 429: rate limit"})
+        is Verdict.held
+    )
 
 
 def test_comparisons_and_failures() -> None:
@@ -39,8 +41,9 @@ def test_missing_variables_are_false_and_named() -> None:
     result = check(c, make_context(state), frozenset(state))
     assert result.verdict is Verdict.missing
     assert result.missing == ("retry_count",)
-    nested = check(compile_precondition("args.page == 1"), make_context({"args": {}}),
-                   frozenset({"args"}))
+    nested = check(
+        compile_precondition("args.page == 1"), make_context({"args": {}}), frozenset({"args"})
+    )
     assert nested.verdict is Verdict.missing
 
 
@@ -73,8 +76,10 @@ def test_caps_on_length_depth_and_count() -> None:
 def test_string_literals_with_quotes_and_escapes_survive_normalisation() -> None:
     c = compile_precondition('last_error == "user \\"BOB\\" not found"')
     assert c.source == 'last_error == "user \\"bob\\" not found"'
-    assert verdict('last_error == "user \\"BOB\\" not found"',
-                   {"last_error": 'User "Bob" not found'}) is Verdict.held
+    assert (
+        verdict('last_error == "user \\"BOB\\" not found"', {"last_error": 'User "Bob" not found'})
+        is Verdict.held
+    )
 
 
 def test_an_empty_list_holds_and_duplicates_collapse() -> None:

@@ -24,8 +24,12 @@ from tests.helpers.pipeline import card_fingerprint, retrospect_all
 
 
 def _ingest(engine, paths, task_type="default"):
-    return ingest(engine=engine, records=iter_sources([str(p) for p in paths]),
-                  namespace="default", task_type=task_type)
+    return ingest(
+        engine=engine,
+        records=iter_sources([str(p) for p in paths]),
+        namespace="default",
+        task_type=task_type,
+    )
 
 
 def test_tau_cards_are_plausible(engine) -> None:
@@ -47,13 +51,18 @@ def test_tau_cards_are_plausible(engine) -> None:
         assert card.evidence_count == len(by_card[card.card_id])
         for ev in by_card[card.card_id]:
             traj = trajectories[ev.trajectory_id]  # evidence points back to a stored run
-            states = states_before_calls([Step.model_validate(x) for x in traj.steps],
-                                         task_type=traj.task_type, agent_id=traj.agent_id)
+            states = states_before_calls(
+                [Step.model_validate(x) for x in traj.steps],
+                task_type=traj.task_type,
+                agent_id=traj.agent_id,
+            )
             state = states[ev.step]
             if card.provenance["pattern"] == "success_path":
                 state = planning_state(state)
             assert holds_all(compiled, make_context(state), frozenset(state)), (
-                card.scenario, ev.step)
+                card.scenario,
+                ev.step,
+            )
     # the same error seen in several runs is one card with several pieces of evidence
     assert max(c.evidence_count for c in cards) >= 3
 
@@ -80,22 +89,41 @@ def test_examples_yield_every_pattern(engine) -> None:
 
 
 def test_a_run_that_teaches_nothing_yields_no_card() -> None:
-    steps = [Step(index=0, type="tool_call", tool="lookup", args={"q": 1}, observation="ok"),
-             Step(index=1, type="tool_call", tool="answer", args={}, observation="done")]
+    steps = [
+        Step(index=0, type="tool_call", tool="lookup", args={"q": 1}, observation="ok"),
+        Step(index=1, type="tool_call", tool="answer", args={}, observation="done"),
+    ]
     from memory_core.retrospect.drafts import TrajectoryView
-    view = TrajectoryView(id=uuid.uuid4(), namespace="n", task_type="default", agent_id=None,
-                          outcome=Outcome.success, steps=steps)
+
+    view = TrajectoryView(
+        id=uuid.uuid4(),
+        namespace="n",
+        task_type="default",
+        agent_id=None,
+        outcome=Outcome.success,
+        steps=steps,
+    )
     assert RuleExtractor().extract(view) == []
-    typed = TrajectoryView(id=view.id, namespace="n", task_type="lookup_task", agent_id=None,
-                           outcome=Outcome.success, steps=steps)
+    typed = TrajectoryView(
+        id=view.id,
+        namespace="n",
+        task_type="lookup_task",
+        agent_id=None,
+        outcome=Outcome.success,
+        steps=steps,
+    )
     [card] = RuleExtractor().extract(typed)
     assert card.pattern == "success_path" and card.preconditions == ['task_type == "lookup_task"']
 
 
 def test_concurrent_workers_process_each_run_once(settings, engine) -> None:
     runs = replicate(tau_runs(), 700)
-    ingest(engine=engine, records=((f"r{i}", r) for i, r in enumerate(runs)),
-           namespace="default", task_type="default")
+    ingest(
+        engine=engine,
+        records=((f"r{i}", r) for i, r in enumerate(runs)),
+        namespace="default",
+        task_type="default",
+    )
     results, errors = [], []
 
     def work() -> None:
@@ -112,10 +140,18 @@ def test_concurrent_workers_process_each_run_once(settings, engine) -> None:
     assert errors == []
     assert sum(r.done for r in results) == 700
     with Session(engine) as s:
-        assert s.execute(select(func.count()).select_from(Trajectory)
-                         .where(Trajectory.status != "done")).scalar_one() == 0
-        dup = s.execute(text("SELECT count(*) FROM (SELECT namespace, signature FROM card "
-                             "GROUP BY namespace, signature HAVING count(*) > 1) d")).scalar_one()
+        assert (
+            s.execute(
+                select(func.count()).select_from(Trajectory).where(Trajectory.status != "done")
+            ).scalar_one()
+            == 0
+        )
+        dup = s.execute(
+            text(
+                "SELECT count(*) FROM (SELECT namespace, signature FROM card "
+                "GROUP BY namespace, signature HAVING count(*) > 1) d"
+            )
+        ).scalar_one()
         evidence = s.execute(select(func.count()).select_from(CardEvidence)).scalar_one()
         counted = s.execute(select(func.sum(Card.evidence_count))).scalar_one()
     assert dup == 0 and evidence == counted
@@ -138,8 +174,11 @@ def test_a_poisoned_trajectory_is_parked_not_blocking(engine) -> None:
     _ingest(engine, [REPO / "examples"])
     with Session(engine) as s:
         victim = s.execute(select(Trajectory.id).limit(1)).scalar_one()
-        s.execute(update(Trajectory).where(Trajectory.id == victim)
-                  .values(steps=[{"index": 0, "type": "teleport"}]))
+        s.execute(
+            update(Trajectory)
+            .where(Trajectory.id == victim)
+            .values(steps=[{"index": 0, "type": "teleport"}])
+        )
         s.commit()
     result = retrospect_all(engine)
     assert result.dead_letters == 1 and result.done == 11

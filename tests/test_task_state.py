@@ -17,7 +17,8 @@ def test_error_signatures_mask_what_varies() -> None:
     b = normalise_error("Error: payment amount does not add up, total price is 608, but paid 304")
     assert a == b == "payment amount does not add up, total price is <n>, but paid <n>"
     assert normalise_error("Error: not enough balance in method gift_card_5094406") == (
-        normalise_error("error: NOT enough balance in method card_77"))
+        normalise_error("error: NOT enough balance in method card_77")
+    )
     assert normalise_error("user 'bob' not found") == normalise_error('user "alice" not found')
     assert "<id>" in normalise_error("job 3f2b8c1e-1111-2222-3333-444455556666 failed")
     assert normalise_error("HTTP 429 Too Many Requests") == "http 429 too many requests"
@@ -42,9 +43,13 @@ def _call(i: int, tool: str, error: str | None = None) -> Step:
 
 
 def test_states_before_each_call() -> None:
-    steps = [Step(index=0, type="message", role="user", text="hi"),
-             _call(1, "search"), _call(2, "pay", "Error: HTTP 429 limit 5"), _call(3, "pay"),
-             _call(4, "pay")]
+    steps = [
+        Step(index=0, type="message", role="user", text="hi"),
+        _call(1, "search"),
+        _call(2, "pay", "Error: HTTP 429 limit 5"),
+        _call(3, "pay"),
+        _call(4, "pay"),
+    ]
     states = states_before_calls(steps, task_type="checkout", agent_id="a1")
     assert [s["step"] for s in states] == [0, 1, 2, 3]
     first, second, third, fourth = states

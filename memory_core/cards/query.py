@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, select
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from memory_core.errors import InvalidInput, NotFound
 from memory_core.models.card import Card, CardEvidence, CardPublic, CardStatus, EvidenceTriple
@@ -28,44 +28,64 @@ from memory_core.settings import RankingWeights
 def to_public(card: Card, evidence: Sequence[CardEvidence] = ()) -> CardPublic:
     """The reader's view of a card."""
     data = card.model_dump()
-    data["evidence"] = [EvidenceTriple(trajectory_id=e.trajectory_id, step=e.step,
-                                       condition=e.condition, action=e.action, result=e.result)
-                        for e in evidence]
+    data["evidence"] = [
+        EvidenceTriple(
+            trajectory_id=e.trajectory_id,
+            step=e.step,
+            condition=e.condition,
+            action=e.action,
+            result=e.result,
+        )
+        for e in evidence
+    ]
     return CardPublic.model_validate(data)
 
 
 def list_cards(
-    *, session: Session, namespace: str, statuses: Sequence[str] | None = None,
-    kind: str | None = None, text: str | None = None, min_confidence: float | None = None,
-    limit: int = 50, offset: int = 0,
+    *,
+    session: Session,
+    namespace: str,
+    statuses: Sequence[str] | None = None,
+    kind: str | None = None,
+    text: str | None = None,
+    min_confidence: float | None = None,
+    limit: int = 50,
+    offset: int = 0,
 ) -> list[Card]:
     """Cards of a namespace, newest first, filtered by status, kind, scenario text, confidence."""
-    q = select(Card).where(Card.namespace == namespace)
+    q = select(Card).where(col(Card.namespace) == namespace)
     if statuses:
         bad = set(statuses) - {s.value for s in CardStatus}
         if bad:
             raise InvalidInput(f"unknown status {sorted(bad)}", field="status")
-        q = q.where(Card.status.in_(list(statuses)))  # type: ignore[attr-defined]
+        q = q.where(col(Card.status).in_(list(statuses)))
     if kind:
-        q = q.where(Card.kind == kind)
+        q = q.where(col(Card.kind) == kind)
     if text:
-        q = q.where(func.lower(Card.scenario).contains(text.lower()))
+        q = q.where(func.lower(col(Card.scenario)).contains(text.lower()))
     if min_confidence is not None:
-        q = q.where(Card.confidence >= min_confidence)
-    q = q.order_by(Card.updated_at.desc(), Card.card_id).offset(offset).limit(limit)  # type: ignore[attr-defined]
+        q = q.where(col(Card.confidence) >= min_confidence)
+    q = q.order_by(col(Card.updated_at).desc(), col(Card.card_id)).offset(offset).limit(limit)
     return list(session.execute(q).scalars())
 
 
-def get_card(*, session: Session, namespace: str, card_id: uuid.UUID,
-             evidence_limit: int = 100) -> CardPublic:
+def get_card(
+    *, session: Session, namespace: str, card_id: uuid.UUID, evidence_limit: int = 100
+) -> CardPublic:
     """One card with (up to evidence_limit pieces of) its evidence."""
     card = session.get(Card, card_id)
     if card is None or card.namespace != namespace:
         raise NotFound(f"no card {card_id} in namespace {namespace!r}")
-    ev = session.execute(
-        select(CardEvidence).where(CardEvidence.card_id == card_id)
-        .order_by(CardEvidence.created_at).limit(evidence_limit)  # type: ignore[arg-type]
-    ).scalars().all()
+    ev = (
+        session.execute(
+            select(CardEvidence)
+            .where(col(CardEvidence.card_id) == card_id)
+            .order_by(col(CardEvidence.created_at))
+            .limit(evidence_limit)
+        )
+        .scalars()
+        .all()
+    )
     return to_public(card, ev)
 
 
@@ -99,15 +119,27 @@ def score_terms(card: Card, *, now: datetime, max_uses: int, w: RankingWeights) 
 
 
 def query_cards(
-    *, session: Session, namespace: str, state: Mapping[str, Any], top_k: int = 5,
-    weights: RankingWeights | None = None, explain: bool = False,
+    *,
+    session: Session,
+    namespace: str,
+    state: Mapping[str, Any],
+    top_k: int = 5,
+    weights: RankingWeights | None = None,
+    explain: bool = False,
 ) -> list[Match]:
     """Active cards whose preconditions all hold on the state, best first."""
     if top_k < 1:
         raise InvalidInput("top_k must be at least 1", field="top_k")
     w = weights or RankingWeights()
-    cards = session.execute(select(Card).where(
-        Card.namespace == namespace, Card.status == CardStatus.active.value)).scalars().all()
+    cards = (
+        session.execute(
+            select(Card).where(
+                col(Card.namespace) == namespace, col(Card.status) == CardStatus.active.value
+            )
+        )
+        .scalars()
+        .all()
+    )
     context = make_context(state)
     keys = frozenset(str(k) for k in state)
     now = utcnow()
@@ -116,7 +148,12 @@ def query_cards(
     for card in cards:
         checks = [check(compile_stored(p), context, keys) for p in card.preconditions]
         if all(c.verdict is Verdict.held for c in checks):
-            matches.append(Match(card, score_terms(card, now=now, max_uses=max_uses, w=w),
-                                 checks if explain else []))
+            matches.append(
+                Match(
+                    card,
+                    score_terms(card, now=now, max_uses=max_uses, w=w),
+                    checks if explain else [],
+                )
+            )
     matches.sort(key=lambda m: (-m.terms.score, -m.card.evidence_count, str(m.card.card_id)))
     return matches[:top_k]

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import bindparam, case, literal, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from memory_core.models.card import (
     LIVE_STATUSES,
@@ -38,14 +38,19 @@ class WriteResult:
 
 
 def _insert(session: Session, table: Any) -> Any:
-    return (pg_insert(table) if session.get_bind().dialect.name == "postgresql"
-            else sqlite_insert(table))
+    return (
+        pg_insert(table)
+        if session.get_bind().dialect.name == "postgresql"
+        else sqlite_insert(table)
+    )
 
 
 def card_snapshot(row: dict[str, Any]) -> dict[str, Any]:
     """A JSON-safe snapshot of a card row for its version history."""
-    return {k: (str(v) if isinstance(v, uuid.UUID) else
-                v.isoformat() if hasattr(v, "isoformat") else v) for k, v in row.items()}
+    return {
+        k: (str(v) if isinstance(v, uuid.UUID) else v.isoformat() if hasattr(v, "isoformat") else v)
+        for k, v in row.items()
+    }
 
 
 def write_drafts(
@@ -69,42 +74,86 @@ def write_drafts(
     now = utcnow()
     rows = []
     for sig, d in by_sig.items():
-        compiled = compile_all(d.preconditions, max_chars=max_expression_chars,
-                               max_depth=max_expression_depth)
-        rows.append({
-            "card_id": new_id(), "namespace": namespace, "kind": "experience",
-            "scenario": d.scenario[:1000], "preconditions": [c.source for c in compiled],
-            "action_sequence": [a.model_dump() for a in d.action_sequence],
-            "expected_outcome": d.expected_outcome, "actual_outcome": d.actual_outcome,
-            "failure_modes": [f.model_dump() for f in d.failure_modes],
-            "confidence": d.confidence, "status": status.value, "signature": sig,
-            "provenance": {**provenance, "pattern": d.pattern}, "evidence_count": 0,
-            "created_at": now, "updated_at": now, "use_count": 0, "success_count": 0,
-            "failure_count": 0, "consecutive_failures": 0, "version": 1,
-        })
+        compiled = compile_all(
+            d.preconditions, max_chars=max_expression_chars, max_depth=max_expression_depth
+        )
+        rows.append(
+            {
+                "card_id": new_id(),
+                "namespace": namespace,
+                "kind": "experience",
+                "scenario": d.scenario[:1000],
+                "preconditions": [c.source for c in compiled],
+                "action_sequence": [a.model_dump() for a in d.action_sequence],
+                "expected_outcome": d.expected_outcome,
+                "actual_outcome": d.actual_outcome,
+                "failure_modes": [f.model_dump() for f in d.failure_modes],
+                "confidence": d.confidence,
+                "status": status.value,
+                "signature": sig,
+                "provenance": {**provenance, "pattern": d.pattern},
+                "evidence_count": 0,
+                "created_at": now,
+                "updated_at": now,
+                "use_count": 0,
+                "success_count": 0,
+                "failure_count": 0,
+                "consecutive_failures": 0,
+                "version": 1,
+            }
+        )
     ins = _insert(session, Card).on_conflict_do_nothing(
-        index_elements=["namespace", "signature"], index_where=_LIVE_SQL)
-    created = {r.card_id: r for r in session.execute(
-        ins.returning(Card.card_id, Card.signature), rows).all()}
+        index_elements=["namespace", "signature"], index_where=_LIVE_SQL
+    )
+    created = {
+        r.card_id: r
+        for r in session.execute(ins.returning(col(Card.card_id), col(Card.signature)), rows).all()
+    }
     if created:
         by_id = {r["card_id"]: r for r in rows}
-        session.execute(_insert(session, CardVersion), [
-            {"id": new_id(), "card_id": cid, "version": 1,
-             "snapshot": card_snapshot(by_id[cid]), "reason": "created by retrospection",
-             "actor": str(provenance.get("producer", "unknown")), "created_at": now}
-            for cid in created])
-    ids = dict(session.execute(
-        select(Card.signature, Card.card_id).where(
-            Card.namespace == namespace, Card.signature.in_(list(by_sig)),  # type: ignore[attr-defined]
-            Card.status.in_(LIVE_STATUSES))).all())  # type: ignore[attr-defined]
-    ev_rows = [{"id": new_id(), "card_id": ids[sig], "trajectory_id": uuid.UUID(e["trajectory_id"]),
-                "step": e["step"], "condition": e["condition"], "action": e["action"],
-                "result": e["result"], "created_at": now}
-               for sig, evs in evidence.items() for e in evs]
+        session.execute(
+            _insert(session, CardVersion),
+            [
+                {
+                    "id": new_id(),
+                    "card_id": cid,
+                    "version": 1,
+                    "snapshot": card_snapshot(by_id[cid]),
+                    "reason": "created by retrospection",
+                    "actor": str(provenance.get("producer", "unknown")),
+                    "created_at": now,
+                }
+                for cid in created
+            ],
+        )
+    ids: dict[str, uuid.UUID] = dict(
+        session.execute(
+            select(col(Card.signature), col(Card.card_id)).where(
+                col(Card.namespace) == namespace,
+                col(Card.signature).in_(list(by_sig)),
+                col(Card.status).in_(LIVE_STATUSES),
+            )
+        ).all()
+    )
+    ev_rows = [
+        {
+            "id": new_id(),
+            "card_id": ids[sig],
+            "trajectory_id": uuid.UUID(e["trajectory_id"]),
+            "step": e["step"],
+            "condition": e["condition"],
+            "action": e["action"],
+            "result": e["result"],
+            "created_at": now,
+        }
+        for sig, evs in evidence.items()
+        for e in evs
+    ]
     ev_ins = _insert(session, CardEvidence).on_conflict_do_nothing(
-        index_elements=["card_id", "trajectory_id", "step"])
+        index_elements=["card_id", "trajectory_id", "step"]
+    )
     added: dict[uuid.UUID, int] = defaultdict(int)
-    for (cid,) in session.execute(ev_ins.returning(CardEvidence.card_id), ev_rows).all():
+    for (cid,) in session.execute(ev_ins.returning(col(CardEvidence.card_id)), ev_rows).all():
         added[cid] += 1
     _bump(session, {cid: (n, cid in created) for cid, n in added.items()}, now)
     return WriteResult(created=len(created), evidence_added=sum(added.values()))
@@ -114,22 +163,28 @@ def _bump(session: Session, counts: dict[uuid.UUID, tuple[int, bool]], now: Any)
     """Add new evidence to counts and confidence in one set-based statement per card batch."""
     if not counts:
         return
-    boosted = 1 - (1 - Card.confidence) * bindparam("keep")
+    boosted = 1 - (1 - col(Card.confidence)) * bindparam("keep")
     stmt = (
         update(Card)
-        .where(Card.card_id == bindparam("cid"))  # type: ignore[arg-type]
+        .where(col(Card.card_id) == bindparam("cid"))
         .values(
-            evidence_count=Card.evidence_count + bindparam("n"),
+            evidence_count=col(Card.evidence_count) + bindparam("n"),
             confidence=case(
-                (Card.confidence >= MAX_CONFIDENCE_FROM_EVIDENCE, Card.confidence),
+                (col(Card.confidence) >= MAX_CONFIDENCE_FROM_EVIDENCE, col(Card.confidence)),
                 (boosted > MAX_CONFIDENCE_FROM_EVIDENCE, literal(MAX_CONFIDENCE_FROM_EVIDENCE)),
                 else_=boosted,
             ),
             updated_at=bindparam("now"),
         )
     )
-    params = [{"cid": cid, "n": n, "now": now,
-               # the first piece of evidence of a new card is already in its base confidence
-               "keep": (1 - EVIDENCE_GAIN) ** (n - 1 if is_new else n)}
-              for cid, (n, is_new) in counts.items()]
+    params = [
+        {
+            "cid": cid,
+            "n": n,
+            "now": now,
+            # the first piece of evidence of a new card is already in its base confidence
+            "keep": (1 - EVIDENCE_GAIN) ** (n - 1 if is_new else n),
+        }
+        for cid, (n, is_new) in counts.items()
+    ]
     session.connection().execute(stmt, params)

@@ -13,8 +13,20 @@ from memory_core.errors import InvalidInput
 from memory_core.models.trajectory import Outcome, Step, TrajectoryCreate
 from memory_core.task_state import observation_error
 
-_CONSUMED = {"id", "trajectory_id", "run_id", "messages", "traj", "steps", "outcome", "reward",
-             "task_type", "agent_id", "namespace", "metadata"}
+_CONSUMED = {
+    "id",
+    "trajectory_id",
+    "run_id",
+    "messages",
+    "traj",
+    "steps",
+    "outcome",
+    "reward",
+    "task_type",
+    "agent_id",
+    "namespace",
+    "metadata",
+}
 SUCCESS_REWARD = 0.5  # a reward at or above this counts as success when no outcome is given
 
 
@@ -116,14 +128,21 @@ def _chat_steps(rec: _ChatRecord, max_obs: int) -> list[Step]:
         if msg.function_call is not None:
             calls.append(_ToolCall(function=msg.function_call))
         for call in calls:
-            steps.append(Step(index=len(steps), type="tool_call", tool=call.function.name,
-                              args=_args(call.function.arguments)))
+            steps.append(
+                Step(
+                    index=len(steps),
+                    type="tool_call",
+                    tool=call.function.name,
+                    args=_args(call.function.arguments),
+                )
+            )
             open_calls.setdefault(call.id or call.function.name, []).append(len(steps) - 1)
     return steps
 
 
-def _match_call(steps: list[Step], open_calls: dict[str, list[int]], call_id: str | None,
-                name: str | None) -> int | None:
+def _match_call(
+    steps: list[Step], open_calls: dict[str, list[int]], call_id: str | None, name: str | None
+) -> int | None:
     for key in (call_id, name):
         if key and open_calls.get(key):
             return open_calls[key].pop(0)
@@ -143,17 +162,32 @@ def _generic_steps(rec: _StepsRecord, max_obs: int) -> list[Step]:
         elif isinstance(ts, datetime) and ts.tzinfo is None:
             ts = ts.replace(tzinfo=UTC)
         if raw.type == "message":
-            steps.append(Step(index=len(steps), type="message", role=raw.role or "assistant",
-                              text=raw.text or raw.content or "", ts=ts))
+            steps.append(
+                Step(
+                    index=len(steps),
+                    type="message",
+                    role=raw.role or "assistant",
+                    text=raw.text or raw.content or "",
+                    ts=ts,
+                )
+            )
             continue
         if raw.tool is None:
             raise InvalidInput("a tool_call step needs a 'tool'", field=f"steps.{i}.tool")
         obs = raw.observation
         obs_text = obs if isinstance(obs, str) or obs is None else json.dumps(obs, sort_keys=True)
         err = raw.error or (observation_error(obs_text) if obs_text else None)
-        steps.append(Step(index=len(steps), type="tool_call", tool=raw.tool, args=_args(raw.args),
-                          observation=_truncate(obs_text, max_obs) if obs_text else None,
-                          error=err and err[:1000], ts=ts))
+        steps.append(
+            Step(
+                index=len(steps),
+                type="tool_call",
+                tool=raw.tool,
+                args=_args(raw.args),
+                observation=_truncate(obs_text, max_obs) if obs_text else None,
+                error=err and err[:1000],
+                ts=ts,
+            )
+        )
     return steps
 
 
@@ -190,8 +224,9 @@ def parse_record(
             parsed, fmt = _StepsRecord.model_validate(body), "steps"
             steps = _generic_steps(parsed, max_observation_chars)
         else:
-            raise InvalidInput("needs 'messages' (OpenAI chat format) or 'steps'",
-                               record=name, field="messages")
+            raise InvalidInput(
+                "needs 'messages' (OpenAI chat format) or 'steps'", record=name, field="messages"
+            )
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(p) for p in first["loc"]).replace("messages", alias, 1)

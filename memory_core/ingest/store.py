@@ -13,6 +13,7 @@ from sqlalchemy import insert
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Engine
+from sqlmodel import col
 
 from memory_core.db import session_scope
 from memory_core.errors import InvalidInput
@@ -48,7 +49,7 @@ def source_files(path: Path) -> list[Path]:
 
 
 def read_records(text: str, *, name: str) -> Iterator[tuple[str, Any]]:
-    """Records in a document: a JSON list, one JSON object, or JSON Lines; bad lines yield errors."""
+    """Records in a document: a JSON list, one object, or JSON Lines; bad lines yield errors."""
     stripped = text.lstrip()
     if stripped.startswith("["):
         try:
@@ -86,12 +87,21 @@ def iter_sources(paths: Iterable[str]) -> Iterator[tuple[str, Any]]:
 
 def _row(t: TrajectoryCreate) -> dict[str, Any]:
     return {
-        "id": new_id(), "namespace": t.namespace, "key": t.key, "content_hash": t.content_hash,
-        "source_format": t.source_format, "task_type": t.task_type, "agent_id": t.agent_id,
-        "outcome": t.outcome.value, "reward": t.reward,
+        "id": new_id(),
+        "namespace": t.namespace,
+        "key": t.key,
+        "content_hash": t.content_hash,
+        "source_format": t.source_format,
+        "task_type": t.task_type,
+        "agent_id": t.agent_id,
+        "outcome": t.outcome.value,
+        "reward": t.reward,
         "steps": [s.model_dump(mode="json", exclude_none=True) for s in t.steps],
-        "extra": t.extra, "status": TrajectoryStatus.pending.value, "attempts": 0,
-        "cards_written": 0, "created_at": utcnow(),
+        "extra": t.extra,
+        "status": TrajectoryStatus.pending.value,
+        "attempts": 0,
+        "cards_written": 0,
+        "created_at": utcnow(),
     }
 
 
@@ -109,7 +119,7 @@ def store_trajectories(*, engine: Engine, trajectories: list[TrajectoryCreate]) 
     else:
         stmt = insert(Trajectory)
     with session_scope(engine) as session:
-        result = session.execute(stmt.returning(Trajectory.id), rows)  # type: ignore[attr-defined]
+        result = session.execute(stmt.returning(col(Trajectory.id)), rows)
         return len(result.all())
 
 
@@ -139,9 +149,15 @@ def ingest(
             report.refused.append((name, str(record)))
             continue
         try:
-            pending.append(parse_record(record, name=name, namespace=namespace,
-                                        task_type=task_type,
-                                        max_observation_chars=max_observation_chars))
+            pending.append(
+                parse_record(
+                    record,
+                    name=name,
+                    namespace=namespace,
+                    task_type=task_type,
+                    max_observation_chars=max_observation_chars,
+                )
+            )
         except InvalidInput as exc:
             report.refused.append((name, str(exc)))
         if len(pending) >= _CHUNK:

@@ -15,8 +15,16 @@ from memory_core.models.trajectory import Outcome, Step
 from memory_core.retrospect.drafts import DraftCard, TrajectoryView
 from memory_core.task_state import normalise_error, states_before_calls
 
-_CONDITION_KEYS = ("task_type", "tool", "last_tool", "last_error", "last_error_code",
-                   "retry_count", "error_count", "step")
+_CONDITION_KEYS = (
+    "task_type",
+    "tool",
+    "last_tool",
+    "last_error",
+    "last_error_code",
+    "retry_count",
+    "error_count",
+    "step",
+)
 
 
 def cel_string(value: str) -> str:
@@ -26,8 +34,15 @@ def cel_string(value: str) -> str:
 
 def params_template(args: dict[str, Any] | None) -> dict[str, Any]:
     """The shape of a call's arguments with the values replaced by their types."""
-    names = {str: "string", bool: "boolean", int: "number", float: "number",
-             list: "list", dict: "object", type(None): "null"}
+    names = {
+        str: "string",
+        bool: "boolean",
+        int: "number",
+        float: "number",
+        list: "list",
+        dict: "object",
+        type(None): "null",
+    }
     return {k: f"<{names.get(type(v), 'value')}>" for k, v in (args or {}).items()}
 
 
@@ -51,8 +66,9 @@ class _Recovery:
             return text
         parts = [f"retried {self.retry.tool}"]
         if self.between:
-            parts.append("after calling " + ", ".join(dict.fromkeys(s.tool or "" for s in
-                                                                    self.between)))
+            parts.append(
+                "after calling " + ", ".join(dict.fromkeys(s.tool or "" for s in self.between))
+            )
         if self.changed_args:
             parts.append("with changed " + ", ".join(self.changed_args))
         else:
@@ -72,10 +88,14 @@ class RuleExtractor:
     def extract(self, trajectory: TrajectoryView) -> list[DraftCard]:
         """Cards for every error (warning + recovery) and for a successful run's path."""
         calls = [s for s in trajectory.steps if s.type == "tool_call" and s.tool]
-        states = states_before_calls(calls, task_type=trajectory.task_type,
-                                     agent_id=trajectory.agent_id)
-        base = ([f"task_type == {cel_string(trajectory.task_type)}"]
-                if trajectory.task_type != self.default_task_type else [])
+        states = states_before_calls(
+            calls, task_type=trajectory.task_type, agent_id=trajectory.agent_id
+        )
+        base = (
+            [f"task_type == {cel_string(trajectory.task_type)}"]
+            if trajectory.task_type != self.default_task_type
+            else []
+        )
         drafts: list[DraftCard] = []
         seen: set[tuple[str, str]] = set()
         for i, call in enumerate(calls):
@@ -101,7 +121,7 @@ class RuleExtractor:
             if later.tool != failed.tool:
                 continue
             if later.error is None:
-                between = [c for c in calls[i + 1:j] if c.error is None and c.tool != failed.tool]
+                between = [c for c in calls[i + 1 : j] if c.error is None and c.tool != failed.tool]
                 a, b = failed.args or {}, later.args or {}
                 changed = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
                 return _Recovery(later, between[: self.max_actions - 1], changed, same, None)
@@ -112,29 +132,60 @@ class RuleExtractor:
 
     def _actions(self, failed: Step, rec: _Recovery) -> list[ActionStep]:
         if rec.retry is None:
-            return [ActionStep(tool=failed.tool or "", params_template=params_template(failed.args),
-                               note="this call failed before: check its inputs before calling")]
-        steps = [ActionStep(tool=s.tool or "", params_template=params_template(s.args),
-                            note="gather what the retry needs") for s in rec.between]
-        note = ("retry with changed " + ", ".join(rec.changed_args) if rec.changed_args
-                else "retry with the same arguments")
-        steps.append(ActionStep(tool=rec.retry.tool or "",
-                                params_template=params_template(rec.retry.args), note=note))
+            return [
+                ActionStep(
+                    tool=failed.tool or "",
+                    params_template=params_template(failed.args),
+                    note="this call failed before: check its inputs before calling",
+                )
+            ]
+        steps = [
+            ActionStep(
+                tool=s.tool or "",
+                params_template=params_template(s.args),
+                note="gather what the retry needs",
+            )
+            for s in rec.between
+        ]
+        note = (
+            "retry with changed " + ", ".join(rec.changed_args)
+            if rec.changed_args
+            else "retry with the same arguments"
+        )
+        steps.append(
+            ActionStep(
+                tool=rec.retry.tool or "",
+                params_template=params_template(rec.retry.args),
+                note=note,
+            )
+        )
         return steps
 
-    def _evidence(self, t: TrajectoryView, state: dict[str, Any], call: Step, sig: str,
-                  rec: _Recovery) -> EvidenceTriple:
+    def _evidence(
+        self, t: TrajectoryView, state: dict[str, Any], call: Step, sig: str, rec: _Recovery
+    ) -> EvidenceTriple:
         return EvidenceTriple(
             trajectory_id=t.id,
             step=int(state["step"]),
             condition={k: state[k] for k in _CONDITION_KEYS if k in state},
             action={"tool": call.tool, "args": call.args or {}},
-            result={"error": (call.error or "")[:300], "error_signature": sig,
-                    "recovered": rec.retry is not None, "outcome": t.outcome.value},
+            result={
+                "error": (call.error or "")[:300],
+                "error_signature": sig,
+                "recovered": rec.retry is not None,
+                "outcome": t.outcome.value,
+            },
         )
 
-    def _warning(self, t: TrajectoryView, base: list[str], call: Step, state: dict[str, Any],
-                 sig: str, rec: _Recovery) -> DraftCard:
+    def _warning(
+        self,
+        t: TrajectoryView,
+        base: list[str],
+        call: Step,
+        state: dict[str, Any],
+        sig: str,
+        rec: _Recovery,
+    ) -> DraftCard:
         recovered = rec.retry is not None
         return DraftCard(
             pattern="pre_call_warning",
@@ -142,23 +193,35 @@ class RuleExtractor:
             preconditions=[*base, f"tool == {cel_string(call.tool or '')}"],
             action_sequence=self._actions(call, rec),
             expected_outcome=f"{call.tool} succeeds",
-            actual_outcome=(f'failed with "{sig}"; '
-                            + (f"recovered: {rec.handling()}" if recovered else "not recovered")
-                            + f"; run outcome: {t.outcome.value}"),
+            actual_outcome=(
+                f'failed with "{sig}"; '
+                + (f"recovered: {rec.handling()}" if recovered else "not recovered")
+                + f"; run outcome: {t.outcome.value}"
+            ),
             failure_modes=[FailureMode(mode=sig, handling=rec.handling())],
             confidence=0.55 if recovered else 0.4,
             evidence=[self._evidence(t, state, call, sig, rec)],
             signature_parts=(sig,),
         )
 
-    def _recovery_card(self, t: TrajectoryView, base: list[str], call: Step,
-                       state_after: dict[str, Any], sig: str, rec: _Recovery) -> DraftCard:
+    def _recovery_card(
+        self,
+        t: TrajectoryView,
+        base: list[str],
+        call: Step,
+        state_after: dict[str, Any],
+        sig: str,
+        rec: _Recovery,
+    ) -> DraftCard:
         assert rec.retry is not None
         return DraftCard(
             pattern="error_recovery",
             scenario=f'After {call.tool} failed with "{sig}"',
-            preconditions=[*base, f"last_tool == {cel_string(call.tool or '')}",
-                           f"last_error == {cel_string(sig)}"],
+            preconditions=[
+                *base,
+                f"last_tool == {cel_string(call.tool or '')}",
+                f"last_error == {cel_string(sig)}",
+            ],
             action_sequence=self._actions(call, rec),
             expected_outcome=f"{call.tool} succeeds on retry",
             actual_outcome=f"{rec.handling()}; run outcome: {t.outcome.value}",
@@ -167,31 +230,42 @@ class RuleExtractor:
             evidence=[self._evidence(t, state_after, call, sig, rec)],
         )
 
-    def _success_path(self, t: TrajectoryView, base: list[str], calls: list[Step],
-                      first_state: dict[str, Any]) -> DraftCard:
+    def _success_path(
+        self, t: TrajectoryView, base: list[str], calls: list[Step], first_state: dict[str, Any]
+    ) -> DraftCard:
         path: list[Step] = []
         for c in calls:
             if c.error is None and (not path or path[-1].tool != c.tool):
                 path.append(c)
         path = path[: self.max_actions]
-        modes = {normalise_error(c.error): FailureMode(mode=normalise_error(c.error),
-                                                       handling="seen on the way; recovered")
-                 for c in calls if c.error}
+        modes = {
+            normalise_error(c.error): FailureMode(
+                mode=normalise_error(c.error), handling="seen on the way; recovered"
+            )
+            for c in calls
+            if c.error
+        }
         return DraftCard(
             pattern="success_path",
             scenario=f"A {t.task_type} task that succeeded",
             preconditions=list(base),
-            action_sequence=[ActionStep(tool=c.tool or "", params_template=params_template(c.args))
-                             for c in path],
+            action_sequence=[
+                ActionStep(tool=c.tool or "", params_template=params_template(c.args)) for c in path
+            ],
             expected_outcome="the task succeeds",
             actual_outcome=f"succeeded after {len(calls)} tool calls",
             failure_modes=list(modes.values()),
             confidence=0.5,
-            evidence=[EvidenceTriple(
-                trajectory_id=t.id, step=0,
-                condition={k: first_state[k] for k in ("task_type", "step") if k in first_state},
-                action={"tools": [c.tool for c in path]},
-                result={"outcome": t.outcome.value},
-            )],
+            evidence=[
+                EvidenceTriple(
+                    trajectory_id=t.id,
+                    step=0,
+                    condition={
+                        k: first_state[k] for k in ("task_type", "step") if k in first_state
+                    },
+                    action={"tools": [c.tool for c in path]},
+                    result={"outcome": t.outcome.value},
+                )
+            ],
             signature_parts=tuple(c.tool or "" for c in path),
         )

@@ -1,4 +1,4 @@
-"""The retrospect stage: claim a batch, extract drafts, write them and finish the claim atomically."""
+"""The retrospect stage: claim a batch, extract drafts, write them and finish the claim at once."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from datetime import timedelta
 
 from sqlalchemy import update
 from sqlalchemy.engine import Engine
+from sqlmodel import col
 
 from memory_core.cards.writer import write_drafts
 from memory_core.db import session_scope
@@ -45,13 +46,22 @@ class BatchResult:
 
 def view_of(row: Trajectory) -> TrajectoryView:
     """The extractor's view of a stored trajectory."""
-    return TrajectoryView(id=row.id, namespace=row.namespace, task_type=row.task_type,
-                          agent_id=row.agent_id, outcome=Outcome(row.outcome),
-                          steps=[Step.model_validate(s) for s in row.steps])
+    return TrajectoryView(
+        id=row.id,
+        namespace=row.namespace,
+        task_type=row.task_type,
+        agent_id=row.agent_id,
+        outcome=Outcome(row.outcome),
+        steps=[Step.model_validate(s) for s in row.steps],
+    )
 
 
 def process_batch(
-    *, engine: Engine, rows: list[Trajectory], extractor: Extractor, worker: str,
+    *,
+    engine: Engine,
+    rows: list[Trajectory],
+    extractor: Extractor,
+    worker: str,
     card_status: CardStatus = CardStatus.active,
 ) -> BatchResult:
     """Extract from claimed rows; write cards and mark rows done in one transaction."""
@@ -71,24 +81,42 @@ def process_batch(
         per_row[row.id] = len(found)
     now = utcnow()
     with session_scope(engine) as session:
-        owned = update(T).where(
-            T.id.in_([r.id for r in rows]),  # type: ignore[attr-defined]
-            T.lease_owner == worker,  # type: ignore[arg-type]
-            T.status == TrajectoryStatus.processing.value,  # type: ignore[arg-type]
-        ).values(status=TrajectoryStatus.done.value, processed_at=now, lease_owner=None,
-                 lease_until=None, error=None)
-        if session.execute(owned).rowcount != len(rows):  # type: ignore[attr-defined]
+        owned = (
+            update(T)
+            .where(
+                col(T.id).in_([r.id for r in rows]),
+                col(T.lease_owner) == worker,
+                col(T.status) == TrajectoryStatus.processing.value,
+            )
+            .values(
+                status=TrajectoryStatus.done.value,
+                processed_at=now,
+                lease_owner=None,
+                lease_until=None,
+                error=None,
+            )
+        )
+        claimed_rows = session.execute(owned).rowcount  # type: ignore[attr-defined]
+        if claimed_rows != len(rows):
             raise LeaseLost(f"worker {worker} lost the lease on part of its batch")
         for rid, err in failed.items():
-            session.execute(update(T).where(T.id == rid).values(  # type: ignore[arg-type]
-                status=TrajectoryStatus.dead_letter.value, error=err[:2000]))
+            session.execute(
+                update(T)
+                .where(col(T.id) == rid)
+                .values(status=TrajectoryStatus.dead_letter.value, error=err[:2000])
+            )
         if per_row:
-            session.execute(update(T), [{"id": rid, "cards_written": n}
-                                        for rid, n in per_row.items()])
+            session.execute(
+                update(T), [{"id": rid, "cards_written": n} for rid, n in per_row.items()]
+            )
         for namespace, found in drafts.items():
-            w = write_drafts(session=session, namespace=namespace, drafts=found,
-                             status=card_status,
-                             provenance={"producer": extractor.name, "source": "agent_run"})
+            w = write_drafts(
+                session=session,
+                namespace=namespace,
+                drafts=found,
+                status=card_status,
+                provenance={"producer": extractor.name, "source": "agent_run"},
+            )
             result.cards_created += w.created
             result.evidence_added += w.evidence_added
     result.done = len(rows) - len(failed)
@@ -98,12 +126,18 @@ def process_batch(
 
 
 def retrospect_once(
-    *, engine: Engine, extractor: Extractor, worker: str, batch_size: int, lease: timedelta,
+    *,
+    engine: Engine,
+    extractor: Extractor,
+    worker: str,
+    batch_size: int,
+    lease: timedelta,
     namespace: str | None = None,
 ) -> BatchResult:
     """Claim and process one batch; an empty result means nothing was pending."""
-    rows = claim_batch(engine=engine, worker=worker, batch_size=batch_size, lease=lease,
-                       namespace=namespace)
+    rows = claim_batch(
+        engine=engine, worker=worker, batch_size=batch_size, lease=lease, namespace=namespace
+    )
     if not rows:
         return BatchResult()
     try:

@@ -13,8 +13,11 @@ REPO = Path(__file__).resolve().parents[2]
 
 def shared_data_dir() -> Path:
     """../shared/data next to the repository, or HINDSIGHT_SHARED_DATA."""
-    candidates = [os.environ.get("HINDSIGHT_SHARED_DATA"), REPO.parent / "shared" / "data",
-                  Path("/work/shared/data")]
+    candidates = [
+        os.environ.get("HINDSIGHT_SHARED_DATA"),
+        REPO.parent / "shared" / "data",
+        Path("/work/shared/data"),
+    ]
     for c in candidates:
         if c and (Path(c) / "tau-bench-airline" / "trajectories.json").is_file():
             return Path(c)

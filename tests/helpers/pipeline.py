@@ -18,8 +18,13 @@ def retrospect_all(engine: Engine, *, batch_size: int = 50, lease_s: float = 60.
     """Retrospect until nothing is pending; the summed result."""
     total, worker = BatchResult(), worker_id()
     while True:
-        b = retrospect_once(engine=engine, extractor=RuleExtractor(), worker=worker,
-                            batch_size=batch_size, lease=timedelta(seconds=lease_s))
+        b = retrospect_once(
+            engine=engine,
+            extractor=RuleExtractor(),
+            worker=worker,
+            batch_size=batch_size,
+            lease=timedelta(seconds=lease_s),
+        )
         if not b.claimed:
             return total
         total.add(b)
@@ -28,5 +33,7 @@ def retrospect_all(engine: Engine, *, batch_size: int = 50, lease_s: float = 60.
 def card_fingerprint(engine: Engine) -> dict[str, tuple[str, int, float]]:
     """signature -> (status, evidence_count, confidence), to compare two runs."""
     with Session(engine) as s:
-        return {c.signature: (c.status, c.evidence_count, round(c.confidence, 6))
-                for c in s.execute(select(Card)).scalars()}
+        return {
+            c.signature: (c.status, c.evidence_count, round(c.confidence, 6))
+            for c in s.execute(select(Card)).scalars()
+        }

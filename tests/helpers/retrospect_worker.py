@@ -15,9 +15,13 @@ def main() -> None:
     settings = Settings()
     engine = db.make_engine(settings)
     worker = worker_id()
-    while retrospect_once(engine=engine, extractor=RuleExtractor(), worker=worker,
-                          batch_size=settings.retrospect_batch_size,
-                          lease=timedelta(seconds=settings.lease_seconds)).claimed:
+    while retrospect_once(
+        engine=engine,
+        extractor=RuleExtractor(),
+        worker=worker,
+        batch_size=settings.retrospect_batch_size,
+        lease=timedelta(seconds=settings.lease_seconds),
+    ).claimed:
         pass
 
 
