@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from sqlmodel import Session
 
 from memory_cli import cards as cards_cmd
 from memory_cli.context import fail_on_errors, load
 from memory_cli.output import Format, console, polled_progress, print_json, table
 from memory_core import db
+from memory_core.cards.query import example_state
 from memory_core.ingest.store import ingest as ingest_records
 from memory_core.ingest.store import iter_sources
 from memory_core.status import card_counts, trajectory_counts
@@ -136,9 +140,13 @@ def nightly(
         _show_summary(summary.retrospect.model_dump(), fmt)
         ns = namespace or settings.namespace
         cards_cmd.show_cards_table(engine, ns, title=f"cards in namespace {ns!r}", limit=20)
+        with Session(engine) as session:
+            state = example_state(session=session, namespace=ns) or {"tool": "<tool name>"}
+        ns_opt = "" if ns == settings.namespace else f" --namespace {shlex.quote(ns)}"
         console.print(
-            "\nquery them with:\n  hindsight cards query --state "
-            '\'{"tool": "<tool about to be called>", "task_type": "<type>"}\''
+            "\nquery them with:\n  hindsight cards query"
+            f"{ns_opt} --state {shlex.quote(json.dumps(state))} --explain",
+            soft_wrap=True,
         )
 
 

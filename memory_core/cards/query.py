@@ -157,3 +157,22 @@ def query_cards(
             )
     matches.sort(key=lambda m: (-m.terms.score, -m.card.evidence_count, str(m.card.card_id)))
     return matches[:top_k]
+
+
+def example_state(*, session: Session, namespace: str) -> dict[str, Any] | None:
+    """A task state taken from real evidence that the best-supported active card applies to."""
+    card = session.execute(
+        select(Card)
+        .where(col(Card.namespace) == namespace, col(Card.status) == CardStatus.active.value)
+        .order_by(col(Card.evidence_count).desc(), col(Card.card_id))
+        .limit(1)
+    ).scalar_one_or_none()
+    if card is None:
+        return None
+    ev = session.execute(
+        select(CardEvidence).where(col(CardEvidence.card_id) == card.card_id).limit(1)
+    ).scalar_one_or_none()
+    if ev is None:
+        return None
+    wanted = set().union(*(compile_stored(p).variables for p in card.preconditions))
+    return {k: v for k, v in ev.condition.items() if k in wanted}

@@ -1,0 +1,65 @@
+"""docker-compose.yml, the Dockerfile and prefect.yaml, checked statically (no Docker here)."""
+
+from __future__ import annotations
+
+import importlib
+import re
+
+import yaml
+from prefect import Flow
+from prefect.client.schemas.schedules import CronSchedule
+
+from memory_core.settings import Settings
+from tests.helpers.data import REPO
+
+
+def _setting_names() -> set[str]:
+    names = set()
+    for name, field in Settings.model_fields.items():
+        names.add(f"HINDSIGHT_{name.upper()}")
+        sub = getattr(field.annotation, "model_fields", None)
+        for inner in sub or {}:
+            names.add(f"HINDSIGHT_{name.upper()}__{inner.upper()}")
+    return names
+
+
+def test_compose_services_health_volumes_and_settings() -> None:
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    services = compose["services"]
+    assert {"postgres", "prefect-server", "worker"} <= set(services)
+    for name in ("postgres", "prefect-server"):
+        assert services[name]["healthcheck"]["test"], name
+    for name, svc in services.items():
+        for dep, cond in (svc.get("depends_on") or {}).items():
+            assert dep in services and cond["condition"] == "service_healthy", (name, dep)
+        for vol in svc.get("volumes", []):
+            source = vol.split(":", 1)[0]
+            if not source.startswith("."):
+                assert source in compose["volumes"], (name, source)
+        env = svc.get("environment") or {}
+        for key, value in env.items():
+            if key.startswith("HINDSIGHT_"):
+                assert key in _setting_names(), f"{name}: {key} is not a setting"
+            if "PASSWORD" in key or "password" in str(value).split("@")[0]:
+                assert "${" in str(value), f"{name}: {key} has a literal secret"
+    assert services["worker"]["build"] == "."
+
+
+def test_dockerfile_copies_what_exists() -> None:
+    for line in (REPO / "Dockerfile").read_text().splitlines():
+        if line.startswith("COPY "):
+            for src in line.split()[1:-1]:
+                assert (REPO / src).exists(), src
+
+
+def test_prefect_yaml_deployments_point_at_flows() -> None:
+    spec = yaml.safe_load((REPO / "prefect.yaml").read_text())
+    names = {d["name"] for d in spec["deployments"]}
+    assert {"nightly", "retrospect"} <= names
+    for dep in spec["deployments"]:
+        path, func = dep["entrypoint"].split(":")
+        module = importlib.import_module(re.sub(r"\.py$", "", path).replace("/", "."))
+        assert isinstance(getattr(module, func), Flow), dep["entrypoint"]
+        assert dep["work_pool"]["name"] == "hindsight-process"
+        for sched in dep.get("schedules", []):
+            CronSchedule(cron=sched["cron"], timezone=sched["timezone"])
