@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from prefect import flow
+from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import BaseModel
 
 from flows.naming import run_name
@@ -19,7 +20,12 @@ class NightlySummary(BaseModel):
     retrospect: RetrospectSummary = RetrospectSummary()
 
 
-@flow(name="nightly", flow_run_name=run_name("nightly"), log_prints=True)
+@flow(
+    name="nightly",
+    flow_run_name=run_name("nightly"),
+    log_prints=True,
+    task_runner=ThreadPoolTaskRunner(max_workers=32),  # type: ignore[arg-type]
+)
 def nightly(params: NightlyParams = NightlyParams()) -> NightlySummary:
     """Run the stages in order; each reads what the previous one committed."""
     settings = Settings()

@@ -1,14 +1,22 @@
-"""The retrospect flow: batches of pending trajectories until none is left."""
+"""The retrospect flow: batches of pending trajectories until none is left (or the budget is)."""
 
 from __future__ import annotations
 
+import uuid
+
 from prefect import flow
+from prefect.client.schemas.objects import State
+from prefect.futures import wait
+from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import BaseModel
 
 from flows.naming import run_name
 from flows.params import RetrospectParams
+from memory_core.errors import LLMTransient
 from memory_core.retrospect.claims import worker_id
+from memory_core.retrospect.drafts import Extraction
 from memory_core.settings import Settings
+from tasks.llm import ClaimRef, claim_refs, ensure_llm_limit, finish_refs, llm_extract
 from tasks.retrospect import BatchSummary, retrospect_batch
 
 
@@ -18,20 +26,36 @@ class RetrospectSummary(BaseModel):
     batches: int = 0
     trajectories: int = 0
     dead_letters: int = 0
+    deferred: int = 0
     cards_created: int = 0
     evidence_added: int = 0
+    llm_calls: int = 0
+    tokens_sent: int = 0
+    tokens_received: int = 0
+    tokens_saved: int = 0
+    budget_exhausted: bool = False
 
     def add(self, b: BatchSummary) -> None:
         """Count one batch in."""
         self.batches += 1
-        self.trajectories += b.claimed
-        self.dead_letters += b.dead_letters
-        self.cards_created += b.cards_created
-        self.evidence_added += b.evidence_added
+        self.trajectories += b.claimed - b.deferred
+        for name in (
+            "dead_letters",
+            "deferred",
+            "cards_created",
+            "evidence_added",
+            "llm_calls",
+            "tokens_sent",
+            "tokens_received",
+            "tokens_saved",
+        ):
+            setattr(self, name, getattr(self, name) + getattr(b, name))
 
 
 def run_retrospect(params: RetrospectParams, settings: Settings) -> RetrospectSummary:
-    """Submit retrospect-batch tasks one after another until a claim comes back empty."""
+    """Rule extraction in batches, or LLM extraction when an LLM is configured."""
+    if settings.llm_base_url:
+        return _run_llm(params, settings)
     summary = RetrospectSummary()
     worker = worker_id()
     while params.max_batches is None or summary.batches < params.max_batches:
@@ -42,7 +66,75 @@ def run_retrospect(params: RetrospectParams, settings: Settings) -> RetrospectSu
     return summary
 
 
-@flow(name="retrospect", flow_run_name=run_name("retrospect"), log_prints=True)
+def _failure(state: State, settings: Settings) -> str:
+    exc = state.result(raise_on_failure=False)
+    if not isinstance(exc, BaseException):
+        return f"task ended {state.name}: {state.message}"
+    tries = (
+        f"after {len(settings.llm_retry_delays_s) + 1} tries"
+        if isinstance(exc, LLMTransient)
+        else "not retried"
+    )
+    return f"{type(exc).__name__}: {exc} ({tries})"
+
+
+def _within_budget(
+    refs: list[ClaimRef], spent: int, settings: Settings
+) -> tuple[list[ClaimRef], list[uuid.UUID]]:
+    """The claimed runs the token budget still covers, and the ones that must wait."""
+    if settings.llm_token_budget is None:
+        return refs, []
+    chosen, deferred, reserved = [], [], 0
+    for ref in refs:
+        if spent + reserved + ref.estimate > settings.llm_token_budget:
+            deferred.append(ref.id)
+        else:
+            chosen.append(ref)
+            reserved += ref.estimate
+    return chosen, deferred
+
+
+def _run_llm(params: RetrospectParams, settings: Settings) -> RetrospectSummary:
+    """One llm-extract task per trajectory, in parallel; a batch finishes in one transaction."""
+    ensure_llm_limit(settings)
+    extract = llm_extract.with_options(
+        retries=len(settings.llm_retry_delays_s), retry_delay_seconds=settings.llm_retry_delays_s
+    )
+    summary, worker, spent = RetrospectSummary(), worker_id(), 0
+    while params.max_batches is None or summary.batches < params.max_batches:
+        n = summary.batches + 1
+        refs = claim_refs(n, params.namespace, worker, settings)
+        if not refs:
+            break
+        chosen, deferred = _within_budget(refs, spent, settings)
+        futures = {ref.id: extract.submit(ref.id, ref.key, settings) for ref in chosen}
+        wait(list(futures.values()))
+        extractions: dict[uuid.UUID, Extraction] = {}
+        failed: dict[uuid.UUID, str] = {}
+        for rid, future in futures.items():
+            if future.state.is_completed():
+                extractions[rid] = future.result()
+            else:
+                failed[rid] = _failure(future.state, settings)
+        batch = finish_refs(n, refs, worker, extractions, failed, deferred, settings)
+        summary.add(batch)
+        spent += batch.tokens_sent + batch.tokens_received
+        if deferred:
+            summary.budget_exhausted = True
+            print(
+                f"token budget of {settings.llm_token_budget} spent: {len(deferred)} "
+                "trajectories wait for the next run"
+            )
+            break
+    return summary
+
+
+@flow(
+    name="retrospect",
+    flow_run_name=run_name("retrospect"),
+    log_prints=True,
+    task_runner=ThreadPoolTaskRunner(max_workers=32),  # type: ignore[arg-type]
+)
 def retrospect(params: RetrospectParams = RetrospectParams()) -> RetrospectSummary:
-    """Distil cards from every pending trajectory (rule extractor on embedded defaults)."""
+    """Distil cards from every pending trajectory (rules; with an LLM configured, the LLM too)."""
     return run_retrospect(params, Settings())

@@ -31,3 +31,19 @@ class NotFound(HindsightError):
 
 class LeaseLost(HindsightError):
     """Another worker took over a claimed trajectory after our lease ran out."""
+
+
+class LLMTransient(HindsightError):
+    """A timeout, rate limit, 5xx or connection error: worth retrying later."""
+
+
+class LLMRefused(HindsightError):
+    """A 4xx answer (bad request, auth, unknown model): retrying will not help."""
+
+
+class LLMOutputInvalid(HindsightError):
+    """The model's answer did not parse into the expected shape, even after repair."""
+
+    def __init__(self, message: str, *, raw: str):
+        self.raw = raw
+        super().__init__(message)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -38,6 +39,25 @@ class Settings(BaseSettings):
     max_expression_depth: int = 8
     max_preconditions: int = 12
     ranking: RankingWeights = RankingWeights()
+
+    # LLM retrospection: set the base URL (any OpenAI-compatible server) to turn it on
+    llm_base_url: str | None = None
+    llm_model: str = "gpt-4o-mini"
+    llm_api_key: SecretStr | None = None
+    llm_mode: Literal["after_rules", "instead"] = "after_rules"
+    llm_structured_output: Literal["auto", "json_schema", "json_object"] = "auto"
+    llm_timeout_s: float = Field(default=60.0, gt=0)
+    llm_max_tokens: int = Field(default=2048, ge=64)
+    llm_concurrency: int = Field(default=8, ge=1, description="LLM calls in flight at once")
+    # several workers on one LLM server: also take a slot of a Prefect global concurrency
+    # limit per call (slower: Prefect polls for free slots)
+    llm_prefect_limit: bool = False
+    llm_retry_delays_s: list[float] = Field(default_factory=lambda: [2.0, 8.0, 30.0])
+    llm_token_budget: int | None = Field(
+        default=None, ge=1, description="prompt + completion tokens per run; None: no limit"
+    )
+    llm_max_observation_chars: int = 600
+    llm_max_system_chars: int = 600
 
     @property
     def sqlalchemy_url(self) -> str:

@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from memory_core.errors import LeaseLost
 from memory_core.retrospect.rule_extractor import RuleExtractor
-from memory_core.retrospect.stage import retrospect_once
+from memory_core.retrospect.stage import BatchResult, retrospect_once
 from memory_core.settings import Settings
 from tasks.runtime import engine_for
 
@@ -23,8 +23,18 @@ class BatchSummary(BaseModel):
     claimed: int = 0
     done: int = 0
     dead_letters: int = 0
+    deferred: int = 0
     cards_created: int = 0
     evidence_added: int = 0
+    llm_calls: int = 0
+    tokens_sent: int = 0
+    tokens_received: int = 0
+    tokens_saved: int = 0
+
+    @classmethod
+    def of(cls, result: BatchResult) -> BatchSummary:
+        """The counts of a stage result."""
+        return cls(**{k: getattr(result, k) for k in cls.model_fields})
 
 
 def _lease_lost(_task: object, _run: object, state: State) -> bool:
@@ -68,10 +78,4 @@ def retrospect_batch(
             result.evidence_added,
             result.dead_letters,
         )
-    return BatchSummary(
-        claimed=result.claimed,
-        done=result.done,
-        dead_letters=result.dead_letters,
-        cards_created=result.cards_created,
-        evidence_added=result.evidence_added,
-    )
+    return BatchSummary.of(result)

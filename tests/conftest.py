@@ -9,6 +9,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+from prefect.testing.utilities import prefect_test_harness
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 from sqlmodel import SQLModel
@@ -77,3 +79,24 @@ def env_for(settings: Settings) -> dict[str, str]:
     if settings.database_url:
         env["HINDSIGHT_DATABASE_URL"] = settings.database_url
     return env
+
+
+@pytest.fixture(scope="session")
+def prefect_harness() -> Iterator[None]:
+    """One in-process Prefect API for the whole session."""
+    with (
+        prefect_test_harness(server_startup_timeout=120),
+        temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}),
+    ):
+        yield
+
+
+@pytest.fixture
+def flow_env(settings, monkeypatch, prefect_harness):
+    """Point the flows' Settings() at the test database."""
+    monkeypatch.setenv("HINDSIGHT_DATA_DIR", str(settings.data_dir))
+    if settings.database_url:
+        monkeypatch.setenv("HINDSIGHT_DATABASE_URL", settings.database_url)
+    else:
+        monkeypatch.delenv("HINDSIGHT_DATABASE_URL", raising=False)
+    return settings

@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
-from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
-from prefect.testing.utilities import prefect_test_harness
 
 from flows.nightly import nightly
 from flows.params import NightlyParams, RetrospectParams
@@ -16,27 +11,6 @@ from flows.retrospect import retrospect
 from memory_core.ingest.store import ingest, iter_sources
 from memory_core.status import card_counts, trajectory_counts
 from tests.helpers.data import REPO, tau_path
-
-
-@pytest.fixture(scope="session")
-def prefect_harness() -> Iterator[None]:
-    """One in-process Prefect API for the whole session."""
-    with (
-        prefect_test_harness(server_startup_timeout=120),
-        temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}),
-    ):
-        yield
-
-
-@pytest.fixture
-def flow_env(settings, monkeypatch, prefect_harness):
-    """Point the flows' Settings() at the test database."""
-    monkeypatch.setenv("HINDSIGHT_DATA_DIR", str(settings.data_dir))
-    if settings.database_url:
-        monkeypatch.setenv("HINDSIGHT_DATABASE_URL", settings.database_url)
-    else:
-        monkeypatch.delenv("HINDSIGHT_DATABASE_URL", raising=False)
-    return settings
 
 
 def test_nightly_on_examples_then_rerun_is_a_no_op(flow_env, engine) -> None:

@@ -103,7 +103,7 @@ def test_a_run_that_teaches_nothing_yields_no_card() -> None:
         outcome=Outcome.success,
         steps=steps,
     )
-    assert RuleExtractor().extract(view) == []
+    assert RuleExtractor().extract(view).drafts == []
     typed = TrajectoryView(
         id=view.id,
         namespace="n",
@@ -112,7 +112,7 @@ def test_a_run_that_teaches_nothing_yields_no_card() -> None:
         outcome=Outcome.success,
         steps=steps,
     )
-    [card] = RuleExtractor().extract(typed)
+    [card] = RuleExtractor().extract(typed).drafts
     assert card.pattern == "success_path" and card.preconditions == ['task_type == "lookup_task"']
 
 

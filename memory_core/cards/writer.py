@@ -69,29 +69,42 @@ def write_drafts(
     by_sig: dict[str, DraftCard] = {}
     evidence: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for d in drafts:
-        by_sig.setdefault(d.signature, d)
-        evidence[d.signature].extend(e.model_dump(mode="json") for e in d.evidence)
+        # a rejected draft is a record of a bad answer, not a lesson to merge with others
+        sig = d.signature if d.status is not CardStatus.rejected else f"rejected-{uuid.uuid4()}"
+        by_sig.setdefault(sig, d)
+        evidence[sig].extend(e.model_dump(mode="json") for e in d.evidence)
     now = utcnow()
-    rows = []
+    rows: list[dict[str, Any]] = []
     for sig, d in by_sig.items():
-        compiled = compile_all(
-            d.preconditions, max_chars=max_expression_chars, max_depth=max_expression_depth
-        )
+        if d.status is CardStatus.rejected:
+            sources = list(d.preconditions)  # kept as written: why it was rejected
+        else:
+            sources = [
+                c.source
+                for c in compile_all(
+                    d.preconditions, max_chars=max_expression_chars, max_depth=max_expression_depth
+                )
+            ]
         rows.append(
             {
                 "card_id": new_id(),
                 "namespace": namespace,
                 "kind": "experience",
                 "scenario": d.scenario[:1000],
-                "preconditions": [c.source for c in compiled],
+                "preconditions": sources,
                 "action_sequence": [a.model_dump() for a in d.action_sequence],
                 "expected_outcome": d.expected_outcome,
                 "actual_outcome": d.actual_outcome,
                 "failure_modes": [f.model_dump() for f in d.failure_modes],
                 "confidence": d.confidence,
-                "status": status.value,
+                "status": (d.status or status).value,
                 "signature": sig,
-                "provenance": {**provenance, "pattern": d.pattern},
+                "provenance": {
+                    **provenance,
+                    **d.provenance,
+                    "pattern": d.pattern,
+                    **({"flags": d.flags} if d.flags else {}),
+                },
                 "evidence_count": 0,
                 "created_at": now,
                 "updated_at": now,
@@ -119,21 +132,24 @@ def write_drafts(
                     "card_id": cid,
                     "version": 1,
                     "snapshot": card_snapshot(by_id[cid]),
-                    "reason": "created by retrospection",
-                    "actor": str(provenance.get("producer", "unknown")),
+                    "reason": _reason(by_id[cid]),
+                    "actor": str(by_id[cid]["provenance"].get("producer", "unknown")),
                     "created_at": now,
                 }
                 for cid in created
             ],
         )
-    ids: dict[str, uuid.UUID] = dict(
+    ids: dict[str, uuid.UUID] = {str(r.signature): r.card_id for r in created.values()}
+    ids.update(
         session.execute(
             select(col(Card.signature), col(Card.card_id)).where(
                 col(Card.namespace) == namespace,
-                col(Card.signature).in_(list(by_sig)),
+                col(Card.signature).in_([s for s in by_sig if s not in ids]),
                 col(Card.status).in_(LIVE_STATUSES),
             )
-        ).all()
+        )
+        .tuples()
+        .all()
     )
     ev_rows = [
         {
@@ -157,6 +173,13 @@ def write_drafts(
         added[cid] += 1
     _bump(session, {cid: (n, cid in created) for cid, n in added.items()}, now)
     return WriteResult(created=len(created), evidence_added=sum(added.values()))
+
+
+def _reason(row: dict[str, Any]) -> str:
+    flags = row["provenance"].get("flags")
+    if row["status"] in (CardStatus.quarantined.value, CardStatus.rejected.value) and flags:
+        return f"{row['status']} by retrospection: " + "; ".join(flags)
+    return "created by retrospection"
 
 
 def _bump(session: Session, counts: dict[uuid.UUID, tuple[int, bool]], now: Any) -> None:

@@ -101,6 +101,8 @@ def _row(t: TrajectoryCreate) -> dict[str, Any]:
         "status": TrajectoryStatus.pending.value,
         "attempts": 0,
         "cards_written": 0,
+        "tokens_sent": 0,
+        "tokens_saved": 0,
         "created_at": utcnow(),
     }
 

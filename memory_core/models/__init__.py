@@ -14,6 +14,7 @@ from memory_core.models.card import (
     EvidenceTriple,
     FailureMode,
 )
+from memory_core.models.llm_answer import LLMAnswer
 from memory_core.models.trajectory import (
     Outcome,
     Step,
@@ -35,6 +36,7 @@ __all__ = [
     "CardVersion",
     "EvidenceTriple",
     "FailureMode",
+    "LLMAnswer",
     "Outcome",
     "Step",
     "Trajectory",

@@ -86,5 +86,7 @@ class Trajectory(SQLModel, table=True):
     attempts: int = 0
     error: str | None = None
     cards_written: int = 0
+    tokens_sent: int = 0
+    tokens_saved: int = 0
     created_at: datetime = Field(default_factory=utcnow, sa_column=utc_column())
     processed_at: datetime | None = Field(default=None, sa_column=utc_column(nullable=True))

@@ -6,9 +6,9 @@ import hashlib
 import json
 import uuid
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
-from memory_core.models.card import ActionStep, EvidenceTriple, FailureMode
+from memory_core.models.card import ActionStep, CardStatus, EvidenceTriple, FailureMode
 from memory_core.models.trajectory import Outcome, Step
 from memory_core.preconditions import normalise_expression, normalise_text
 
@@ -39,6 +39,9 @@ class DraftCard:
     confidence: float
     evidence: list[EvidenceTriple] = field(default_factory=list)
     signature_parts: tuple[str, ...] = ()
+    provenance: dict[str, Any] = field(default_factory=dict)  # producer, model, prompt...
+    status: CardStatus | None = None  # None: the stage's default status
+    flags: list[str] = field(default_factory=list)  # why it is quarantined or rejected
 
     @property
     def signature(self) -> str:
@@ -52,11 +55,23 @@ class DraftCard:
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:40]
 
 
+@dataclass
+class Extraction:
+    """What an extractor made of one trajectory, and what it cost."""
+
+    drafts: list[DraftCard] = field(default_factory=list)
+    calls: int = 0  # LLM calls actually made (cached answers cost none)
+    cached: int = 0  # answers taken from the cache
+    tokens_sent: int = 0  # prompt tokens the LLM reported for those calls
+    tokens_received: int = 0
+    tokens_saved: int = 0  # estimated tokens the pre-filter kept out of the prompts
+
+
 class Extractor(Protocol):
-    """Turns one trajectory into zero or more card drafts (empty when it taught nothing)."""
+    """Turns one trajectory into zero or more card drafts (none when it taught nothing)."""
 
     name: str
 
-    def extract(self, trajectory: TrajectoryView) -> list[DraftCard]:
+    def extract(self, trajectory: TrajectoryView) -> Extraction:
         """The drafts this trajectory supports."""
         ...

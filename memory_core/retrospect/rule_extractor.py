@@ -12,7 +12,7 @@ from typing import Any
 
 from memory_core.models.card import ActionStep, EvidenceTriple, FailureMode
 from memory_core.models.trajectory import Outcome, Step
-from memory_core.retrospect.drafts import DraftCard, TrajectoryView
+from memory_core.retrospect.drafts import DraftCard, Extraction, TrajectoryView
 from memory_core.task_state import normalise_error, states_before_calls
 
 _CONDITION_KEYS = (
@@ -85,8 +85,12 @@ class RuleExtractor:
         self.default_task_type = default_task_type
         self.max_actions = max_actions
 
-    def extract(self, trajectory: TrajectoryView) -> list[DraftCard]:
+    def extract(self, trajectory: TrajectoryView) -> Extraction:
         """Cards for every error (warning + recovery) and for a successful run's path."""
+        return Extraction(drafts=self.drafts(trajectory))
+
+    def drafts(self, trajectory: TrajectoryView) -> list[DraftCard]:
+        """The drafts alone."""
         calls = [s for s in trajectory.steps if s.type == "tool_call" and s.tool]
         states = states_before_calls(
             calls, task_type=trajectory.task_type, agent_id=trajectory.agent_id
@@ -188,6 +192,7 @@ class RuleExtractor:
     ) -> DraftCard:
         recovered = rec.retry is not None
         return DraftCard(
+            provenance={"producer": self.name},
             pattern="pre_call_warning",
             scenario=f'Calling {call.tool} can fail with "{sig}"',
             preconditions=[*base, f"tool == {cel_string(call.tool or '')}"],
@@ -215,6 +220,7 @@ class RuleExtractor:
     ) -> DraftCard:
         assert rec.retry is not None
         return DraftCard(
+            provenance={"producer": self.name},
             pattern="error_recovery",
             scenario=f'After {call.tool} failed with "{sig}"',
             preconditions=[
@@ -246,6 +252,7 @@ class RuleExtractor:
             if c.error
         }
         return DraftCard(
+            provenance={"producer": self.name},
             pattern="success_path",
             scenario=f"A {t.task_type} task that succeeded",
             preconditions=list(base),

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
 from datetime import timedelta
+from typing import Protocol
 
 from sqlalchemy import update
 from sqlalchemy.engine import Engine
@@ -17,7 +20,7 @@ from memory_core.models.card import CardStatus
 from memory_core.models.columns import utcnow
 from memory_core.models.trajectory import Outcome, Step, Trajectory, TrajectoryStatus
 from memory_core.retrospect.claims import claim_batch, release
-from memory_core.retrospect.drafts import DraftCard, Extractor, TrajectoryView
+from memory_core.retrospect.drafts import DraftCard, Extraction, Extractor, TrajectoryView
 
 log = logging.getLogger(__name__)
 T = Trajectory
@@ -30,17 +33,19 @@ class BatchResult:
     claimed: int = 0
     done: int = 0
     dead_letters: int = 0
+    deferred: int = 0
     cards_created: int = 0
     evidence_added: int = 0
+    llm_calls: int = 0
+    tokens_sent: int = 0
+    tokens_received: int = 0
+    tokens_saved: int = 0
     errors: list[str] = field(default_factory=list)
 
     def add(self, other: BatchResult) -> None:
         """Accumulate another batch's counts into this one."""
-        self.claimed += other.claimed
-        self.done += other.done
-        self.dead_letters += other.dead_letters
-        self.cards_created += other.cards_created
-        self.evidence_added += other.evidence_added
+        for name in (f.name for f in fields(self) if f.name != "errors"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
         self.errors.extend(other.errors)
 
 
@@ -56,35 +61,36 @@ def view_of(row: Trajectory) -> TrajectoryView:
     )
 
 
-def process_batch(
+class Claimed(Protocol):
+    """What finishing a batch needs to know of each claimed trajectory."""
+
+    @property
+    def id(self) -> uuid.UUID: ...
+
+    @property
+    def namespace(self) -> str: ...
+
+
+def finish_batch(
     *,
     engine: Engine,
-    rows: list[Trajectory],
-    extractor: Extractor,
+    rows: Sequence[Claimed],
     worker: str,
+    extractions: dict[uuid.UUID, Extraction],
+    failed: dict[uuid.UUID, str] | None = None,
+    deferred: Sequence[uuid.UUID] = (),
     card_status: CardStatus = CardStatus.active,
 ) -> BatchResult:
-    """Extract from claimed rows; write cards and mark rows done in one transaction."""
+    """In one transaction: write the drafts, mark rows done / dead-letter / back to pending."""
+    failed = failed or {}
     result = BatchResult(claimed=len(rows))
-    drafts: dict[str, list[DraftCard]] = {}
-    per_row: dict[object, int] = {}
-    failed: dict[object, str] = {}
-    for row in rows:
-        try:
-            found = extractor.extract(view_of(row))
-        # one poisoned trajectory must not block the queue: it is parked with its error
-        except Exception as exc:  # noqa: BLE001
-            failed[row.id] = f"{type(exc).__name__}: {exc}"
-            log.error("trajectory %s failed extraction: %s", row.id, failed[row.id])
-            continue
-        drafts.setdefault(row.namespace, []).extend(found)
-        per_row[row.id] = len(found)
     now = utcnow()
+    ids = [r.id for r in rows]
     with session_scope(engine) as session:
         owned = (
             update(T)
             .where(
-                col(T.id).in_([r.id for r in rows]),
+                col(T.id).in_(ids),
                 col(T.lease_owner) == worker,
                 col(T.status) == TrajectoryStatus.processing.value,
             )
@@ -96,8 +102,7 @@ def process_batch(
                 error=None,
             )
         )
-        claimed_rows = session.execute(owned).rowcount  # type: ignore[attr-defined]
-        if claimed_rows != len(rows):
+        if session.execute(owned).rowcount != len(rows):  # type: ignore[attr-defined]
             raise LeaseLost(f"worker {worker} lost the lease on part of its batch")
         for rid, err in failed.items():
             session.execute(
@@ -105,24 +110,80 @@ def process_batch(
                 .where(col(T.id) == rid)
                 .values(status=TrajectoryStatus.dead_letter.value, error=err[:2000])
             )
-        if per_row:
+        if deferred:  # e.g. the token budget ran out: they wait for the next run
             session.execute(
-                update(T), [{"id": rid, "cards_written": n} for rid, n in per_row.items()]
+                update(T)
+                .where(col(T.id).in_(list(deferred)))
+                .values(
+                    status=TrajectoryStatus.pending.value,
+                    processed_at=None,
+                    attempts=col(T.attempts) - 1,
+                )
             )
-        for namespace, found in drafts.items():
+        if extractions:
+            session.execute(
+                update(T),
+                [
+                    {
+                        "id": rid,
+                        "cards_written": len(x.drafts),
+                        "tokens_sent": x.tokens_sent,
+                        "tokens_saved": x.tokens_saved,
+                    }
+                    for rid, x in extractions.items()
+                ],
+            )
+        by_namespace: dict[str, list[DraftCard]] = {}
+        for row in rows:
+            if row.id in extractions:
+                by_namespace.setdefault(row.namespace, []).extend(extractions[row.id].drafts)
+        for namespace, drafts in by_namespace.items():
             w = write_drafts(
                 session=session,
                 namespace=namespace,
-                drafts=found,
+                drafts=drafts,
                 status=card_status,
-                provenance={"producer": extractor.name, "source": "agent_run"},
+                provenance={"source": "agent_run"},
             )
             result.cards_created += w.created
             result.evidence_added += w.evidence_added
-    result.done = len(rows) - len(failed)
-    result.dead_letters = len(failed)
+    result.dead_letters, result.deferred = len(failed), len(deferred)
+    result.done = len(rows) - len(failed) - len(deferred)
     result.errors = list(failed.values())
+    for x in extractions.values():
+        result.llm_calls += x.calls
+        result.tokens_sent += x.tokens_sent
+        result.tokens_received += x.tokens_received
+        result.tokens_saved += x.tokens_saved
     return result
+
+
+def process_batch(
+    *,
+    engine: Engine,
+    rows: Sequence[Trajectory],
+    extractor: Extractor,
+    worker: str,
+    card_status: CardStatus = CardStatus.active,
+) -> BatchResult:
+    """Extract from claimed rows one by one, then finish the batch in one transaction."""
+    extractions: dict[uuid.UUID, Extraction] = {}
+    failed: dict[uuid.UUID, str] = {}
+    for row in rows:
+        try:
+            extractions[row.id] = extractor.extract(view_of(row))
+        # one poisoned trajectory must not block the queue: it is parked with its error
+        except Exception as exc:  # noqa: BLE001
+            failed[row.id] = f"{type(exc).__name__}: {exc}"
+            log.error("trajectory %s failed extraction: %s", row.id, failed[row.id])
+    return finish_batch(
+        engine=engine,
+        rows=rows,
+        worker=worker,
+        extractions=extractions,
+        failed=failed,
+        card_status=card_status,
+    )
 
 
 def retrospect_once(

@@ -1,0 +1,91 @@
+"""The answer cache in the database: written as soon as an answer parses, read before any call."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from typing import Any, Protocol
+
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import Engine
+from sqlmodel import Session
+
+from memory_core.db import session_scope
+from memory_core.models.columns import utcnow
+from memory_core.models.llm_answer import LLMAnswer
+
+
+def cache_key(*, model: str, prompt_id: str, messages: list[dict[str, str]]) -> str:
+    """Same model + same prompt version + same prompt text = same key."""
+    blob = json.dumps({"model": model, "prompt": prompt_id, "messages": messages}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class AnswerCache(Protocol):
+    """Where finished answers live, so a re-run never pays for them twice."""
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The stored answer, or None."""
+        ...
+
+    def put(
+        self,
+        *,
+        key: str,
+        trajectory_id: uuid.UUID,
+        prompt_id: str,
+        model: str,
+        answer: dict[str, Any],
+        prompt_tokens: int,
+        completion_tokens: int,
+        calls: int,
+    ) -> None:
+        """Store an answer (idempotent by key)."""
+        ...
+
+
+class SQLAnswerCache:
+    """AnswerCache on the project database (its own short transactions)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The stored answer, or None."""
+        with Session(self.engine) as session:
+            row = session.get(LLMAnswer, key)
+            return dict(row.answer) if row else None
+
+    def put(
+        self,
+        *,
+        key: str,
+        trajectory_id: uuid.UUID,
+        prompt_id: str,
+        model: str,
+        answer: dict[str, Any],
+        prompt_tokens: int,
+        completion_tokens: int,
+        calls: int,
+    ) -> None:
+        """Store an answer; a concurrent writer of the same key wins, ours is dropped."""
+        ins = (pg_insert if self.engine.dialect.name == "postgresql" else sqlite_insert)(LLMAnswer)
+        with session_scope(self.engine) as session:
+            session.execute(
+                ins.on_conflict_do_nothing(index_elements=["cache_key"]),
+                [
+                    {
+                        "cache_key": key,
+                        "trajectory_id": trajectory_id,
+                        "prompt_id": prompt_id,
+                        "model": model,
+                        "answer": answer,
+                        "prompt_tokens": prompt_tokens,
+                        "completion_tokens": completion_tokens,
+                        "calls": calls,
+                        "created_at": utcnow(),
+                    }
+                ],
+            )

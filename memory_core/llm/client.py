@@ -1,0 +1,133 @@
+"""The LLM Protocol and the OpenAI-compatible implementation (OpenAI, vLLM, Ollama, llama.cpp)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+import openai
+from pydantic import BaseModel
+
+from memory_core.errors import LLMRefused, LLMTransient
+
+StructuredMode = Literal["auto", "json_schema", "json_object"]
+
+
+@dataclass(frozen=True)
+class LLMReply:
+    """The raw text of one answer and what it cost."""
+
+    text: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class LLMClient(Protocol):
+    """Chat completion that asks for JSON of a given shape."""
+
+    model: str
+
+    def complete(self, *, messages: list[dict[str, str]], schema: type[BaseModel]) -> LLMReply:
+        """One call; raises LLMTransient (retry later) or LLMRefused (do not)."""
+        ...
+
+
+class OpenAICompatibleLLM:
+    """Any server that speaks the OpenAI chat API, through the `openai` package.
+
+    Structured output: JSON schema where the server takes it; otherwise JSON mode with the
+    schema attached (llama.cpp) or plain JSON mode, validated against the schema afterwards.
+    The mode that worked is remembered. Retries are the caller's (Prefect's) job.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str,
+        api_key: str | None,
+        timeout_s: float = 60.0,
+        structured: StructuredMode = "auto",
+        max_tokens: int = 2048,
+        gate: Callable[[], AbstractContextManager[Any]] | None = None,
+    ) -> None:
+        self.model = model
+        self._gate = gate or nullcontext  # e.g. a global concurrency limit on calls
+        self.max_tokens = max_tokens
+        self._client = openai.OpenAI(
+            base_url=base_url, api_key=api_key or "not-needed", timeout=timeout_s, max_retries=0
+        )
+        self._modes: list[str] = (
+            ["json_schema", "json_object+schema", "json_object"]
+            if structured == "auto"
+            else [structured]
+        )
+        self._lock = threading.Lock()
+
+    def _format(self, mode: str, schema: type[BaseModel]) -> dict[str, Any]:
+        body = schema.model_json_schema()
+        if mode == "json_schema":
+            return {
+                "type": "json_schema",
+                "json_schema": {"name": schema.__name__, "schema": body, "strict": False},
+            }
+        if mode == "json_object+schema":
+            return {"type": "json_object", "schema": body}
+        return {"type": "json_object"}
+
+    def complete(self, *, messages: list[dict[str, str]], schema: type[BaseModel]) -> LLMReply:
+        """One chat completion asking for JSON shaped like `schema`."""
+        while True:
+            mode = self._modes[0]
+            try:
+                with self._gate():
+                    resp = self._client.chat.completions.create(  # type: ignore[call-overload]
+                        model=self.model,
+                        messages=messages,
+                        response_format=self._format(mode, schema),
+                        temperature=0.0,
+                        max_tokens=self.max_tokens,
+                    )
+                break
+            except openai.BadRequestError as exc:
+                if len(self._modes) > 1 and _about_response_format(exc):
+                    with self._lock:  # this server does not take that format: try the next
+                        if self._modes and self._modes[0] == mode and len(self._modes) > 1:
+                            self._modes.pop(0)
+                    continue
+                raise LLMRefused(f"{self.model}: 400 {_message(exc)}") from exc
+            except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+                raise LLMTransient(f"{self.model}: {type(exc).__name__}: {exc}") from exc
+            except openai.APIStatusError as exc:
+                if exc.status_code == 429 or exc.status_code >= 500:
+                    raise LLMTransient(f"{self.model}: {exc.status_code} {_message(exc)}") from exc
+                raise LLMRefused(f"{self.model}: {exc.status_code} {_message(exc)}") from exc
+        choice = resp.choices[0] if resp.choices else None
+        text = (choice.message.content if choice else None) or ""
+        usage = resp.usage
+        return LLMReply(
+            text=text,
+            model=resp.model or self.model,
+            prompt_tokens=usage.prompt_tokens if usage else 0,
+            completion_tokens=usage.completion_tokens if usage else 0,
+        )
+
+
+def _message(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict):
+            return str(err.get("message", json.dumps(err)))[:300]
+        return str(err)[:300]
+    return str(exc)[:300]
+
+
+def _about_response_format(exc: openai.BadRequestError) -> bool:
+    text = _message(exc).lower()
+    return any(k in text for k in ("response_format", "json_schema", "schema", "json_object"))

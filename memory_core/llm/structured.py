@@ -1,0 +1,78 @@
+"""Ask for JSON, parse it into a pydantic model: local repair first, then one repair prompt."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import json_repair
+from pydantic import BaseModel, ValidationError
+
+from memory_core.errors import LLMOutputInvalid
+from memory_core.llm.client import LLMClient, LLMReply
+
+M = TypeVar("M", bound=BaseModel)
+
+REPAIR_PROMPT = (
+    "Your previous answer could not be used: {problem}\n"
+    "Reply with only the corrected JSON object, matching this JSON schema:\n{schema}"
+)
+
+
+@dataclass(frozen=True)
+class Structured(Generic[M]):
+    """A parsed answer with the replies it took (one, or two after a repair prompt)."""
+
+    value: M
+    replies: list[LLMReply]
+    repaired_locally: bool
+
+
+def parse_answer(text: str, schema: type[M]) -> tuple[M, bool]:
+    """Parse text into schema; returns (value, repaired). Raises ValueError naming the problem."""
+    repaired = False
+    try:
+        data: Any = json.loads(text)
+    except ValueError:
+        data = json_repair.loads(text)
+        repaired = True
+        if data in ("", None) or not isinstance(data, (dict, list)):
+            raise ValueError("the answer is not JSON") from None
+    if isinstance(data, list) and len(schema.model_fields) == 1:
+        # a bare list for a one-field wrapper ({"cards": [...]}) is a common, harmless slip
+        data = {next(iter(schema.model_fields)): data}
+        repaired = True
+    try:
+        return schema.model_validate(data), repaired
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        raise ValueError(f"field {where}: {first['msg']}") from exc
+
+
+def ask(*, llm: LLMClient, messages: list[dict[str, str]], schema: type[M]) -> Structured[M]:
+    """One call, parsed; if it does not parse, one repair prompt; then LLMOutputInvalid."""
+    first = llm.complete(messages=messages, schema=schema)
+    try:
+        value, repaired = parse_answer(first.text, schema)
+        return Structured(value, [first], repaired)
+    except ValueError as problem:
+        repair = [
+            *messages,
+            {"role": "assistant", "content": first.text[:4000]},
+            {
+                "role": "user",
+                "content": REPAIR_PROMPT.format(
+                    problem=problem, schema=json.dumps(schema.model_json_schema())
+                ),
+            },
+        ]
+    second = llm.complete(messages=repair, schema=schema)
+    try:
+        value, _ = parse_answer(second.text, schema)
+        return Structured(value, [first, second], True)
+    except ValueError as problem:
+        raise LLMOutputInvalid(
+            f"{llm.model} answered invalid JSON twice: {problem}", raw=second.text[:2000]
+        ) from problem

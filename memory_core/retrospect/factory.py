@@ -1,0 +1,69 @@
+"""Build the extractor the settings ask for: rules, the LLM, or rules then the LLM."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any
+
+from sqlalchemy.engine import Engine
+
+from memory_core.retrospect.drafts import Extraction, Extractor, TrajectoryView
+from memory_core.retrospect.prefilter import FilterLimits
+from memory_core.retrospect.rule_extractor import RuleExtractor
+from memory_core.settings import Settings
+
+
+class ChainedExtractors:
+    """Several extractors on the same trajectory; drafts and costs add up."""
+
+    def __init__(self, *extractors: Extractor) -> None:
+        self.extractors = extractors
+        self.name = "+".join(e.name for e in extractors)
+
+    def extract(self, trajectory: TrajectoryView) -> Extraction:
+        """Every extractor's drafts, in order."""
+        total = Extraction()
+        for e in self.extractors:
+            x = e.extract(trajectory)
+            total.drafts.extend(x.drafts)
+            total.calls += x.calls
+            total.cached += x.cached
+            total.tokens_sent += x.tokens_sent
+            total.tokens_received += x.tokens_received
+            total.tokens_saved += x.tokens_saved
+        return total
+
+
+def build_extractor(
+    settings: Settings,
+    engine: Engine,
+    *,
+    gate: Callable[[], AbstractContextManager[Any]] | None = None,
+) -> Extractor:
+    """The rule extractor; with HINDSIGHT_LLM_BASE_URL set, the LLM too (after the rules)."""
+    rules = RuleExtractor(default_task_type=settings.default_task_type)
+    if not settings.llm_base_url:
+        return rules
+    from memory_core.llm.cache import SQLAnswerCache
+    from memory_core.llm.client import OpenAICompatibleLLM
+    from memory_core.retrospect.llm_extractor import LLMExtractor
+
+    llm = OpenAICompatibleLLM(
+        base_url=settings.llm_base_url,
+        model=settings.llm_model,
+        api_key=settings.llm_api_key.get_secret_value() if settings.llm_api_key else None,
+        timeout_s=settings.llm_timeout_s,
+        structured=settings.llm_structured_output,
+        max_tokens=settings.llm_max_tokens,
+        gate=gate,
+    )
+    extractor = LLMExtractor(
+        llm=llm,
+        cache=SQLAnswerCache(engine),
+        limits=FilterLimits(
+            max_observation_chars=settings.llm_max_observation_chars,
+            max_system_chars=settings.llm_max_system_chars,
+        ),
+    )
+    return extractor if settings.llm_mode == "instead" else ChainedExtractors(rules, extractor)

@@ -1,0 +1,44 @@
+"""The shapes LLM answers must take: decision points, then one card per point."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from memory_core.models.card import ActionStep, FailureMode
+
+
+class DecisionPoint(BaseModel):
+    """A moment where what the agent did next decided how the run went."""
+
+    step: int = Field(ge=0, description="the [n] of the line where the decision was taken")
+    kind: Literal["error", "retry", "recovery", "outcome", "other"]
+    trigger: str = Field(max_length=500)
+    action: str = Field(max_length=500)
+    outcome: str = Field(max_length=500)
+
+
+class DecisionPoints(BaseModel):
+    """The decision-point prompt's answer (empty when the run taught nothing)."""
+
+    points: list[DecisionPoint] = Field(default_factory=list, max_length=12)
+
+
+class CardAnswer(BaseModel):
+    """One card as the LLM writes it."""
+
+    point: int = Field(ge=0)
+    scenario: str = Field(min_length=1, max_length=1000)
+    preconditions: list[str] = Field(default_factory=list, max_length=12)
+    action_sequence: list[ActionStep] = Field(min_length=1, max_length=12)
+    expected_outcome: str = ""
+    actual_outcome: str = ""
+    failure_modes: list[FailureMode] = Field(default_factory=list, max_length=12)
+    confidence: float = Field(ge=0.0, le=1.0)
+
+
+class CardAnswers(BaseModel):
+    """The card prompt's answer (empty when the run taught nothing)."""
+
+    cards: list[CardAnswer] = Field(default_factory=list, max_length=12)
