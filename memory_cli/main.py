@@ -12,6 +12,7 @@ import typer
 from sqlmodel import Session
 
 from memory_cli import cards as cards_cmd
+from memory_cli import dead_letters as dead_letters_cmd
 from memory_cli.context import fail_on_errors, load
 from memory_cli.output import Format, console, polled_progress, print_json, table
 from memory_core import db
@@ -24,6 +25,7 @@ app = typer.Typer(help=__doc__, no_args_is_help=True, pretty_exceptions_enable=F
 db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 app.add_typer(cards_cmd.app, name="cards")
+app.add_typer(dead_letters_cmd.app, name="dead-letters")
 
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
 
@@ -34,6 +36,8 @@ def _prefect_defaults(data_dir: Path) -> None:
     os.environ.setdefault("PREFECT_HOME", str((data_dir / "prefect").resolve()))
     Path(os.environ["PREFECT_HOME"]).mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    # Prefect's 20 s default is too short on a busy 2-core machine
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 
 
 @db_app.command("upgrade")

@@ -99,3 +99,28 @@ def test_retrospect_command_on_tau(env_for) -> None:
     hindsight(env_for, "ingest", str(tau_path()))
     out = json.loads(hindsight(env_for, "retrospect", "-f", "json").stdout)
     assert out["trajectories"] == 140 and out["cards_created"] > 5
+
+
+def test_llm_failures_become_dead_letters_an_operator_can_redrive(env_for) -> None:
+    from tests.helpers import fake_model
+    from tests.helpers.scripted_llm import Reply, ScriptedLLM
+
+    run = {"id": "dl-1", "steps": [{"type": "tool_call", "tool": "fetch", "error": "HTTP 503"}]}
+    hindsight(env_for, "ingest", "-", stdin=json.dumps(run))
+    with ScriptedLLM(lambda body, n: Reply(status=500, error="down")) as server:
+        env = {
+            **env_for,
+            "HINDSIGHT_LLM_BASE_URL": server.url,
+            "HINDSIGHT_LLM_MODEL": "m",
+            "HINDSIGHT_LLM_RETRY_DELAYS_S": "[0.05]",
+            "HINDSIGHT_LLM_MODE": "instead",
+        }
+        out = json.loads(hindsight(env, "retrospect", "-f", "json").stdout)
+        assert out["dead_letters"] == 1 and len(server.requests) == 2
+        listed = json.loads(hindsight(env, "dead-letters", "list", "-f", "json").stdout)
+        assert [d["key"] for d in listed] == ["dl-1"] and "after 2 tries" in listed[0]["error"]
+        assert "1 dead letter(s) back" in hindsight(env, "dead-letters", "redrive", "dl-1").stdout
+        server.responder = fake_model.respond
+        again = json.loads(hindsight(env, "retrospect", "-f", "json").stdout)
+    assert again["trajectories"] == 1 and again["cards_created"] == 1
+    assert json.loads(hindsight(env_for, "dead-letters", "list", "-f", "json").stdout) == []

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 
 from sqlalchemy import func, select
 from sqlmodel import Session
@@ -18,10 +19,11 @@ from memory_core.models.card import Card, CardEvidence, CardVersion
 from memory_core.models.trajectory import Trajectory
 from memory_core.settings import Settings
 from memory_core.status import trajectory_counts
+from tests.helpers import fake_model
 from tests.helpers.data import REPO, replicate, tau_runs
 from tests.helpers.pipeline import card_fingerprint, retrospect_all
+from tests.helpers.scripted_llm import ScriptedLLM
 
-RUNS = 1400
 LEASE_S = 1.0
 
 
@@ -35,50 +37,48 @@ def _spawn(env: dict[str, str]) -> subprocess.Popen[bytes]:
     )
 
 
-def test_sigkill_mid_batch_loses_nothing_and_duplicates_nothing(engine, env_for, tmp_path):
-    runs = replicate(tau_runs(), RUNS)
-    records = [(f"r{i}", r) for i, r in enumerate(runs)]
-    ingest(engine=engine, records=iter(records), namespace="default", task_type="default")
-
-    # the reference: the same runs retrospected without interruption, in a separate SQLite file
-    ref = Settings(data_dir=tmp_path / "reference")
-    db.upgrade(ref)
-    ref_engine = db.make_engine(ref)
-    ingest(engine=ref_engine, records=iter(records), namespace="default", task_type="default")
-    retrospect_all(ref_engine)
-    expected = card_fingerprint(ref_engine)
-
-    env = {
-        **env_for,
-        "HINDSIGHT_LEASE_SECONDS": str(LEASE_S),
-        "HINDSIGHT_RETROSPECT_BATCH_SIZE": "40",
-        "PYTHONPATH": str(REPO),
-    }
-    rng = random.Random(7)
-    mid_batch_kills = 0
-    # kill at random moments until two kills have caught a worker holding claimed runs
-    while mid_batch_kills < 2:
+def _kill_until_caught_mid_batch(engine, env: dict[str, str], runs: int, step: int) -> int:
+    """Start and SIGKILL workers at random moments until two kills caught one holding claims."""
+    rng, caught, kills = random.Random(7), 0, 0
+    while caught < 2:
         done_before = trajectory_counts(engine=engine).get("done", 0)
-        assert done_before < 0.9 * RUNS, "ran out of work before catching a worker mid-batch"
+        assert done_before < 0.9 * runs, "ran out of work before catching a worker mid-batch"
         proc = _spawn(env)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and proc.poll() is None:
-            if trajectory_counts(engine=engine).get("done", 0) > done_before + 80:
+            if trajectory_counts(engine=engine).get("done", 0) >= done_before + step:
                 break
             time.sleep(0.005)
         time.sleep(rng.uniform(0.0, 0.2))
         assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
+        kills += 1
         if trajectory_counts(engine=engine).get("processing", 0):
-            mid_batch_kills += 1
+            caught += 1
         time.sleep(LEASE_S + 0.2)  # the dead worker's claims expire
-    assert trajectory_counts(engine=engine).get("done", 0) < RUNS  # the kills left work behind
+    assert trajectory_counts(engine=engine).get("done", 0) < runs  # the kills left work behind
+    return kills
 
+
+def _finish(env: dict[str, str]) -> None:
     final = _spawn(env)
     assert final.wait(timeout=300) == 0, final.stderr.read().decode()[-2000:]
 
-    assert trajectory_counts(engine=engine) == {"done": RUNS}
+
+def _reference(tmp_path, records, **settings) -> dict:
+    ref = Settings(data_dir=tmp_path / "reference", **settings)
+    db.upgrade(ref)
+    engine = db.make_engine(ref)
+    ingest(engine=engine, records=iter(records), namespace="default", task_type="default")
+    from memory_core.retrospect.factory import build_extractor
+
+    retrospect_all(engine, extractor=build_extractor(ref, engine))
+    return card_fingerprint(engine)
+
+
+def _check_once(engine, runs: int, expected: dict) -> None:
+    assert trajectory_counts(engine=engine) == {"done": runs}
     assert card_fingerprint(engine) == expected
     with Session(engine) as s:
         cards = s.execute(select(func.count()).select_from(Card)).scalar_one()
@@ -88,3 +88,49 @@ def test_sigkill_mid_batch_loses_nothing_and_duplicates_nothing(engine, env_for,
     assert versions == cards
     assert evidence == sum(n for _, n, _ in expected.values())
     assert attempts >= 2  # some claims died with a killed worker and were taken over
+
+
+def test_sigkill_mid_batch_loses_nothing_and_duplicates_nothing(engine, env_for, tmp_path):
+    runs = 1400
+    records = [(f"r{i}", r) for i, r in enumerate(replicate(tau_runs(), runs))]
+    ingest(engine=engine, records=iter(records), namespace="default", task_type="default")
+    expected = _reference(tmp_path, records)
+    env = {
+        **env_for,
+        "HINDSIGHT_LEASE_SECONDS": str(LEASE_S),
+        "HINDSIGHT_RETROSPECT_BATCH_SIZE": "40",
+        "PYTHONPATH": str(REPO),
+    }
+    _kill_until_caught_mid_batch(engine, env, runs, step=80)
+    _finish(env)
+    _check_once(engine, runs, expected)
+
+
+def test_sigkill_with_the_llm_extractor_pays_no_call_twice(engine, env_for, tmp_path):
+    runs = 140
+    records = [(f"r{i}", r) for i, r in enumerate(replicate(tau_runs(), runs))]
+    ingest(engine=engine, records=iter(records), namespace="default", task_type="default")
+    llm = {"llm_model": "scripted-1", "llm_mode": "instead"}
+    with ScriptedLLM(fake_model.respond) as ref_server:
+        expected = _reference(tmp_path, records, llm_base_url=ref_server.url, **llm)
+    assert any(sig for sig in expected)  # the model had something to say
+    with ScriptedLLM(fake_model.respond, latency_s=0.02) as server:
+        env = {
+            **env_for,
+            "HINDSIGHT_LEASE_SECONDS": str(LEASE_S),
+            "HINDSIGHT_RETROSPECT_BATCH_SIZE": "8",
+            "PYTHONPATH": str(REPO),
+            "HINDSIGHT_LLM_BASE_URL": server.url,
+            "HINDSIGHT_LLM_MODEL": "scripted-1",
+            "HINDSIGHT_LLM_MODE": "instead",
+        }
+        kills = _kill_until_caught_mid_batch(engine, env, runs, step=8)
+        _finish(env)
+        asked = Counter(
+            (fake_model.prompt_kind(r), r["messages"][1]["content"]) for r in server.requests
+        )
+    _check_once(engine, runs, expected)
+    # a prompt is asked again only if a kill landed between its answer and the cache write
+    repeats = sum(n - 1 for n in asked.values())
+    assert repeats <= kills
+    assert len(asked) == len(ref_server.requests)

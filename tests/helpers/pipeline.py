@@ -10,17 +10,24 @@ from sqlmodel import Session
 
 from memory_core.models.card import Card
 from memory_core.retrospect.claims import worker_id
+from memory_core.retrospect.drafts import Extractor
 from memory_core.retrospect.rule_extractor import RuleExtractor
 from memory_core.retrospect.stage import BatchResult, retrospect_once
 
 
-def retrospect_all(engine: Engine, *, batch_size: int = 50, lease_s: float = 60.0) -> BatchResult:
-    """Retrospect until nothing is pending; the summed result."""
+def retrospect_all(
+    engine: Engine,
+    *,
+    batch_size: int = 50,
+    lease_s: float = 60.0,
+    extractor: Extractor | None = None,
+) -> BatchResult:
+    """Retrospect until nothing is pending (rules unless told otherwise); the summed result."""
     total, worker = BatchResult(), worker_id()
     while True:
         b = retrospect_once(
             engine=engine,
-            extractor=RuleExtractor(),
+            extractor=extractor or RuleExtractor(),
             worker=worker,
             batch_size=batch_size,
             lease=timedelta(seconds=lease_s),
