@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from prefect import flow
-from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import BaseModel
 
-from flows.naming import run_name
+from flows.naming import run_name, thread_runner
 from flows.params import NightlyParams
 from flows.retrospect import RetrospectSummary, run_retrospect
 from memory_core.settings import Settings
@@ -24,7 +23,7 @@ class NightlySummary(BaseModel):
     name="nightly",
     flow_run_name=run_name("nightly"),
     log_prints=True,
-    task_runner=ThreadPoolTaskRunner(max_workers=32),  # type: ignore[arg-type]
+    task_runner=thread_runner(),
 )
 def nightly(params: NightlyParams = NightlyParams()) -> NightlySummary:
     """Run the stages in order; each reads what the previous one committed."""

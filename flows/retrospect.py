@@ -7,10 +7,9 @@ import uuid
 from prefect import flow
 from prefect.client.schemas.objects import State
 from prefect.futures import wait
-from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import BaseModel
 
-from flows.naming import run_name
+from flows.naming import run_name, thread_runner
 from flows.params import RetrospectParams
 from memory_core.errors import LLMTransient
 from memory_core.retrospect.claims import worker_id
@@ -133,7 +132,7 @@ def _run_llm(params: RetrospectParams, settings: Settings) -> RetrospectSummary:
     name="retrospect",
     flow_run_name=run_name("retrospect"),
     log_prints=True,
-    task_runner=ThreadPoolTaskRunner(max_workers=32),  # type: ignore[arg-type]
+    task_runner=thread_runner(),
 )
 def retrospect(params: RetrospectParams = RetrospectParams()) -> RetrospectSummary:
     """Distil cards from every pending trajectory (rules; with an LLM configured, the LLM too)."""
