@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -14,10 +15,8 @@ from memory_core.llm.client import LLMClient, LLMReply
 
 M = TypeVar("M", bound=BaseModel)
 
-REPAIR_PROMPT = (
-    "Your previous answer could not be used: {problem}\n"
-    "Reply with only the corrected JSON object, matching this JSON schema:\n{schema}"
-)
+# versioned like the stage prompts; the one repair prompt any structured answer may get
+REPAIR_PROMPT = (Path(__file__).parent / "prompts" / "repair.v1.md").read_text(encoding="utf-8")
 
 
 @dataclass(frozen=True)
