@@ -32,8 +32,11 @@ def test_valid_answer_uses_json_schema() -> None:
         assert server.requests[0]["response_format"]["type"] == "json_schema"
 
 
-def test_falls_back_to_json_mode_with_schema_and_remembers() -> None:
-    with ScriptedLLM(lambda body, n: Reply('{"points": []}'), reject_json_schema=True) as server:
+@pytest.mark.parametrize("status", [400, 500])
+def test_falls_back_to_json_mode_with_schema_and_remembers(status) -> None:
+    with ScriptedLLM(
+        lambda body, n: Reply('{"points": []}'), reject_json_schema=True, reject_status=status
+    ) as server:
         llm = _client(server)
         assert ask_points(llm).points == []
         assert ask_points(llm).points == []

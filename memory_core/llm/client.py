@@ -94,19 +94,18 @@ class OpenAICompatibleLLM:
                         max_tokens=self.max_tokens,
                     )
                 break
-            except openai.BadRequestError as exc:
+            except openai.APIStatusError as exc:
+                # servers refuse an unknown response_format with 400, or (llama.cpp) with 500
                 if len(self._modes) > 1 and _about_response_format(exc):
                     with self._lock:  # this server does not take that format: try the next
-                        if self._modes and self._modes[0] == mode and len(self._modes) > 1:
+                        if self._modes[0] == mode and len(self._modes) > 1:
                             self._modes.pop(0)
                     continue
-                raise LLMRefused(f"{self.model}: 400 {_message(exc)}") from exc
-            except (openai.APITimeoutError, openai.APIConnectionError) as exc:
-                raise LLMTransient(f"{self.model}: {type(exc).__name__}: {exc}") from exc
-            except openai.APIStatusError as exc:
                 if exc.status_code == 429 or exc.status_code >= 500:
                     raise LLMTransient(f"{self.model}: {exc.status_code} {_message(exc)}") from exc
                 raise LLMRefused(f"{self.model}: {exc.status_code} {_message(exc)}") from exc
+            except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+                raise LLMTransient(f"{self.model}: {type(exc).__name__}: {exc}") from exc
         choice = resp.choices[0] if resp.choices else None
         text = (choice.message.content if choice else None) or ""
         usage = resp.usage
@@ -128,6 +127,8 @@ def _message(exc: openai.APIStatusError) -> str:
     return str(exc)[:300]
 
 
-def _about_response_format(exc: openai.BadRequestError) -> bool:
+def _about_response_format(exc: openai.APIStatusError) -> bool:
     text = _message(exc).lower()
-    return any(k in text for k in ("response_format", "json_schema", "schema", "json_object"))
+    if exc.status_code not in (400, 422, 500):
+        return False
+    return any(k in text for k in ("response_format", "json_schema", "json_object"))

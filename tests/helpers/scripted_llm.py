@@ -38,6 +38,7 @@ class ScriptedLLM:
     responder: Responder
     latency_s: float = 0.0
     reject_json_schema: bool = False
+    reject_status: int = 400  # llama.cpp's server says 500
     requests: list[dict[str, Any]] = field(default_factory=list)
     in_flight: int = 0
     max_in_flight: int = 0
@@ -68,7 +69,7 @@ class ScriptedLLM:
                 fmt = (body.get("response_format") or {}).get("type")
                 if server.reject_json_schema and fmt == "json_schema":
                     return self._send(
-                        400,
+                        server.reject_status,
                         {
                             "error": {
                                 "message": "response_format json_schema is not supported",
