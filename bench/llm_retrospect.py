@@ -113,7 +113,7 @@ def main() -> None:
         max_in_flight = server.max_in_flight
     med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
     calls_per_traj = med["llm_calls"] / 140
-    bound = args.concurrency / (calls_per_traj * args.latency)
+    bound = args.concurrency / (calls_per_traj * args.latency) if args.latency else float("inf")
     result = {
         "latency_s": args.latency,
         "concurrency": args.concurrency,

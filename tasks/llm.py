@@ -41,6 +41,7 @@ class ClaimRef(BaseModel):
     namespace: str
     key: str
     estimate: int
+    likely_calls: int = 2  # 1 when nothing went wrong: the decision points will likely be none
 
 
 def ensure_llm_limit(settings: Settings) -> None:
@@ -94,6 +95,11 @@ def _estimate(row: Trajectory, settings: Settings) -> int:
     return 2 * estimate_tokens(text) + system + 2 * 300  # two prompts, two short answers
 
 
+def _likely_calls(row: Trajectory) -> int:
+    failed = row.outcome == "failure" or any(s.get("error") for s in row.steps)
+    return 2 if failed else 1
+
+
 def _claim_name() -> str:
     return f"claim batch {task_run.parameters['batch_no']}"
 
@@ -110,10 +116,18 @@ def claim_refs(
         lease=timedelta(seconds=settings.lease_seconds),
         namespace=namespace,
     )
-    return [
-        ClaimRef(id=r.id, namespace=r.namespace, key=r.key, estimate=_estimate(r, settings))
+    refs = [
+        ClaimRef(
+            id=r.id,
+            namespace=r.namespace,
+            key=r.key,
+            estimate=_estimate(r, settings),
+            likely_calls=_likely_calls(r),
+        )
         for r in rows
     ]
+    # longest first, so the two-call runs do not all queue up at the end of the batch
+    return sorted(refs, key=lambda ref: (-ref.likely_calls, -ref.estimate))
 
 
 def transient_only(_task: object, _run: object, state: State) -> bool:
