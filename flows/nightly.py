@@ -1,4 +1,4 @@
-"""The nightly flow: ingest the given inputs, then retrospect over everything pending."""
+"""The nightly flow: ingest the given inputs, retrospect over everything pending, validate."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from flows.params import NightlyParams
 from flows.retrospect import RetrospectSummary, run_retrospect
 from memory_core.settings import Settings
 from tasks.ingest import IngestSummary, ingest_source
+from tasks.validate import ValidationSummary, validate_task
 
 
 class NightlySummary(BaseModel):
@@ -17,6 +18,7 @@ class NightlySummary(BaseModel):
 
     ingested: list[IngestSummary] = []
     retrospect: RetrospectSummary = RetrospectSummary()
+    validation: ValidationSummary = ValidationSummary()
 
 
 @flow(
@@ -31,4 +33,6 @@ def nightly(params: NightlyParams = NightlyParams()) -> NightlySummary:
     namespace = params.namespace or settings.namespace
     task_type = params.task_type or settings.default_task_type
     ingested = [ingest_source(src, namespace, task_type, settings) for src in params.input]
-    return NightlySummary(ingested=ingested, retrospect=run_retrospect(params.retrospect, settings))
+    retro = run_retrospect(params.retrospect, settings)
+    checked = validate_task(params.retrospect.namespace, settings)
+    return NightlySummary(ingested=ingested, retrospect=retro, validation=checked)

@@ -13,6 +13,7 @@ from sqlmodel import Session
 
 from memory_cli import cards as cards_cmd
 from memory_cli import dead_letters as dead_letters_cmd
+from memory_cli import review as review_cmd
 from memory_cli.context import fail_on_errors, load
 from memory_cli.output import Format, console, polled_progress, print_json, table
 from memory_core import db
@@ -26,6 +27,8 @@ db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 app.add_typer(cards_cmd.app, name="cards")
 app.add_typer(dead_letters_cmd.app, name="dead-letters")
+app.add_typer(review_cmd.validate_app, name="validate")
+app.add_typer(review_cmd.review_app, name="review")
 
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
 
@@ -142,6 +145,11 @@ def nightly(
                 f"stored, {len(ing.refused)} refused"
             )
         _show_summary(summary.retrospect.model_dump(), fmt)
+        v = summary.validation
+        console.print(
+            f"validated {v.evaluated} drafts: {v.activated} active, {v.review} to "
+            f"review, {v.rejected} rejected" + (f"; report: {v.docs_index}" if v.docs_index else "")
+        )
         ns = namespace or settings.namespace
         cards_cmd.show_cards_table(engine, ns, title=f"cards in namespace {ns!r}", limit=20)
         with Session(engine) as session:

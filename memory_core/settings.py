@@ -39,6 +39,10 @@ class Settings(BaseSettings):
     max_expression_depth: int = 8
     max_preconditions: int = 12
     ranking: RankingWeights = RankingWeights()
+    # validation: drafts below this confidence wait for a person; tools must be in the
+    # registry when one is given
+    review_below: float = Field(default=0.5, ge=0.0, le=1.0)
+    tool_registry: list[str] | None = None
 
     # LLM retrospection: set the base URL (any OpenAI-compatible server) to turn it on
     llm_base_url: str | None = None

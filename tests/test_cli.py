@@ -76,7 +76,8 @@ def test_nightly_then_list_show_and_query(env_for) -> None:
     assert "hindsight cards query --state" in out.stdout
     assert "deploy_service" in out.stdout  # the learned cards' table
     listed = json.loads(hindsight(env_for, "cards", "list", "-f", "json").stdout)
-    assert listed and all(c["status"] == "active" for c in listed)
+    assert listed and {c["status"] for c in listed} <= {"active", "review"}
+    assert "validated 15 drafts" in out.stdout
     warning = next(c for c in listed if 'tool == "push_image"' in c["preconditions"])
     shown = json.loads(hindsight(env_for, "cards", "show", warning["card_id"], "-f", "json").stdout)
     assert shown["evidence"] and shown["evidence"][0]["condition"]["tool"] == "push_image"

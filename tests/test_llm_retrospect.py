@@ -97,7 +97,7 @@ def test_llm_cards_with_provenance_cache_and_token_counts(llm_env, engine) -> No
     for c in cards:
         assert c.provenance["model"] == "scripted-1"
         assert "decision_points.v1" in c.provenance["prompt_version"]
-        assert "cards.v1" in c.provenance["prompt_version"] and c.status == "active"
+        assert "cards.v1" in c.provenance["prompt_version"] and c.status == "draft"
         assert c.evidence_count >= 1
     # runs without errors got one call (decision points: none), the others two
     assert server.calls("[prompt: decision_points") == 12

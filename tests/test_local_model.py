@@ -109,7 +109,7 @@ def test_the_local_model_runs_the_llm_extractor_end_to_end(
     )
     for c in cards:
         assert c.provenance["model"] == "gemma3-270m"
-        if c.status == "active":
+        if c.status == "draft":
             for p in c.preconditions:
                 compile_precondition(p)
             assert c.action_sequence and c.evidence_count >= 1

@@ -22,6 +22,7 @@ from memory_core.models.trajectory import (
     TrajectoryCreate,
     TrajectoryStatus,
 )
+from memory_core.models.validation import ValidationRun
 
 __all__ = [
     "ActionStep",
@@ -42,4 +43,5 @@ __all__ = [
     "Trajectory",
     "TrajectoryCreate",
     "TrajectoryStatus",
+    "ValidationRun",
 ]

@@ -79,7 +79,7 @@ def finish_batch(
     extractions: dict[uuid.UUID, Extraction],
     failed: dict[uuid.UUID, str] | None = None,
     deferred: Sequence[uuid.UUID] = (),
-    card_status: CardStatus = CardStatus.active,
+    card_status: CardStatus = CardStatus.draft,
 ) -> BatchResult:
     """In one transaction: write the drafts, mark rows done / dead-letter / back to pending."""
     failed = failed or {}
@@ -164,7 +164,7 @@ def process_batch(
     rows: Sequence[Trajectory],
     extractor: Extractor,
     worker: str,
-    card_status: CardStatus = CardStatus.active,
+    card_status: CardStatus = CardStatus.draft,
 ) -> BatchResult:
     """Extract from claimed rows one by one, then finish the batch in one transaction."""
     extractions: dict[uuid.UUID, Extraction] = {}

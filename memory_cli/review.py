@@ -1,0 +1,220 @@
+"""`hindsight validate` (the data-quality gate, its report) and `hindsight review` (the queue)."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import subprocess
+import tempfile
+import uuid
+from typing import Annotated
+
+import typer
+
+from memory_cli.context import fail_on_errors, load, read_json_arg
+from memory_cli.output import Format, console, print_json, table
+from memory_core.cards.query import get_card, to_public
+from memory_core.errors import InvalidInput
+from memory_core.validate.review import EDITABLE, decide, edit, review_queue
+from memory_core.validate.stage import latest_run
+
+validate_app = typer.Typer(
+    help="The data-quality gate over draft cards.", invoke_without_command=True
+)
+review_app = typer.Typer(help="Cards waiting for a person.", no_args_is_help=True)
+FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
+NamespaceOpt = Annotated[str | None, typer.Option(help="namespace (default: the setting)")]
+ActorOpt = Annotated[str | None, typer.Option("--by", help="who decides (default: $USER)")]
+
+
+@validate_app.callback()
+def validate(
+    ctx: typer.Context, namespace: NamespaceOpt = None, fmt: FormatOpt = Format.table
+) -> None:
+    """Validate every draft now (the nightly flow does it after retrospect)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    with fail_on_errors():
+        settings, _ = load()
+        from memory_cli.main import _prefect_defaults
+
+        _prefect_defaults(settings.data_dir)
+        from flows.validate import ValidateParams
+        from flows.validate import validate as validate_flow
+
+        summary = validate_flow(ValidateParams(namespace=namespace))
+        if fmt is Format.json:
+            print_json(summary)
+            return
+        table(
+            "validation",
+            ["evaluated", "active", "review", "rejected"],
+            [[summary.evaluated, summary.activated, summary.review, summary.rejected]],
+        )
+        if summary.docs_index:
+            console.print(f"report: {summary.docs_index}")
+
+
+@validate_app.command("report")
+def report(fmt: FormatOpt = Format.table) -> None:
+    """The last validation run: counts, failed expectations, and the path of its HTML."""
+    with fail_on_errors():
+        _, engine = load()
+        run = latest_run(engine=engine)
+        if run is None:
+            console.print("no validation has run yet")
+            return
+        if fmt is Format.json:
+            print_json(run.model_dump(mode="json"))
+            return
+        table(
+            f"validation {run.created_at:%Y-%m-%d %H:%M} UTC",
+            ["evaluated", "active", "review", "rejected"],
+            [[run.evaluated, run.activated, run.review, run.rejected]],
+        )
+        if run.rule_failures:
+            table(
+                "failed expectations",
+                ["expectation", "cards"],
+                [[k, v] for k, v in run.rule_failures.items()],
+            )
+        console.print(f"HTML report: {run.docs_path or '(not written)'}")
+
+
+def _uuid(value: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(value)
+    except ValueError as exc:
+        raise InvalidInput(f"{value!r} is not a card id (a UUID)", field="card_id") from exc
+
+
+def _actor(by: str | None) -> str:
+    return by or os.environ.get("USER") or getpass.getuser()
+
+
+@review_app.command("list")
+def list_cmd(namespace: NamespaceOpt = None, fmt: FormatOpt = Format.table) -> None:
+    """Cards in review, oldest first."""
+    with fail_on_errors():
+        settings, engine = load()
+        cards = review_queue(engine=engine, namespace=namespace or settings.namespace)
+        if fmt is Format.json:
+            print_json([to_public(c) for c in cards])
+            return
+        table(
+            f"{len(cards)} card(s) in review",
+            ["id", "conf", "scenario", "preconditions"],
+            [
+                [str(c.card_id), f"{c.confidence:.2f}", c.scenario, "\n".join(c.preconditions)]
+                for c in cards
+            ],
+        )
+
+
+@review_app.command("show")
+def show(card_id: str, namespace: NamespaceOpt = None) -> None:
+    """One card in full (as JSON)."""
+    with fail_on_errors():
+        settings, engine = load()
+        from sqlmodel import Session
+
+        with Session(engine) as session:
+            print_json(
+                get_card(
+                    session=session,
+                    namespace=namespace or settings.namespace,
+                    card_id=_uuid(card_id),
+                )
+            )
+
+
+@review_app.command("approve")
+def approve(
+    card_id: str,
+    namespace: NamespaceOpt = None,
+    by: ActorOpt = None,
+    reason: Annotated[str | None, typer.Option()] = None,
+) -> None:
+    """Make a card in review active."""
+    with fail_on_errors():
+        settings, engine = load()
+        card = decide(
+            engine=engine,
+            namespace=namespace or settings.namespace,
+            card_id=_uuid(card_id),
+            approve=True,
+            actor=_actor(by),
+            reason=reason,
+        )
+        console.print(f"approved {card.card_id} (version {card.version})")
+
+
+@review_app.command("reject")
+def reject(
+    card_id: str,
+    reason: Annotated[str, typer.Option(help="why (required)")],
+    namespace: NamespaceOpt = None,
+    by: ActorOpt = None,
+) -> None:
+    """Reject a card in review, with the reason."""
+    with fail_on_errors():
+        settings, engine = load()
+        card = decide(
+            engine=engine,
+            namespace=namespace or settings.namespace,
+            card_id=_uuid(card_id),
+            approve=False,
+            actor=_actor(by),
+            reason=reason,
+        )
+        console.print(f"rejected {card.card_id} (version {card.version})")
+
+
+@review_app.command("edit")
+def edit_cmd(
+    card_id: str,
+    set_json: Annotated[
+        str | None,
+        typer.Option(
+            "--set", help="changes as JSON, @file or -; without it $EDITOR opens the card"
+        ),
+    ] = None,
+    namespace: NamespaceOpt = None,
+    by: ActorOpt = None,
+) -> None:
+    """Change fields of a card in review; the edit is validated before it is saved."""
+    with fail_on_errors():
+        settings, engine = load()
+        ns, cid = namespace or settings.namespace, _uuid(card_id)
+        if set_json is not None:
+            changes = read_json_arg(set_json, field="set")
+        else:
+            from sqlmodel import Session
+
+            with Session(engine) as session:
+                current = get_card(session=session, namespace=ns, card_id=cid)
+            fields = {k: v for k, v in current.model_dump(mode="json").items() if k in EDITABLE}
+            changes = _edit_in_editor(fields)
+        if not isinstance(changes, dict):
+            raise InvalidInput("changes must be a JSON object", field="set")
+        card = edit(
+            engine=engine,
+            namespace=ns,
+            card_id=cid,
+            changes=changes,
+            actor=_actor(by),
+            registry=frozenset(settings.tool_registry) if settings.tool_registry else None,
+        )
+        console.print(f"saved {card.card_id} (version {card.version}); still in review")
+
+
+def _edit_in_editor(fields: dict[str, object]) -> object:
+    with tempfile.NamedTemporaryFile("w+", suffix=".json", delete=False) as f:
+        json.dump(fields, f, indent=2)
+        path = f.name
+    subprocess.run([os.environ.get("EDITOR", "vi"), path], check=True)
+    with open(path, encoding="utf-8") as f:
+        edited = json.load(f)
+    os.unlink(path)
+    return {k: v for k, v in edited.items() if fields.get(k) != v}

@@ -1,0 +1,1 @@
+"""Validation: a Great Expectations gate over each batch of draft cards."""

@@ -1,0 +1,124 @@
+"""The human review queue: list, approve, reject, edit (re-validated); every decision in history."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, col
+
+from memory_core.cards.writer import card_snapshot
+from memory_core.db import session_scope
+from memory_core.errors import InvalidInput, NotFound
+from memory_core.models.card import Card, CardStatus, CardVersion
+from memory_core.models.columns import utcnow
+from memory_core.validate.frame import cards_frame
+from memory_core.validate.suite import run_suite
+
+EDITABLE = {
+    "scenario",
+    "preconditions",
+    "action_sequence",
+    "expected_outcome",
+    "actual_outcome",
+    "failure_modes",
+    "confidence",
+}
+
+
+def review_queue(*, engine: Engine, namespace: str, limit: int = 100) -> list[Card]:
+    """Cards waiting for a person, oldest first."""
+    with Session(engine) as session:
+        return list(
+            session.execute(
+                select(Card)
+                .where(
+                    col(Card.namespace) == namespace, col(Card.status) == CardStatus.review.value
+                )
+                .order_by(col(Card.created_at))
+                .limit(limit)
+            ).scalars()
+        )
+
+
+def _in_review(session: Session, namespace: str, card_id: uuid.UUID) -> Card:
+    card = session.get(Card, card_id, with_for_update=True)
+    if card is None or card.namespace != namespace:
+        raise NotFound(f"no card {card_id} in namespace {namespace!r}")
+    if card.status != CardStatus.review.value:
+        raise InvalidInput(f"card {card_id} is {card.status}, not in review", field="card_id")
+    return card
+
+
+def _record(session: Session, card: Card, *, reason: str, actor: str) -> None:
+    card.version += 1
+    card.updated_at = utcnow()
+    session.add(card)
+    session.add(
+        CardVersion(
+            card_id=card.card_id,
+            version=card.version,
+            snapshot=card_snapshot(card.model_dump()),
+            reason=reason,
+            actor=actor,
+        )
+    )
+
+
+def decide(
+    *,
+    engine: Engine,
+    namespace: str,
+    card_id: uuid.UUID,
+    approve: bool,
+    actor: str,
+    reason: str | None = None,
+) -> Card:
+    """Approve (active) or reject a card in review; who and why go into its history."""
+    if not approve and not (reason and reason.strip()):
+        raise InvalidInput("a rejection needs a reason", field="reason")
+    with session_scope(engine) as session:
+        card = _in_review(session, namespace, card_id)
+        card.status = (CardStatus.active if approve else CardStatus.rejected).value
+        verb = "approved" if approve else "rejected"
+        _record(
+            session,
+            card,
+            reason=f"{verb} in review" + (f": {reason}" if reason else ""),
+            actor=actor,
+        )
+        return card
+
+
+def edit(
+    *,
+    engine: Engine,
+    namespace: str,
+    card_id: uuid.UUID,
+    changes: dict[str, Any],
+    actor: str,
+    registry: frozenset[str] | None = None,
+) -> Card:
+    """Change fields of a card in review; saved only if the edited card passes the suite."""
+    unknown = set(changes) - EDITABLE
+    if unknown:
+        raise InvalidInput(
+            f"cannot edit {sorted(unknown)}; editable: {sorted(EDITABLE)}", field="changes"
+        )
+    with session_scope(engine) as session:
+        card = _in_review(session, namespace, card_id)
+        edited = Card.model_validate({**card.model_dump(), **changes})
+        failures = run_suite(cards_frame([edited], registry=registry)).failures
+        if failures:
+            raise InvalidInput(
+                "the edited card fails validation: " + "; ".join(failures[str(card_id)]),
+                field="changes",
+            )
+        for k, v in changes.items():
+            setattr(card, k, v)
+        _record(
+            session, card, reason=f"edited in review: {', '.join(sorted(changes))}", actor=actor
+        )
+        return card
