@@ -7,7 +7,9 @@ from prefect.cache_policies import NO_CACHE
 from prefect.runtime import task_run
 from pydantic import BaseModel
 
+from memory_core.retrospect.factory import build_llm
 from memory_core.settings import Settings
+from memory_core.validate.regenerate import llm_regenerator
 from memory_core.validate.stage import validate_drafts
 from tasks.runtime import engine_for
 
@@ -30,7 +32,9 @@ def _name() -> str:
 @task(name="validate-drafts", task_run_name=_name, cache_policy=NO_CACHE)
 def validate_task(namespace: str | None, settings: Settings) -> ValidationSummary:
     """Drafts -> active / review / rejected; the report and Data Docs under the data dir."""
+    llm = build_llm(settings)
     report = validate_drafts(
+        regenerate=llm_regenerator(llm) if llm is not None else None,
         engine=engine_for(settings),
         reports_dir=settings.reports_dir,
         namespace=namespace,

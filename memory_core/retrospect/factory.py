@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
+from memory_core.llm.client import LLMClient
 from memory_core.retrospect.drafts import Extraction, Extractor, TrajectoryView
 from memory_core.retrospect.prefilter import FilterLimits
 from memory_core.retrospect.rule_extractor import RuleExtractor
@@ -35,21 +36,15 @@ class ChainedExtractors:
         return total
 
 
-def build_extractor(
-    settings: Settings,
-    engine: Engine,
-    *,
-    gate: Callable[[], AbstractContextManager[Any]] | None = None,
-) -> Extractor:
-    """The rule extractor; with HINDSIGHT_LLM_BASE_URL set, the LLM too (after the rules)."""
-    rules = RuleExtractor(default_task_type=settings.default_task_type)
+def build_llm(
+    settings: Settings, *, gate: Callable[[], AbstractContextManager[Any]] | None = None
+) -> LLMClient | None:
+    """The configured OpenAI-compatible LLM client, or None without HINDSIGHT_LLM_BASE_URL."""
     if not settings.llm_base_url:
-        return rules
-    from memory_core.llm.cache import SQLAnswerCache
+        return None
     from memory_core.llm.client import OpenAICompatibleLLM
-    from memory_core.retrospect.llm_extractor import LLMExtractor
 
-    llm = OpenAICompatibleLLM(
+    return OpenAICompatibleLLM(
         base_url=settings.llm_base_url,
         model=settings.llm_model,
         api_key=settings.llm_api_key.get_secret_value() if settings.llm_api_key else None,
@@ -58,6 +53,22 @@ def build_extractor(
         max_tokens=settings.llm_max_tokens,
         gate=gate,
     )
+
+
+def build_extractor(
+    settings: Settings,
+    engine: Engine,
+    *,
+    gate: Callable[[], AbstractContextManager[Any]] | None = None,
+) -> Extractor:
+    """The rule extractor; with HINDSIGHT_LLM_BASE_URL set, the LLM too (after the rules)."""
+    rules = RuleExtractor(default_task_type=settings.default_task_type)
+    llm = build_llm(settings, gate=gate)
+    if llm is None:
+        return rules
+    from memory_core.llm.cache import SQLAnswerCache
+    from memory_core.retrospect.llm_extractor import LLMExtractor
+
     extractor = LLMExtractor(
         llm=llm,
         cache=SQLAnswerCache(engine),

@@ -11,11 +11,13 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
+from memory_core.cards.writer import card_snapshot
 from memory_core.db import session_scope
 from memory_core.models.card import Card, CardStatus, CardVersion
 from memory_core.models.columns import new_id, utcnow
 from memory_core.models.validation import ValidationRun
 from memory_core.validate.frame import cards_frame
+from memory_core.validate.regenerate import Regenerate
 from memory_core.validate.suite import run_suite
 
 _CHUNK = 5000
@@ -53,6 +55,7 @@ def validate_drafts(
     namespace: str | None = None,
     registry: frozenset[str] | None = None,
     review_below: float = 0.5,
+    regenerate: Regenerate | None = None,
 ) -> ValidationReport:
     """Validate every draft: failing ones rejected (with the failed expectations in their
     history), passing ones active, or in review when their confidence is below review_below."""
@@ -68,10 +71,27 @@ def validate_drafts(
     result = run_suite(cards_frame(drafts, registry=registry), docs_dir=docs)
     rejected = [c for c in drafts if str(c.card_id) in result.failures]
     passing = [c for c in drafts if str(c.card_id) not in result.failures]
+    fixed = _regenerated(rejected, result.failures, regenerate, registry)
+    if fixed:
+        rejected = [c for c in rejected if c.card_id not in fixed]
+        passing += list(fixed.values())
     active = [c.card_id for c in passing if c.confidence >= review_below]
     review = [c.card_id for c in passing if c.confidence < review_below]
     now = utcnow()
     with session_scope(engine) as session:
+        for card in fixed.values():  # the regenerated fields replace the failing ones
+            card.version += 1
+            session.merge(card)
+            session.add(
+                CardVersion(
+                    card_id=card.card_id,
+                    version=card.version,
+                    snapshot=card_snapshot(card.model_dump()),
+                    actor="validator",
+                    reason="regenerated after failing: "
+                    + "; ".join(result.failures[str(card.card_id)]),
+                )
+            )
         _set_status(session, active, CardStatus.active)
         _set_status(session, review, CardStatus.review)
         _set_status(session, [c.card_id for c in rejected], CardStatus.rejected)
@@ -121,6 +141,28 @@ def validate_drafts(
         rule_failures=result.rule_failures,
         docs_index=str(result.docs_index) if result.docs_index else None,
     )
+
+
+def _regenerated(
+    rejected: list[Card],
+    failures: dict[str, list[str]],
+    regenerate: Regenerate | None,
+    registry: frozenset[str] | None,
+) -> dict[uuid.UUID, Card]:
+    """LLM drafts that failed get one regeneration; those whose new version passes."""
+    if regenerate is None:
+        return {}
+    candidates = []
+    for card in rejected:
+        if card.provenance.get("producer") != "llm" or card.provenance.get("regenerated"):
+            continue
+        changes = regenerate(card, failures[str(card.card_id)])
+        if changes is not None:
+            candidates.append(Card.model_validate({**card.model_dump(), **changes}))
+    if not candidates:
+        return {}
+    second = run_suite(cards_frame(candidates, registry=registry))
+    return {c.card_id: c for c in candidates if str(c.card_id) not in second.failures}
 
 
 def latest_run(*, engine: Engine) -> ValidationRun | None:

@@ -1,0 +1,90 @@
+"""LLM drafts that fail validation get one regeneration attempt, then are rejected."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from sqlalchemy import select
+from sqlmodel import Session
+
+from flows.nightly import nightly
+from flows.params import NightlyParams
+from memory_core.ingest.store import ingest
+from memory_core.models.card import Card, CardVersion
+from tests.helpers import fake_model
+from tests.helpers.scripted_llm import Reply, ScriptedLLM
+
+LEAKY = "rotate the key sk-live0123456789abcdefXYZ then retry"
+
+
+def responder(*, fix: bool):
+    def respond(body, n):
+        kind = fake_model.prompt_kind(body)
+        if kind == "cards":
+            out = fake_model.cards(body)
+            out["cards"][0]["failure_modes"][0]["handling"] = LEAKY
+            return Reply(json.dumps(out))
+        if kind == "regenerate":
+            card = json.loads(
+                body["messages"][1]["content"]
+                .split("The card:\n", 1)[1]
+                .split("\n\nIt failed", 1)[0]
+            )
+            if fix:
+                card["failure_modes"][0]["handling"] = "rotate the key, then retry"
+            return Reply(json.dumps(card))
+        return fake_model.respond(body, n)
+
+    return respond
+
+
+@pytest.mark.parametrize("fix", [True, False])
+def test_one_regeneration_then_active_or_rejected(flow_env, engine, monkeypatch, fix) -> None:
+    with ScriptedLLM(responder(fix=fix)) as server:
+        for k, v in {"BASE_URL": server.url, "MODEL": "scripted-1", "MODE": "instead"}.items():
+            monkeypatch.setenv(f"HINDSIGHT_LLM_{k}", v)
+        ingest(
+            engine=engine,
+            records=iter(
+                [
+                    (
+                        "r",
+                        {
+                            "id": "leak",
+                            "steps": [
+                                {
+                                    "type": "tool_call",
+                                    "tool": "vault_read",
+                                    "error": "HTTP 401 expired key",
+                                }
+                            ],
+                        },
+                    )
+                ]
+            ),
+            namespace="default",
+            task_type="default",
+        )
+        summary = nightly(NightlyParams())
+        assert server.calls("[prompt: regenerate") == 1
+    [card] = Session(engine).execute(select(Card)).scalars().all()
+    with Session(engine) as s:
+        reasons = [
+            v.reason
+            for v in s.execute(
+                select(CardVersion)
+                .where(CardVersion.card_id == card.card_id)
+                .order_by(CardVersion.version)
+            ).scalars()
+        ]
+    if fix:
+        assert card.status == "active" and summary.validation.activated == 1
+        assert card.provenance["regenerated"] and LEAKY not in json.dumps(card.failure_modes)
+        assert reasons == [
+            "created by retrospection",
+            "regenerated after failing: no secrets in text",
+        ]
+    else:
+        assert card.status == "rejected" and summary.validation.rejected == 1
+        assert reasons == ["created by retrospection", "rejected by validation: no secrets in text"]
