@@ -68,8 +68,8 @@ def test_one_regeneration_then_active_or_rejected(flow_env, engine, monkeypatch,
         )
         summary = nightly(NightlyParams())
         assert server.calls("[prompt: regenerate") == 1
-    [card] = Session(engine).execute(select(Card)).scalars().all()
     with Session(engine) as s:
+        [card] = s.execute(select(Card)).scalars().all()
         reasons = [
             v.reason
             for v in s.execute(

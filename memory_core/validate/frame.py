@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 import pandas as pd
@@ -25,9 +26,25 @@ SECRET = re.compile(
     r"|(?i:(?:password|passwd|pwd|secret|api[_-]?key|token)\s*[=:]\s*[^\s,;]{6,})"
 )
 TEXT_FIELDS = ("scenario", "expected_outcome", "actual_outcome")
+# what validation reads of a card (loading only these is 5x faster than whole ORM objects)
+CARD_COLUMNS: tuple[Any, ...] = (
+    Card.card_id,
+    Card.scenario,
+    Card.expected_outcome,
+    Card.actual_outcome,
+    Card.confidence,
+    Card.action_sequence,
+    Card.preconditions,
+    Card.failure_modes,
+    Card.key,
+    Card.query,
+    Card.value,
+    Card.provenance,
+    Card.version,
+)
 
 
-def card_text(card: Card) -> str:
+def card_text(card: Any) -> str:
     """Every free-text field of a card, joined (what the secret scan reads)."""
     parts: list[str] = [getattr(card, f) or "" for f in TEXT_FIELDS]
     parts += [json.dumps(card.action_sequence), json.dumps(card.failure_modes)]
@@ -35,7 +52,9 @@ def card_text(card: Card) -> str:
     return "\n".join(parts)
 
 
-def _compiles(preconditions: list[str]) -> bool:
+@lru_cache(maxsize=65536)
+def _compiles(preconditions: tuple[str, ...]) -> bool:
+    # many cards share their preconditions: check each distinct list once
     try:
         compile_all(preconditions)
     except InvalidPrecondition:
@@ -43,7 +62,7 @@ def _compiles(preconditions: list[str]) -> bool:
     return True
 
 
-def _row(card: Card, registry: frozenset[str] | None) -> dict[str, Any]:
+def _row(card: Any, registry: frozenset[str] | None) -> dict[str, Any]:
     tools = [a.get("tool") for a in card.action_sequence]
     return {
         "card_id": str(card.card_id),
@@ -54,15 +73,15 @@ def _row(card: Card, registry: frozenset[str] | None) -> dict[str, Any]:
         "confidence": card.confidence,
         "actions": len(card.action_sequence),
         "actions_name_a_tool": all(isinstance(t, str) and t.strip() for t in tools),
-        "preconditions_compile": _compiles(card.preconditions),
+        "preconditions_compile": _compiles(tuple(card.preconditions)),
         # an empty tool name is the other rule's business
         "tools_in_registry": registry is None or all(t in registry for t in tools if t),
         "free_of_secrets": not SECRET.search(card_text(card)),
     }
 
 
-def cards_frame(cards: Sequence[Card], *, registry: frozenset[str] | None = None) -> pd.DataFrame:
-    """The table of a batch of cards (an empty batch gives an empty table with the columns)."""
+def cards_frame(cards: Sequence[Any], *, registry: frozenset[str] | None = None) -> pd.DataFrame:
+    """The table of a batch of cards (Card objects or rows of CARD_COLUMNS)."""
     rows = [_row(c, registry) for c in cards]
     return pd.DataFrame(rows, columns=FRAME_COLUMNS)
 

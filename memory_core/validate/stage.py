@@ -6,6 +6,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Engine
@@ -16,7 +17,7 @@ from memory_core.db import session_scope
 from memory_core.models.card import Card, CardStatus, CardVersion
 from memory_core.models.columns import new_id, utcnow
 from memory_core.models.validation import ValidationRun
-from memory_core.validate.frame import cards_frame
+from memory_core.validate.frame import CARD_COLUMNS, cards_frame
 from memory_core.validate.regenerate import Regenerate
 from memory_core.validate.suite import run_suite
 
@@ -60,10 +61,10 @@ def validate_drafts(
     """Validate every draft: failing ones rejected (with the failed expectations in their
     history), passing ones active, or in review when their confidence is below review_below."""
     with Session(engine) as session:
-        q = select(Card).where(col(Card.status) == CardStatus.draft.value)
+        q = select(*CARD_COLUMNS).where(col(Card.status) == CardStatus.draft.value)
         if namespace is not None:
             q = q.where(col(Card.namespace) == namespace)
-        drafts = list(session.execute(q).scalars())
+        drafts: list[Any] = list(session.execute(q).all())
     if not drafts:
         return ValidationReport()
     run_id = new_id()
@@ -71,7 +72,7 @@ def validate_drafts(
     result = run_suite(cards_frame(drafts, registry=registry), docs_dir=docs)
     rejected = [c for c in drafts if str(c.card_id) in result.failures]
     passing = [c for c in drafts if str(c.card_id) not in result.failures]
-    fixed = _regenerated(rejected, result.failures, regenerate, registry)
+    fixed = _regenerated(engine, rejected, result.failures, regenerate, registry)
     if fixed:
         rejected = [c for c in rejected if c.card_id not in fixed]
         passing += list(fixed.values())
@@ -144,7 +145,8 @@ def validate_drafts(
 
 
 def _regenerated(
-    rejected: list[Card],
+    engine: Engine,
+    rejected: list[Any],
     failures: dict[str, list[str]],
     regenerate: Regenerate | None,
     registry: frozenset[str] | None,
@@ -152,10 +154,17 @@ def _regenerated(
     """LLM drafts that failed get one regeneration; those whose new version passes."""
     if regenerate is None:
         return {}
+    ids = [
+        r.card_id
+        for r in rejected
+        if r.provenance.get("producer") == "llm" and not r.provenance.get("regenerated")
+    ]
+    if not ids:
+        return {}
+    with Session(engine) as session:
+        cards = list(session.execute(select(Card).where(col(Card.card_id).in_(ids))).scalars())
     candidates = []
-    for card in rejected:
-        if card.provenance.get("producer") != "llm" or card.provenance.get("regenerated"):
-            continue
+    for card in cards:
         changes = regenerate(card, failures[str(card.card_id)])
         if changes is not None:
             candidates.append(Card.model_validate({**card.model_dump(), **changes}))
