@@ -23,6 +23,18 @@ VOCABULARY: dict[str, str] = {
     "args": "the arguments of the call about to be made",
 }
 
+# the part of a state a card's evidence keeps (what its preconditions can be checked against)
+CONDITION_KEYS = (
+    "task_type",
+    "tool",
+    "last_tool",
+    "last_error",
+    "last_error_code",
+    "retry_count",
+    "error_count",
+    "step",
+)
+
 _QUOTED = re.compile(r"""("[^"]*"|'[^']*'|`[^`]*`)""")
 _UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I)
 _NUMBER = re.compile(r"(?<![\w<])[-+]?\d+(?:[.,]\d+)*(?![\w>])")

@@ -10,7 +10,7 @@ from memory_core.models.card import CardStatus, EvidenceTriple
 from memory_core.preconditions import compile_all, holds_all, make_context
 from memory_core.retrospect.drafts import DraftCard, TrajectoryView
 from memory_core.retrospect.llm_answers import CardAnswer, DecisionPoint
-from memory_core.task_state import planning_state, states_before_calls
+from memory_core.task_state import CONDITION_KEYS, planning_state, states_before_calls
 
 # instruction-like text that has no business inside advice distilled from a run
 _INJECTION = re.compile(
@@ -20,16 +20,6 @@ _INJECTION = re.compile(
     r"|you (must|should) (now )?always"
     r"|system prompt",
     re.IGNORECASE,
-)
-_CONDITION_KEYS = (
-    "task_type",
-    "tool",
-    "last_tool",
-    "last_error",
-    "last_error_code",
-    "retry_count",
-    "error_count",
-    "step",
 )
 
 
@@ -100,7 +90,7 @@ def to_drafts(
                     EvidenceTriple(
                         trajectory_id=view.id,
                         step=int(state.get("step", 0)),
-                        condition={k: state[k] for k in _CONDITION_KEYS if k in state},
+                        condition={k: state[k] for k in CONDITION_KEYS if k in state},
                         action={"decision": point.action} if point else {},
                         result={
                             "outcome": view.outcome.value,

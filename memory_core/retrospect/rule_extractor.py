@@ -13,18 +13,7 @@ from typing import Any
 from memory_core.models.card import ActionStep, EvidenceTriple, FailureMode
 from memory_core.models.trajectory import Outcome, Step
 from memory_core.retrospect.drafts import DraftCard, Extraction, TrajectoryView
-from memory_core.task_state import normalise_error, states_before_calls
-
-_CONDITION_KEYS = (
-    "task_type",
-    "tool",
-    "last_tool",
-    "last_error",
-    "last_error_code",
-    "retry_count",
-    "error_count",
-    "step",
-)
+from memory_core.task_state import CONDITION_KEYS, normalise_error, states_before_calls
 
 
 def cel_string(value: str) -> str:
@@ -171,7 +160,7 @@ class RuleExtractor:
         return EvidenceTriple(
             trajectory_id=t.id,
             step=int(state["step"]),
-            condition={k: state[k] for k in _CONDITION_KEYS if k in state},
+            condition={k: state[k] for k in CONDITION_KEYS if k in state},
             action={"tool": call.tool, "args": call.args or {}},
             result={
                 "error": (call.error or "")[:300],
