@@ -25,6 +25,25 @@ SECRET = re.compile(
     r"|(?i:bearer\s+[A-Za-z0-9._\-]{20,})"
     r"|(?i:(?:password|passwd|pwd|secret|api[_-]?key|token)\s*[=:]\s*[^\s,;]{6,})"
 )
+# the secret regex is slow on long text; only text holding one of these is searched
+_SECRET_HINTS = (
+    "sk-",
+    "akia",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "xox",
+    "eyj",
+    "private key",
+    "bearer",
+    "passw",
+    "pwd",
+    "secret",
+    "key",
+    "token",
+)
 TEXT_FIELDS = ("scenario", "expected_outcome", "actual_outcome")
 # what validation reads of a card (loading only these is 5x faster than whole ORM objects)
 CARD_COLUMNS: tuple[Any, ...] = (
@@ -52,6 +71,12 @@ def card_text(card: Any) -> str:
     return "\n".join(parts)
 
 
+def has_secret(text: str) -> bool:
+    """True when the text holds something that looks like a credential."""
+    low = text.lower()
+    return any(h in low for h in _SECRET_HINTS) and SECRET.search(text) is not None
+
+
 @lru_cache(maxsize=65536)
 def _compiles(preconditions: tuple[str, ...]) -> bool:
     # many cards share their preconditions: check each distinct list once
@@ -76,14 +101,17 @@ def _row(card: Any, registry: frozenset[str] | None) -> dict[str, Any]:
         "preconditions_compile": _compiles(tuple(card.preconditions)),
         # an empty tool name is the other rule's business
         "tools_in_registry": registry is None or all(t in registry for t in tools if t),
-        "free_of_secrets": not SECRET.search(card_text(card)),
+        "free_of_secrets": not has_secret(card_text(card)),
     }
 
 
 def cards_frame(cards: Sequence[Any], *, registry: frozenset[str] | None = None) -> pd.DataFrame:
     """The table of a batch of cards (Card objects or rows of CARD_COLUMNS)."""
-    rows = [_row(c, registry) for c in cards]
-    return pd.DataFrame(rows, columns=FRAME_COLUMNS)
+    columns: dict[str, list[Any]] = {name: [] for name in FRAME_COLUMNS}
+    for card in cards:
+        for name, value in _row(card, registry).items():
+            columns[name].append(value)
+    return pd.DataFrame(columns, columns=FRAME_COLUMNS)
 
 
 FRAME_COLUMNS = [
