@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -57,3 +58,13 @@ def read_json_arg(value: str, *, field: str) -> Any:
         return json.loads(text)
     except ValueError as exc:
         raise InvalidInput(f"not valid JSON: {exc}", field=field) from exc
+
+
+def prefect_defaults(data_dir: Path) -> None:
+    """Embedded Prefect: no analytics, its state under our data directory unless set already."""
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_HOME", str((data_dir / "prefect").resolve()))
+    Path(os.environ["PREFECT_HOME"]).mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    # Prefect's 20 s default is too short on a busy 2-core machine
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shlex
 from pathlib import Path
 from typing import Annotated
@@ -14,7 +13,7 @@ from sqlmodel import Session
 from memory_cli import cards as cards_cmd
 from memory_cli import dead_letters as dead_letters_cmd
 from memory_cli import review as review_cmd
-from memory_cli.context import fail_on_errors, load
+from memory_cli.context import fail_on_errors, load, prefect_defaults
 from memory_cli.output import Format, console, polled_progress, print_json, table
 from memory_core import db
 from memory_core.cards.query import example_state
@@ -31,16 +30,6 @@ app.add_typer(review_cmd.validate_app, name="validate")
 app.add_typer(review_cmd.review_app, name="review")
 
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
-
-
-def _prefect_defaults(data_dir: Path) -> None:
-    """Embedded Prefect: no analytics, its state under our data directory unless set already."""
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    os.environ.setdefault("PREFECT_HOME", str((data_dir / "prefect").resolve()))
-    Path(os.environ["PREFECT_HOME"]).mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-    # Prefect's 20 s default is too short on a busy 2-core machine
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 
 
 @db_app.command("upgrade")
@@ -104,7 +93,7 @@ def retrospect(
     """Run the retrospect flow over every pending trajectory."""
     with fail_on_errors():
         settings, engine = load()
-        _prefect_defaults(settings.data_dir)
+        prefect_defaults(settings.data_dir)
         from flows.params import RetrospectParams
         from flows.retrospect import retrospect as retrospect_flow
 
@@ -125,7 +114,7 @@ def nightly(
     """Run the nightly flow: ingest (optional) -> retrospect; then show the cards learned."""
     with fail_on_errors():
         settings, engine = load()
-        _prefect_defaults(settings.data_dir)
+        prefect_defaults(settings.data_dir)
         from flows.nightly import nightly as nightly_flow
         from flows.params import NightlyParams
 

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from memory_cli.context import fail_on_errors, load, read_json_arg
+from memory_cli.context import fail_on_errors, load, prefect_defaults, read_json_arg
 from memory_cli.output import Format, console, print_json, table
 from memory_core.cards.query import get_card, to_public
 from memory_core.errors import InvalidInput
@@ -37,9 +37,7 @@ def validate(
         return
     with fail_on_errors():
         settings, _ = load()
-        from memory_cli.main import _prefect_defaults
-
-        _prefect_defaults(settings.data_dir)
+        prefect_defaults(settings.data_dir)
         from flows.validate import ValidateParams
         from flows.validate import validate as validate_flow
 

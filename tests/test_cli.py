@@ -88,6 +88,11 @@ def test_nightly_then_list_show_and_query(env_for) -> None:
     assert hits[0]["card"]["card_id"] == warning["card_id"]
     assert all(c["verdict"] == "held" for h in hits for c in h["checks"])
     assert hits == sorted(hits, key=lambda h: -h["score"]["score"])
+    report = json.loads(hindsight(env_for, "validate", "report", "-f", "json").stdout)
+    assert report["evaluated"] == 15 and report["rejected"] == 0
+    assert report["docs_path"].endswith("index.html")
+    queue = json.loads(hindsight(env_for, "review", "list", "-f", "json").stdout)
+    assert {c["status"] for c in queue} <= {"review"}
     none = json.loads(
         hindsight(
             env_for, "cards", "query", "--state", json.dumps({"tool": "push_image"}), "-f", "json"
