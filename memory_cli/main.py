@@ -111,7 +111,7 @@ def nightly(
     task_type: Annotated[str | None, typer.Option(help="task type for runs without one")] = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
-    """Run the nightly flow: ingest (optional) -> retrospect; then show the cards learned."""
+    """Run the nightly flow: ingest (optional) -> retrospect -> validate; show the cards."""
     with fail_on_errors():
         settings, engine = load()
         prefect_defaults(settings.data_dir)
