@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import pytest
 from sqlalchemy import insert, select
@@ -171,3 +172,13 @@ def test_empty_and_huge_batches(engine, tmp_path, n) -> None:
     report = validate_drafts(engine=engine, reports_dir=tmp_path)
     assert report.evaluated == n and report.review == n // 10 and report.rejected == 0
     assert report.activated == n - n // 10
+
+
+def test_a_relative_data_dir_still_gets_its_report(engine, tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    _insert(engine, [_card()])
+    report = validate_drafts(engine=engine, reports_dir=Path(".hindsight") / "reports")
+    assert report.docs_index == str(
+        tmp_path / ".hindsight" / "reports" / "validation" / "index.html"
+    )
+    assert Path(report.docs_index).is_file()

@@ -128,6 +128,9 @@ def run_suite(
     )
     actions: list[Any] = []
     if docs_dir is not None:
+        docs_dir = (
+            docs_dir.resolve()
+        )  # GX wants an absolute path; HINDSIGHT_DATA_DIR may be relative
         docs_dir.mkdir(parents=True, exist_ok=True)
         ctx.add_data_docs_site(
             site_name="hindsight",
@@ -136,7 +139,7 @@ def run_suite(
                 "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
                 "store_backend": {
                     "class_name": "TupleFilesystemStoreBackend",
-                    "base_directory": str(docs_dir),
+                    "base_directory": str(docs_dir.resolve()),
                 },
             },
         )
