@@ -175,11 +175,23 @@ def _progress(engine: object, namespace: str | None) -> tuple[int, int]:
     return finished, sum(counts.values())
 
 
+_LLM_ONLY = (
+    "deferred",
+    "llm_calls",
+    "tokens_sent",
+    "tokens_received",
+    "tokens_saved",
+    "budget_exhausted",
+)
+
+
 def _show_summary(summary: dict[str, object], fmt: Format) -> None:
     if fmt is Format.json:
         print_json(summary)
-    else:
-        table("retrospect", list(summary), [list(summary.values())])
+        return
+    # the LLM columns only when the LLM did something
+    shown = {k: v for k, v in summary.items() if k not in _LLM_ONLY or v}
+    table("retrospect", list(shown), [list(shown.values())])
 
 
 if __name__ == "__main__":
