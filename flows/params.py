@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from pydantic import BaseModel, Field
+
+from memory_core.settings import DecayRules
 
 
 class RetrospectParams(BaseModel):
@@ -10,6 +14,17 @@ class RetrospectParams(BaseModel):
 
     namespace: str | None = Field(default=None, description="only this namespace (None: all)")
     max_batches: int | None = Field(default=None, ge=1, description="stop after this many")
+
+
+class DecayFlowParams(BaseModel):
+    """The decay stage: time decay, the unused archive, the cap (rules: the settings')."""
+
+    namespace: str | None = Field(default=None, description="only this namespace (None: all)")
+    dry_run: bool = Field(default=False, description="plan only: list the changes, write nothing")
+    rules: DecayRules | None = Field(
+        default=None, description="tiers, archive threshold, cap (None: HINDSIGHT_DECAY__*)"
+    )
+    now: datetime | None = Field(default=None, description="a frozen clock (UTC); None: now")
 
 
 class NightlyParams(BaseModel):
@@ -21,3 +36,4 @@ class NightlyParams(BaseModel):
     namespace: str | None = Field(default=None, description="namespace for ingested runs")
     task_type: str | None = Field(default=None, description="task type for runs without one")
     retrospect: RetrospectParams = RetrospectParams()
+    decay: DecayFlowParams = DecayFlowParams()

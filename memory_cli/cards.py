@@ -1,8 +1,9 @@
-"""`hindsight cards`: list, show and query cards."""
+"""`hindsight cards`: list, show and query cards; record outcome feedback."""
 
 from __future__ import annotations
 
 import uuid
+from enum import StrEnum
 from typing import Annotated
 
 import typer
@@ -12,6 +13,7 @@ from sqlmodel import Session
 from memory_cli.context import fail_on_errors, load, read_json_arg
 from memory_cli.output import Format, console, print_json, table
 from memory_core.cards.query import get_card, list_cards, query_cards, to_public
+from memory_core.decay.feedback import record_feedback
 from memory_core.errors import InvalidInput
 from memory_core.models.card import Card
 
@@ -143,3 +145,57 @@ def query(
                     f"[bold]{str(m.card.card_id)[:8]}[/bold] "
                     + "; ".join(f"{c.expression}: {c.verdict.value}" for c in m.checks)
                 )
+
+
+class FeedbackOutcome(StrEnum):
+    """How the task that used the card ended."""
+
+    success = "success"
+    failure = "failure"
+
+
+@app.command("feedback")
+def feedback(
+    card_id: str,
+    outcome: Annotated[FeedbackOutcome, typer.Argument(help="success or failure")],
+    namespace: NamespaceOpt = None,
+    use_id: Annotated[
+        str | None, typer.Option(help="the use this outcome belongs to (default: a new use)")
+    ] = None,
+    by: Annotated[str, typer.Option("--by", help="who reports it")] = "cli",
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Record the outcome of a task that used the card: +0.05 on success, -0.1 on failure;
+    three failures in a row send it to review."""
+    with fail_on_errors():
+        settings, engine = load()
+        result = record_feedback(
+            engine=engine,
+            namespace=namespace or settings.namespace,
+            card_id=_uuid(card_id, "card_id"),
+            outcome=outcome.value,
+            use_id=_uuid(use_id, "use_id") if use_id else None,
+            actor=by,
+            failures_to_review=settings.failures_to_review,
+        )
+        if fmt is Format.json:
+            print_json(result)
+            return
+        console.print(
+            f"{result.card_id}: {result.outcome}, confidence {result.confidence_before:.2f} -> "
+            f"{result.confidence:.2f} ({result.success_count} successes, "
+            f"{result.failure_count} failures, {result.consecutive_failures} in a row)"
+            + ("" if result.recorded else "; already recorded, nothing changed")
+        )
+        if result.sent_to_review:
+            console.print(
+                f"[yellow]sent to review[/yellow] after {result.consecutive_failures} failures "
+                "in a row: out of retrieval until `hindsight review approve`"
+            )
+
+
+def _uuid(value: str, field: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(value)
+    except ValueError as exc:
+        raise InvalidInput(f"{value!r} is not a UUID", field=field) from exc

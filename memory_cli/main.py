@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 from sqlmodel import Session
 
+from memory_cli import archive as archive_cmd
 from memory_cli import cards as cards_cmd
 from memory_cli import dead_letters as dead_letters_cmd
 from memory_cli import review as review_cmd
@@ -28,6 +29,8 @@ app.add_typer(cards_cmd.app, name="cards")
 app.add_typer(dead_letters_cmd.app, name="dead-letters")
 app.add_typer(review_cmd.validate_app, name="validate")
 app.add_typer(review_cmd.review_app, name="review")
+app.add_typer(archive_cmd.app, name="archive")
+app.command("decay")(archive_cmd.decay)
 
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
 
@@ -111,7 +114,7 @@ def nightly(
     task_type: Annotated[str | None, typer.Option(help="task type for runs without one")] = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
-    """Run the nightly flow: ingest (optional) -> retrospect -> validate; show the cards."""
+    """Run the nightly flow: ingest (optional), retrospect, validate, decay; show the cards."""
     with fail_on_errors():
         settings, engine = load()
         prefect_defaults(settings.data_dir)
@@ -138,6 +141,11 @@ def nightly(
         console.print(
             f"validated {v.evaluated} drafts: {v.activated} active, {v.review} to "
             f"review, {v.rejected} rejected" + (f"; report: {v.docs_index}" if v.docs_index else "")
+        )
+        d = summary.decay
+        console.print(
+            f"decay: {d.decayed} cards faded, {d.archived_unused} archived as unused, "
+            f"{d.archived_cap} archived over the cap"
         )
         ns = namespace or settings.namespace
         cards_cmd.show_cards_table(engine, ns, title=f"cards in namespace {ns!r}", limit=20)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -38,6 +40,10 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.execute("PRAGMA foreign_keys=ON")
     cur.execute("PRAGMA busy_timeout=60000")
+    try:  # the decay stage's ranking needs power(); builds without math functions lack it
+        cur.execute("SELECT power(2, 2)")
+    except sqlite3.OperationalError:
+        dbapi_conn.create_function("power", 2, math.pow, deterministic=True)
     cur.close()
 
 

@@ -47,3 +47,7 @@ class LLMOutputInvalid(HindsightError):
     def __init__(self, message: str, *, raw: str):
         self.raw = raw
         super().__init__(message)
+
+
+class ConcurrentUpdate(HindsightError):
+    """Another writer changed the same rows meanwhile; re-running is safe."""

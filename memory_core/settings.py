@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -16,6 +16,33 @@ class RankingWeights(BaseModel):
     recency: float = 0.3
     use_frequency: float = 0.3
     recency_half_life_days: float = 30.0
+
+
+class DecayTier(BaseModel):
+    """Cards unused for at least after_days have their confidence multiplied by factor (once)."""
+
+    after_days: float = Field(gt=0)
+    factor: float = Field(gt=0.0, le=1.0)
+
+
+def _default_tiers() -> list[DecayTier]:
+    return [DecayTier(after_days=30, factor=0.9), DecayTier(after_days=90, factor=0.7)]
+
+
+class DecayRules(BaseModel):
+    """The decay stage's rules: time decay tiers, the archive threshold, the cap."""
+
+    tiers: list[DecayTier] = Field(default_factory=_default_tiers, min_length=1, max_length=5)
+    archive_after_days: float = Field(default=90.0, gt=0)
+    cap: int = Field(default=5000, ge=0, description="active cards per namespace")
+
+    @field_validator("tiers")
+    @classmethod
+    def _ascending(cls, tiers: list[DecayTier]) -> list[DecayTier]:
+        days = [t.after_days for t in tiers]
+        if days != sorted(set(days)):
+            raise ValueError("decay tiers must have strictly ascending after_days")
+        return tiers
 
 
 class Settings(BaseSettings):
@@ -43,6 +70,11 @@ class Settings(BaseSettings):
     # registry when one is given
     review_below: float = Field(default=0.5, ge=0.0, le=1.0)
     tool_registry: list[str] | None = None
+    # decay and the archive (HINDSIGHT_DECAY__CAP=...); outcome feedback
+    decay: DecayRules = DecayRules()
+    failures_to_review: int = Field(
+        default=3, ge=1, description="failures in a row that send a card to review"
+    )
 
     # LLM retrospection: set the base URL (any OpenAI-compatible server) to turn it on
     llm_base_url: str | None = None

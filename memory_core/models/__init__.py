@@ -3,6 +3,7 @@
 from memory_core.models.card import (
     ActionStep,
     Card,
+    CardArchive,
     CardBase,
     CardCreate,
     CardEvidence,
@@ -27,6 +28,7 @@ from memory_core.models.validation import ValidationRun
 __all__ = [
     "ActionStep",
     "Card",
+    "CardArchive",
     "CardBase",
     "CardCreate",
     "CardEvidence",

@@ -123,6 +123,10 @@ class Card(CardBase, table=True):
     consecutive_failures: int = 0
     version: int = 1
     supersedes: uuid.UUID | None = Field(default=None)
+    # the last time decay tier applied (0: none); reset by a use, so each tier hits once
+    decay_tier: int = Field(default=0, sa_column_kwargs={"server_default": text("0")})
+    # restoring from the archive restarts the idle clock (see memory_core/decay)
+    restored_at: datetime | None = Field(default=None, sa_column=utc_column(nullable=True))
 
 
 class CardPublic(CardBase):
@@ -142,6 +146,8 @@ class CardPublic(CardBase):
     consecutive_failures: int
     version: int
     supersedes: uuid.UUID | None
+    decay_tier: int = 0
+    restored_at: datetime | None = None
 
 
 class CardEvidence(SQLModel, table=True):
@@ -188,3 +194,23 @@ class CardUse(SQLModel, table=True):
     used_at: datetime = Field(default_factory=utcnow, sa_column=utc_column())
     outcome: str | None = Field(default=None, max_length=16)
     context: dict[str, Any] = Field(default_factory=dict, sa_column=json_column())
+
+
+class CardArchive(SQLModel, table=True):
+    """A card moved out of retrieval by the decay stage: why, when, and whether restored.
+
+    The card row stays (status 'archived') so its history and evidence stay with it."""
+
+    __tablename__ = "card_archive"
+
+    id: uuid.UUID = Field(default_factory=new_id, primary_key=True)
+    card_id: uuid.UUID = Field(foreign_key="card.card_id", index=True)
+    namespace: str = Field(max_length=128, index=True)
+    run_id: uuid.UUID = Field(index=True)
+    reason: str = Field(max_length=16)  # unused | cap
+    detail: str
+    confidence: float
+    score: float | None = None
+    archived_at: datetime = Field(default_factory=utcnow, sa_column=utc_column())
+    restored_at: datetime | None = Field(default=None, sa_column=utc_column(nullable=True))
+    restored_by: str | None = Field(default=None, max_length=128)

@@ -1,0 +1,153 @@
+"""`hindsight decay` (the stage alone, or its plan) and `hindsight archive` (list, restore)."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import uuid
+from datetime import UTC, datetime
+from typing import Annotated
+
+import typer
+
+from memory_cli.context import fail_on_errors, load, prefect_defaults
+from memory_cli.output import Format, console, print_json, table
+from memory_core.decay import Change, list_archive, restore
+from memory_core.errors import InvalidInput
+
+app = typer.Typer(help="Cold cards: out of retrieval, kept, restorable.", no_args_is_help=True)
+FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
+NamespaceOpt = Annotated[str | None, typer.Option(help="namespace (default: the setting)")]
+
+
+def card_id_arg(value: str) -> uuid.UUID:
+    """A card id from the command line, or a clear error."""
+    try:
+        return uuid.UUID(value)
+    except ValueError as exc:
+        raise InvalidInput(f"{value!r} is not a card id (a UUID)", field="card_id") from exc
+
+
+def _now_arg(value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise InvalidInput(f"{value!r} is not an ISO date or time", field="now") from exc
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def decay(
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="list what would change; write nothing")
+    ] = False,
+    namespace: Annotated[
+        str | None, typer.Option(help="only this namespace (default: all)")
+    ] = None,
+    now: Annotated[
+        str | None, typer.Option(help="pretend it is this UTC time (a what-if with --dry-run)")
+    ] = None,
+    limit: Annotated[int, typer.Option(min=0, help="rows shown in the table (0: all)")] = 100,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Fade unused cards, archive cold ones and those over the cap (the nightly's last stage)."""
+    with fail_on_errors():
+        settings, _ = load()
+        clock = _now_arg(now)
+        prefect_defaults(settings.data_dir)
+        from flows.decay import decay as decay_flow
+        from flows.params import DecayFlowParams
+
+        summary = decay_flow(DecayFlowParams(namespace=namespace, dry_run=dry_run, now=clock))
+        if fmt is Format.json:
+            print_json(summary)
+            return
+        verb = "would change" if dry_run else "changed"
+        table(
+            "decay (dry run: nothing written)" if dry_run else "decay",
+            ["faded", "archived: unused", "archived: over the cap"],
+            [[summary.decayed, summary.archived_unused, summary.archived_cap]],
+        )
+        if not dry_run:
+            return
+        shown = summary.changes if limit == 0 else summary.changes[:limit]
+        clock_now = summary.now or datetime.now(UTC)
+        table(
+            f"{len(summary.changes)} change(s) the decay stage {verb}",
+            ["card", "namespace", "before", "after", "why"],
+            [_change_row(c, clock_now) for c in shown],
+        )
+        if len(shown) < len(summary.changes):
+            console.print(
+                f"... and {len(summary.changes) - len(shown)} more "
+                "(--limit 0 shows all, --format json lists them as JSON)"
+            )
+
+
+def _change_row(c: Change, now: datetime) -> list[object]:
+    idle = (now - c.idle_since).total_seconds() / 86400
+    if c.rule == "decay":
+        before = f"conf {c.confidence_before:.3f}"
+        after = f"conf {c.confidence_after:.3f} (tier {c.tier_after})"
+    else:
+        before = f"{c.status_before}, conf {c.confidence_before:.3f}"
+        after = c.status_after + (f" (score {c.score:.3f})" if c.score is not None else "")
+    return [str(c.card_id), c.namespace, before, after, f"{c.reason}; idle {idle:.0f} days"]
+
+
+@app.command("list")
+def list_cmd(
+    namespace: NamespaceOpt = None,
+    restored: Annotated[bool, typer.Option(help="also cards restored since")] = False,
+    limit: Annotated[int, typer.Option(min=1, max=10000)] = 100,
+    offset: Annotated[int, typer.Option(min=0)] = 0,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Archived cards, most recently archived first, with why they left."""
+    with fail_on_errors():
+        settings, engine = load()
+        ns = namespace or settings.namespace
+        entries = list_archive(
+            engine=engine, namespace=ns, include_restored=restored, limit=limit, offset=offset
+        )
+        if fmt is Format.json:
+            print_json(entries)
+            return
+        columns = ["card", "archived", "why", "conf", "last used", "scenario"]
+        rows: list[list[object]] = []
+        for e in entries:
+            row: list[object] = [
+                str(e.card_id),
+                f"{e.archived_at:%Y-%m-%d %H:%M}",
+                e.detail,
+                f"{e.confidence:.2f}",
+                f"{e.last_used_at:%Y-%m-%d}" if e.last_used_at else "never",
+                e.scenario,
+            ]
+            if restored:
+                row.append(f"{e.restored_at:%Y-%m-%d} by {e.restored_by}" if e.restored_at else "")
+            rows.append(row)
+        table(
+            f"{len(entries)} archived card(s) in {ns!r}",
+            [*columns, "restored"] if restored else columns,
+            rows,
+        )
+
+
+@app.command("restore")
+def restore_cmd(
+    card_id: str,
+    namespace: NamespaceOpt = None,
+    by: Annotated[str | None, typer.Option("--by", help="who restores (default: $USER)")] = None,
+) -> None:
+    """Bring an archived card back into retrieval (active), its history intact."""
+    with fail_on_errors():
+        settings, engine = load()
+        card = restore(
+            engine=engine,
+            namespace=namespace or settings.namespace,
+            card_id=card_id_arg(card_id),
+            actor=by or os.environ.get("USER") or getpass.getuser(),
+        )
+        console.print(f"restored {card.card_id}: active again (version {card.version})")

@@ -1,0 +1,196 @@
+"""Uses and outcome feedback: what agents report back about the cards they were served."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel
+from sqlalchemy import insert, update
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, col
+
+from memory_core.db import session_scope
+from memory_core.errors import InvalidInput, NotFound
+from memory_core.models.card import Card, CardStatus, CardUse, CardVersion
+from memory_core.models.columns import new_id, utcnow
+
+Outcome = Literal["success", "failure"]
+SUCCESS_GAIN = 0.05
+FAILURE_LOSS = 0.1
+
+
+class Feedback(BaseModel):
+    """A card after one outcome was recorded for it."""
+
+    card_id: uuid.UUID
+    use_id: uuid.UUID
+    outcome: Outcome
+    recorded: bool  # False: this use already had this outcome (a repeated report)
+    confidence_before: float
+    confidence: float
+    success_count: int
+    failure_count: int
+    consecutive_failures: int
+    status: str
+    sent_to_review: bool
+    version: int
+
+
+def record_use(
+    *,
+    session: Session,
+    namespace: str,
+    card_ids: Sequence[uuid.UUID],
+    context: dict[str, Any] | None = None,
+    now: datetime | None = None,
+) -> dict[uuid.UUID, uuid.UUID]:
+    """Cards served to an agent: a use row each, use_count + 1, last_used_at = now, and the
+    decay tier reset, so a card used again can fade again later. Returns card -> use id."""
+    if not card_ids:
+        return {}
+    now = now or utcnow()
+    ids = list(dict.fromkeys(card_ids))
+    session.execute(
+        update(Card)
+        .where(col(Card.namespace) == namespace, col(Card.card_id).in_(ids))
+        .values(use_count=col(Card.use_count) + 1, last_used_at=now, decay_tier=0)
+    )
+    uses = {cid: new_id() for cid in ids}
+    session.execute(
+        insert(CardUse),
+        [
+            {
+                "id": uid,
+                "card_id": cid,
+                "namespace": namespace,
+                "used_at": now,
+                "outcome": None,
+                "context": context or {},
+            }
+            for cid, uid in uses.items()
+        ],
+    )
+    return uses
+
+
+def record_feedback(
+    *,
+    engine: Engine,
+    namespace: str,
+    card_id: uuid.UUID,
+    outcome: str,
+    use_id: uuid.UUID | None = None,
+    actor: str = "feedback",
+    failures_to_review: int = 3,
+    context: dict[str, Any] | None = None,
+    now: datetime | None = None,
+) -> Feedback:
+    """Record that a task using the card succeeded (+0.05) or failed (-0.1), within 0..1.
+
+    With use_id, the outcome belongs to a use recorded when the card was served; without
+    it, this is a new use. Every failures_to_review-th failure in a row sends an active card
+    to review (out of retrieval), with the reason in its history."""
+    if outcome not in ("success", "failure"):
+        raise InvalidInput(f"outcome must be success or failure, not {outcome!r}", field="outcome")
+    result: Outcome = "success" if outcome == "success" else "failure"
+    if failures_to_review < 1:
+        raise InvalidInput("must be at least 1", field="failures_to_review")
+    now = now or utcnow()
+    with session_scope(engine) as session:
+        card = session.get(Card, card_id, with_for_update=True)
+        if card is None or card.namespace != namespace:
+            raise NotFound(f"no card {card_id} in namespace {namespace!r}")
+        before = card.confidence
+        if use_id is not None:
+            use = session.get(CardUse, use_id, with_for_update=True)
+            if use is None or use.card_id != card_id:
+                raise NotFound(f"no use {use_id} of card {card_id}")
+            if use.outcome == outcome:  # the same report twice changes nothing
+                return _result(card, use.id, result, before, recorded=False, review=False)
+            if use.outcome is not None:
+                raise InvalidInput(
+                    f"use {use_id} already has the outcome {use.outcome}", field="outcome"
+                )
+            use.outcome = outcome
+        else:
+            use = CardUse(
+                card_id=card_id,
+                namespace=namespace,
+                used_at=now,
+                outcome=outcome,
+                context=context or {},
+            )
+            card.use_count += 1
+            card.last_used_at = now
+            card.decay_tier = 0  # used again: every decay tier may apply again later
+        session.add(use)
+        if outcome == "success":
+            card.confidence = round(min(1.0, card.confidence + SUCCESS_GAIN), 6)
+            card.success_count += 1
+            card.consecutive_failures = 0
+        else:
+            card.confidence = round(max(0.0, card.confidence - FAILURE_LOSS), 6)
+            card.failure_count += 1
+            card.consecutive_failures += 1
+        # every n-th failure in a row: a card approved again after review gets n more tries
+        review = (
+            outcome == "failure"
+            and card.status == CardStatus.active.value
+            and card.consecutive_failures % failures_to_review == 0
+        )
+        if review:
+            card.status = CardStatus.review.value
+            reason = (
+                f"{card.consecutive_failures} failures in a row: sent to review "
+                f"(confidence {before:.2f} -> {card.confidence:.2f})"
+            )
+        else:
+            sign = "+" if outcome == "success" else "-"
+            step = SUCCESS_GAIN if outcome == "success" else FAILURE_LOSS
+            reason = (
+                f"feedback: {outcome} ({sign}{step:g}), "
+                f"confidence {before:.2f} -> {card.confidence:.2f}"
+            )
+        card.version += 1
+        card.updated_at = now
+        session.add(card)
+        session.add(
+            CardVersion(
+                card_id=card.card_id,
+                version=card.version,
+                snapshot={
+                    "outcome": outcome,
+                    "use_id": str(use.id),
+                    "status": card.status,
+                    "confidence": card.confidence,
+                    "confidence_before": before,
+                    "consecutive_failures": card.consecutive_failures,
+                },
+                reason=reason,
+                actor=actor,
+                created_at=now,
+            )
+        )
+        return _result(card, use.id, result, before, recorded=True, review=review)
+
+
+def _result(
+    card: Card, use_id: uuid.UUID, outcome: Outcome, before: float, *, recorded: bool, review: bool
+) -> Feedback:
+    return Feedback(
+        card_id=card.card_id,
+        use_id=use_id,
+        outcome=outcome,
+        recorded=recorded,
+        confidence_before=before,
+        confidence=card.confidence,
+        success_count=card.success_count,
+        failure_count=card.failure_count,
+        consecutive_failures=card.consecutive_failures,
+        status=card.status,
+        sent_to_review=review,
+        version=card.version,
+    )

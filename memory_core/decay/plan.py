@@ -1,0 +1,274 @@
+"""The decay plan: one INSERT…SELECT per rule into a temporary table, in rule order.
+
+Each rule reads the cards and the plan so far (the cap ranks cards at their decayed
+confidence, without the ones already leaving), so the plan is exactly what applying it
+does; the dry run shows this same table and rolls back.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from math import prod
+from typing import Any
+
+from sqlalchemy import (
+    Column,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    Uuid,
+    and_,
+    case,
+    exists,
+    func,
+    insert,
+    literal,
+    over,
+    select,
+)
+from sqlalchemy.engine import Connection
+from sqlalchemy.sql.elements import ColumnElement
+
+from memory_core.decay.params import DecayParams, Rule
+from memory_core.decay.sql import days_since, halvings, ts
+from memory_core.models.card import Card, CardStatus
+from memory_core.models.columns import UTCDateTime
+from memory_core.settings import DecayTier, RankingWeights
+
+PLAN = Table(
+    "decay_plan",
+    MetaData(),  # not the models' metadata: Alembic must never see it
+    Column("card_id", Uuid(), nullable=False),
+    Column("namespace", String(128), nullable=False),
+    Column("rule", String(8), nullable=False),
+    Column("confidence_before", Float, nullable=False),
+    Column("confidence_after", Float, nullable=False),
+    Column("status_before", String(16), nullable=False),
+    Column("status_after", String(16), nullable=False),
+    Column("tier_before", Integer, nullable=False),
+    Column("tier_after", Integer, nullable=False),
+    Column("version_after", Integer, nullable=False),
+    Column("idle_since", UTCDateTime(), nullable=False),
+    Column("score", Float, nullable=True),
+    Column("reason", Text, nullable=False),
+    Index("ix_decay_plan_card_rule", "card_id", "rule"),
+    prefixes=["TEMPORARY"],
+)
+CARD: Table = Card.__table__  # type: ignore[attr-defined]
+ACTIVE = CardStatus.active.value
+ARCHIVED = CardStatus.archived.value
+
+
+def idle_since(c: Any = CARD.c) -> ColumnElement[datetime]:
+    """The decay clock: the last use, else creation; a restore from the archive restarts it."""
+    base = func.coalesce(c.last_used_at, c.created_at)
+    return case((c.restored_at > base, c.restored_at), else_=base)
+
+
+def _scope(namespace: str | None) -> list[ColumnElement[bool]]:
+    where = [CARD.c.status == ACTIVE]
+    if namespace is not None:
+        where.append(CARD.c.namespace == namespace)
+    return where
+
+
+def _due_tier(clock: ColumnElement[Any], tiers: list[DecayTier], now: datetime) -> Any:
+    # the deepest tier whose threshold the card's idle time has reached
+    whens = [
+        (clock <= ts(now - timedelta(days=t.after_days)), literal(i + 1))
+        for i, t in reversed(list(enumerate(tiers)))
+    ]
+    return case(*whens, else_=literal(0))
+
+
+def _tier_step(tiers: list[DecayTier], frm: Any, to: Any, pick: str) -> Any:
+    """CASE over (tier applied, tier due): the combined factor, or the reason text."""
+    whens = []
+    for a in range(len(tiers)):
+        for b in range(a + 1, len(tiers) + 1):
+            factor = prod(t.factor for t in tiers[a:b])
+            names = f"tier {b}" if b == a + 1 else f"tiers {a + 1}-{b}"
+            value: Any = (
+                literal(factor)
+                if pick == "factor"
+                else literal(
+                    f"time decay: unused {tiers[b - 1].after_days:g}+ days, {names}, "
+                    f"confidence x{factor:.4g}"
+                )
+            )
+            whens.append((and_(frm == a, to == b), value))
+    return case(*whens, else_=literal(1.0 if pick == "factor" else ""))
+
+
+def plan_decay(conn: Connection, *, params: DecayParams, now: datetime, ns: str | None) -> None:
+    """Rule 1: active cards idle past a tier they have not had yet lose confidence, once."""
+    due = _due_tier(idle_since(), params.tiers, now)
+    cand = (
+        select(
+            CARD.c.card_id,
+            CARD.c.namespace,
+            CARD.c.confidence,
+            CARD.c.decay_tier,
+            CARD.c.status,
+            CARD.c.version,
+            idle_since().label("idle_since"),
+            due.label("due"),
+        )
+        .where(*_scope(ns))
+        .subquery()
+    )
+    rows = select(
+        cand.c.card_id,
+        cand.c.namespace,
+        literal("decay"),
+        cand.c.confidence,
+        cand.c.confidence * _tier_step(params.tiers, cand.c.decay_tier, cand.c.due, "factor"),
+        cand.c.status,
+        cand.c.status,
+        cand.c.decay_tier,
+        cand.c.due,
+        cand.c.version + 1,
+        cand.c.idle_since,
+        literal(None, Float),
+        _tier_step(params.tiers, cand.c.decay_tier, cand.c.due, "reason"),
+    ).where(cand.c.due > cand.c.decay_tier)
+    conn.execute(insert(PLAN).from_select(list(PLAN.c.keys()), rows))
+
+
+def _after_decay() -> tuple[Any, list[Any]]:
+    """The plan's decay rows joined to the cards: each card as rule 1 leaves it."""
+    d = PLAN.alias("d")
+    joined = CARD.outerjoin(d, and_(d.c.card_id == CARD.c.card_id, d.c.rule == "decay"))
+    now_state = [
+        func.coalesce(d.c.confidence_after, CARD.c.confidence),
+        func.coalesce(d.c.tier_after, CARD.c.decay_tier),
+        func.coalesce(d.c.version_after, CARD.c.version),
+    ]
+    return joined, now_state
+
+
+def plan_unused(conn: Connection, *, params: DecayParams, now: datetime, ns: str | None) -> None:
+    """Rule 2: active cards idle for archive_after_days or more go to the archive."""
+    joined, (conf, tier, version) = _after_decay()
+    cutoff = ts(now - timedelta(days=params.archive_after_days))
+    rows = (
+        select(
+            CARD.c.card_id,
+            CARD.c.namespace,
+            literal("unused"),
+            conf,
+            conf,
+            CARD.c.status,
+            literal(ARCHIVED),
+            tier,
+            tier,
+            version + 1,
+            idle_since(),
+            literal(None, Float),
+            literal(f"archived: unused {params.archive_after_days:g}+ days"),
+        )
+        .select_from(joined)
+        .where(*_scope(ns), idle_since() <= cutoff)
+    )
+    conn.execute(insert(PLAN).from_select(list(PLAN.c.keys()), rows))
+
+
+def plan_cap(
+    conn: Connection,
+    *,
+    params: DecayParams,
+    weights: RankingWeights,
+    now: datetime,
+    ns: str | None,
+    dialect: str,
+) -> None:
+    """Rule 3: above the cap, the lowest retrieval scores in a namespace go to the archive.
+
+    The score is query.score_terms in SQL: w_c*confidence + w_r*recency + w_u*use_frequency,
+    use_frequency against the namespace's most used card, ties as the query breaks them."""
+    joined, (conf, tier, version) = _after_decay()
+    leaving = PLAN.alias("u")
+    staying = (
+        select(
+            CARD.c.card_id,
+            CARD.c.namespace,
+            CARD.c.status,
+            CARD.c.use_count,
+            CARD.c.evidence_count,
+            conf.label("conf"),
+            tier.label("tier"),
+            version.label("version"),
+            idle_since().label("idle_since"),
+            halvings(
+                dialect,
+                days_since(dialect, now, func.coalesce(CARD.c.last_used_at, CARD.c.updated_at)),
+                weights.recency_half_life_days,
+            ).label("recency"),
+            over(func.max(CARD.c.use_count), partition_by=CARD.c.namespace).label("max_uses"),
+        )
+        .select_from(joined)
+        .where(
+            *_scope(ns),
+            ~exists().where(leaving.c.card_id == CARD.c.card_id, leaving.c.rule == "unused"),
+        )
+        .subquery("staying")
+    )
+    s = staying.c
+    freq = case((s.max_uses > 0, s.use_count * 1.0 / s.max_uses), else_=literal(0.0))
+    score = weights.confidence * s.conf + weights.recency * s.recency + weights.use_frequency * freq
+    ranked = select(
+        s.card_id,
+        s.namespace,
+        s.conf,
+        s.status,
+        s.tier,
+        s.version,
+        s.idle_since,
+        score.label("score"),
+        over(
+            func.row_number(),
+            partition_by=s.namespace,
+            order_by=(score.desc(), s.evidence_count.desc(), s.card_id),
+        ).label("rank"),
+    ).subquery("ranked")
+    r = ranked.c
+    rows = select(
+        r.card_id,
+        r.namespace,
+        literal("cap"),
+        r.conf,
+        r.conf,
+        r.status,
+        literal(ARCHIVED),
+        r.tier,
+        r.tier,
+        r.version + 1,
+        r.idle_since,
+        r.score,
+        literal(f"archived: lowest scores over the cap of {params.cap} active cards"),
+    ).where(r.rank > params.cap)
+    conn.execute(insert(PLAN).from_select(list(PLAN.c.keys()), rows))
+
+
+def build_plan(
+    conn: Connection,
+    *,
+    params: DecayParams,
+    weights: RankingWeights,
+    now: datetime,
+    namespace: str | None,
+) -> None:
+    """Fill a fresh plan table, rule by rule (inside the caller's transaction)."""
+    dialect = conn.dialect.name
+    PLAN.drop(conn, checkfirst=True)
+    PLAN.create(conn)
+    plan_decay(conn, params=params, now=now, ns=namespace)
+    plan_unused(conn, params=params, now=now, ns=namespace)
+    plan_cap(conn, params=params, weights=weights, now=now, ns=namespace, dialect=dialect)
+
+
+RULE_ORDER: dict[Rule, int] = {"decay": 0, "unused": 1, "cap": 2}

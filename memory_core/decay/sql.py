@@ -1,0 +1,50 @@
+"""The few expressions SQLite and PostgreSQL spell differently, for set-based statements."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Float, case, cast, extract, func, literal, literal_column
+from sqlalchemy.sql.elements import ColumnElement
+
+from memory_core.models.columns import UTCDateTime
+
+
+def ts(value: datetime) -> ColumnElement[datetime]:
+    """A timestamp bound with the column type, so SQLite compares it as stored text."""
+    return literal(value, UTCDateTime())
+
+
+def new_uuid(dialect: str) -> ColumnElement[Any]:
+    """A random (version 4) UUID per row, made by the database."""
+    if dialect == "postgresql":
+        return func.gen_random_uuid()
+    # SQLite keeps UUIDs as 32 hex digits (SQLAlchemy's Uuid type): 12 + '4' + 3 + variant + 15
+    return literal_column(
+        "lower(hex(randomblob(6)) || '4' || substr(hex(randomblob(2)), 2)"
+        " || substr('89ab', 1 + (abs(random()) % 4), 1) || substr(hex(randomblob(2)), 2)"
+        " || hex(randomblob(6)))"
+    )
+
+
+def json_object(dialect: str, **fields: Any) -> ColumnElement[Any]:
+    """A JSON object built by the database from column expressions."""
+    fn = func.jsonb_build_object if dialect == "postgresql" else func.json_object
+    args: list[Any] = []
+    for key, value in fields.items():
+        args += [literal(key), value]
+    return fn(*args)
+
+
+def days_since(dialect: str, now: datetime, then: ColumnElement[Any]) -> ColumnElement[Any]:
+    """Days from `then` to `now` as a float (negative when `then` lies in the future)."""
+    if dialect == "postgresql":
+        return cast(extract("epoch", ts(now) - then), Float) / 86400.0
+    return func.julianday(ts(now)) - func.julianday(then)
+
+
+def halvings(dialect: str, days: ColumnElement[Any], half_life: float) -> ColumnElement[Any]:
+    """0.5 ** (days / half_life), 1 for a non-positive age (as score_terms clamps it)."""
+    del dialect  # power() is the same word on both (SQLite: math functions, see db.py)
+    return case((days <= 0, literal(1.0)), else_=func.power(0.5, days / half_life))
