@@ -27,6 +27,8 @@ PG_ADMIN = os.environ.get(
 
 
 def _rows(n: int) -> list[dict]:
+    # 500 tools x 997 errors (coprime): every card has its own precondition list, as after
+    # dedup by signature; single expressions repeat, as they do in real runs
     from memory_core.models.columns import utcnow
 
     now = utcnow()
@@ -35,8 +37,8 @@ def _rows(n: int) -> list[dict]:
             "card_id": uuid.uuid4(),
             "namespace": "default",
             "kind": "experience",
-            "scenario": f"When call {i % 500} fails with error {i % 37}",
-            "preconditions": [f'tool == "tool_{i % 500}"', f'last_error_code == "{i % 37}"'],
+            "scenario": f"When call {i % 500} fails with error {i % 997}",
+            "preconditions": [f'tool == "tool_{i % 500}"', f'last_error_code == "{i % 997}"'],
             "action_sequence": [
                 {
                     "tool": f"tool_{i % 500}",

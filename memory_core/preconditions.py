@@ -13,6 +13,8 @@ import cel
 
 from memory_core.errors import InvalidPrecondition
 
+MAX_PRECONDITIONS = 12  # per card
+
 # CEL string literals: raw/plain, single/double/triple quoted (the CEL spec's lexical forms)
 _STRING_LITERAL = re.compile(
     r"""(?P<prefix>[rRbB]{0,2})(?P<quote>'''|\"\"\"|'|")(?P<body>(?:\\.|(?!(?P=quote)).)*?)(?P=quote)""",
@@ -179,7 +181,11 @@ def _compile_cached(source: str) -> CompiledPrecondition:
 
 
 def compile_all(
-    expressions: Sequence[str], *, max_chars: int = 512, max_depth: int = 8, max_count: int = 12
+    expressions: Sequence[str],
+    *,
+    max_chars: int = 512,
+    max_depth: int = 8,
+    max_count: int = MAX_PRECONDITIONS,
 ) -> list[CompiledPrecondition]:
     """Compile a card's preconditions, refusing duplicates' noise and too many of them."""
     if len(expressions) > max_count:

@@ -5,14 +5,16 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 import pandas as pd
+from sqlalchemy import String, Text, cast
 
 from memory_core.errors import InvalidPrecondition
 from memory_core.models.card import Card
-from memory_core.preconditions import compile_all
+from memory_core.preconditions import MAX_PRECONDITIONS, compile_all
 
 # API keys, bearer tokens, private keys, passwords written inline
 SECRET = re.compile(
@@ -45,30 +47,60 @@ _SECRET_HINTS = (
     "token",
 )
 TEXT_FIELDS = ("scenario", "expected_outcome", "actual_outcome")
-# what validation reads of a card (loading only these is 5x faster than whole ORM objects)
-CARD_COLUMNS: tuple[Any, ...] = (
-    Card.card_id,
-    Card.scenario,
-    Card.expected_outcome,
-    Card.actual_outcome,
-    Card.confidence,
-    Card.action_sequence,
-    Card.preconditions,
-    Card.failure_modes,
-    Card.key,
-    Card.query,
-    Card.value,
-    Card.provenance,
-    Card.version,
-)
+JSON_FIELDS = ("action_sequence", "preconditions", "failure_modes")
 
 
-def card_text(card: Any) -> str:
-    """Every free-text field of a card, joined (what the secret scan reads)."""
-    parts: list[str] = [getattr(card, f) or "" for f in TEXT_FIELDS]
-    parts += [json.dumps(card.action_sequence), json.dumps(card.failure_modes)]
-    parts += [card.key or "", card.query or "", card.value or ""]
-    return "\n".join(parts)
+def draft_columns() -> tuple[Any, ...]:
+    """What validation reads of a card; JSON and ids come as text (decoding them all costs more
+    than the checks, and most texts repeat)."""
+    return (
+        cast(Card.card_id, String).label("card_id"),
+        Card.scenario,
+        Card.expected_outcome,
+        Card.actual_outcome,
+        Card.confidence,
+        *(cast(getattr(Card, f), Text).label(f) for f in JSON_FIELDS),
+        Card.key,
+        Card.query,
+        Card.value,
+        Card.version,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class DraftRow:
+    """A card as validation sees it: ids and JSON fields as text."""
+
+    card_id: str
+    scenario: str | None
+    expected_outcome: str | None
+    actual_outcome: str | None
+    confidence: float | None
+    action_sequence: str
+    preconditions: str
+    failure_modes: str
+    key: str | None = None
+    query: str | None = None
+    value: str | None = None
+    version: int = 1
+
+
+def draft_row(card: Card) -> DraftRow:
+    """A card object in the shape validation reads from the database."""
+    return DraftRow(
+        card_id=str(card.card_id),
+        scenario=card.scenario,
+        expected_outcome=card.expected_outcome,
+        actual_outcome=card.actual_outcome,
+        confidence=card.confidence,
+        action_sequence=json.dumps(card.action_sequence),
+        preconditions=json.dumps(card.preconditions),
+        failure_modes=json.dumps(card.failure_modes),
+        key=card.key,
+        query=card.query,
+        value=card.value,
+        version=card.version,
+    )
 
 
 def has_secret(text: str) -> bool:
@@ -78,40 +110,81 @@ def has_secret(text: str) -> bool:
 
 
 @lru_cache(maxsize=65536)
-def _compiles(preconditions: tuple[str, ...]) -> bool:
-    # many cards share their preconditions: check each distinct list once
+def _expression_compiles(expression: str) -> bool:
     try:
-        compile_all(preconditions)
+        compile_all([expression])
     except InvalidPrecondition:
         return False
     return True
 
 
-def _row(card: Any, registry: frozenset[str] | None) -> dict[str, Any]:
-    tools = [a.get("tool") for a in card.action_sequence]
-    return {
-        "card_id": str(card.card_id),
-        "scenario": (card.scenario or "").strip() or None,
-        "scenario_chars": len(card.scenario or ""),
-        "expected_outcome_chars": len(card.expected_outcome or ""),
-        "actual_outcome_chars": len(card.actual_outcome or ""),
-        "confidence": card.confidence,
-        "actions": len(card.action_sequence),
-        "actions_name_a_tool": all(isinstance(t, str) and t.strip() for t in tools),
-        "preconditions_compile": _compiles(tuple(card.preconditions)),
-        # an empty tool name is the other rule's business
-        "tools_in_registry": registry is None or all(t in registry for t in tools if t),
-        "free_of_secrets": not has_secret(card_text(card)),
-    }
+@lru_cache(maxsize=65536)
+def _compiles(preconditions_json: str) -> bool:
+    # cards share expressions more than whole lists: each distinct expression compiles once
+    try:
+        expressions = json.loads(preconditions_json)
+    except ValueError:
+        return False
+    if not isinstance(expressions, list) or len(expressions) > MAX_PRECONDITIONS:
+        return False
+    return all(isinstance(e, str) and _expression_compiles(e) for e in expressions)
 
 
-def cards_frame(cards: Sequence[Any], *, registry: frozenset[str] | None = None) -> pd.DataFrame:
-    """The table of a batch of cards (Card objects or rows of CARD_COLUMNS)."""
-    columns: dict[str, list[Any]] = {name: [] for name in FRAME_COLUMNS}
-    for card in cards:
-        for name, value in _row(card, registry).items():
-            columns[name].append(value)
-    return pd.DataFrame(columns, columns=FRAME_COLUMNS)
+@lru_cache(maxsize=65536)
+def _tools(actions_json: str) -> tuple[Any, ...]:
+    try:
+        actions = json.loads(actions_json)
+    except ValueError:
+        return ()
+    if not isinstance(actions, list):
+        return ()
+    return tuple(a.get("tool") if isinstance(a, dict) else None for a in actions)
+
+
+def cards_frame(
+    cards: Sequence[DraftRow | Any], *, registry: frozenset[str] | None = None
+) -> pd.DataFrame:
+    """The table of a batch of cards: rows of draft_columns(), DraftRows, or Card objects."""
+    rows = [draft_row(c) if isinstance(c, Card) else c for c in cards]
+    tools = [_tools(r.action_sequence) for r in rows]
+    scenarios = [r.scenario or "" for r in rows]
+    return pd.DataFrame(
+        {
+            "card_id": [r.card_id for r in rows],
+            "scenario": [s.strip() or None for s in scenarios],
+            "scenario_chars": [len(s) for s in scenarios],
+            "expected_outcome_chars": [len(r.expected_outcome or "") for r in rows],
+            "actual_outcome_chars": [len(r.actual_outcome or "") for r in rows],
+            "confidence": [r.confidence for r in rows],
+            "actions": [len(t) for t in tools],
+            "actions_name_a_tool": [
+                all(isinstance(x, str) and x.strip() for x in t) for t in tools
+            ],
+            "preconditions_compile": [_compiles(r.preconditions) for r in rows],
+            # an empty tool name is the other rule's business
+            "tools_in_registry": [
+                registry is None or all(x in registry for x in t if x) for t in tools
+            ],
+            "free_of_secrets": [not has_secret(_text(r)) for r in rows],
+        },
+        columns=FRAME_COLUMNS,
+    )
+
+
+def _text(row: DraftRow) -> str:
+    """Every free-text field of a card, joined (what the secret scan reads)."""
+    return "\n".join(
+        (
+            row.scenario or "",
+            row.expected_outcome or "",
+            row.actual_outcome or "",
+            row.action_sequence,
+            row.failure_modes,
+            row.key or "",
+            row.query or "",
+            row.value or "",
+        )
+    )
 
 
 FRAME_COLUMNS = [
