@@ -1,5 +1,6 @@
 """LLM retrospection throughput and pre-filter savings, against a scripted OpenAI-compatible
-server with a fixed latency (the real `openai` client, the real Prefect flow, SQLite).
+server with a fixed latency (the real `openai` client, the real Prefect flow, SQLite). The server
+runs in its own process, as a real LLM service would (`--server-in-process` to compare).
 
     python bench/llm_retrospect.py [--latency 0.5] [--concurrency 8] [--repeats 3]
 
@@ -11,12 +12,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -87,30 +92,73 @@ def one_run(server_url: str, concurrency: int) -> dict[str, float]:
     }
 
 
+def _serve(latency: float, urls: Any, stop: Any, stats: Any) -> None:
+    """The scripted server in its own process, as a real LLM service would be."""
+    sys.path.insert(0, str(REPO))
+    from tests.helpers import fake_model
+    from tests.helpers.scripted_llm import ScriptedLLM
+
+    with ScriptedLLM(fake_model.respond, latency_s=latency) as server:
+        urls.put(server.url)
+        stop.wait()
+        stats.put(server.max_in_flight)
+
+
+@contextmanager
+def llm_server(latency: float, in_process: bool) -> Iterator[tuple[str, Callable[[], int]]]:
+    """(url, max calls in flight so far) of a scripted server, in this process or its own."""
+    if in_process:
+        from tests.helpers import fake_model
+        from tests.helpers.scripted_llm import ScriptedLLM
+
+        with ScriptedLLM(fake_model.respond, latency_s=latency) as server:
+            yield server.url, lambda: server.max_in_flight
+        return
+    ctx = multiprocessing.get_context("spawn")
+    urls, stats, stop = ctx.Queue(), ctx.Queue(), ctx.Event()
+    proc = ctx.Process(target=_serve, args=(latency, urls, stop, stats), daemon=True)
+    proc.start()
+    seen: list[int] = []
+
+    def max_in_flight() -> int:
+        if not seen:
+            stop.set()
+            seen.append(stats.get(timeout=30))
+        return seen[0]
+
+    try:
+        yield urls.get(timeout=60), max_in_flight
+    finally:
+        stop.set()
+        proc.join(timeout=30)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--latency", type=float, default=0.5)
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument(
+        "--server-in-process",
+        action="store_true",
+        help="run the scripted server on this process's threads (its CPU then competes)",
+    )
     args = ap.parse_args()
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     from prefect.testing.utilities import prefect_test_harness
 
-    from tests.helpers import fake_model
-    from tests.helpers.scripted_llm import ScriptedLLM
-
     tokens = prefilter_tokens()
     runs = []
     with (
         prefect_test_harness(server_startup_timeout=120),
-        ScriptedLLM(fake_model.respond, latency_s=args.latency) as server,
+        llm_server(args.latency, args.server_in_process) as (url, in_flight),
     ):
-        one_run(server.url, args.concurrency)  # warm-up: Prefect start-up is not measured
+        one_run(url, args.concurrency)  # warm-up: Prefect start-up is not measured
         for _ in range(args.repeats):
-            runs.append(one_run(server.url, args.concurrency))
+            runs.append(one_run(url, args.concurrency))
             print(json.dumps(runs[-1]))
-        max_in_flight = server.max_in_flight
+        max_in_flight = in_flight()
     med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
     calls_per_traj = med["llm_calls"] / 140
     bound = args.concurrency / (calls_per_traj * args.latency) if args.latency else float("inf")
@@ -121,6 +169,7 @@ def main() -> None:
         "median": med,
         "runs": runs,
         "max_in_flight": max_in_flight,
+        "server": "in process" if args.server_in_process else "own process",
         "calls_per_trajectory": calls_per_traj,
         "bound_trajectories_per_s": bound,
         "prefilter": tokens,
