@@ -63,7 +63,6 @@ def decay(
         if fmt is Format.json:
             print_json(summary)
             return
-        verb = "would change" if dry_run else "changed"
         table(
             "decay (dry run: nothing written)" if dry_run else "decay",
             ["faded", "archived: unused", "archived: over the cap"],
@@ -74,7 +73,7 @@ def decay(
         shown = summary.changes if limit == 0 else summary.changes[:limit]
         clock_now = summary.now or datetime.now(UTC)
         table(
-            f"{len(summary.changes)} change(s) the decay stage {verb}",
+            f"the plan: {len(summary.changes)} change(s), none written",
             ["card", "namespace", "before", "after", "why"],
             [_change_row(c, clock_now) for c in shown],
         )

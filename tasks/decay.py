@@ -54,7 +54,6 @@ def decay_task(params: DecayParams, namespace: str | None, settings: Settings) -
         params=params,
         weights=settings.ranking,
         namespace=namespace,
-        list_limit=None if params.dry_run else 0,
     )
     get_run_logger().info(
         "%s: %d cards faded, %d archived as unused, %d archived over the cap",

@@ -140,18 +140,23 @@ def test_unused_cards_move_to_the_archive_out_of_retrieval(engine) -> None:
     cards = _cards(engine)
     assert cards[keep].status == "active" and cards[keep].decay_tier == 1
     assert cards[old].status == "archived" and cards[very_old].status == "archived"
-    # faded first (version 2), then archived (version 3), each with its history row
-    assert cards[old].version == 3 and cards[old].confidence == pytest.approx(0.504)
+    # faded and archived in one run: one new version whose history row says both
+    assert cards[old].version == 2 and cards[old].confidence == pytest.approx(0.504)
     assert cards[very_old].version == 2 and cards[very_old].confidence == 0.8
+    assert cards[old].updated_at == NOW and cards[keep].updated_at == NOW - timedelta(days=89)
     with Session(engine) as s:
         hist = s.execute(
             select(CardVersion.version, CardVersion.actor, CardVersion.reason)
             .where(CardVersion.card_id == old)
             .order_by(CardVersion.version)
         ).all()
+        snap = s.execute(
+            select(CardVersion.snapshot).where(CardVersion.card_id == old)
+        ).scalar_one()
         found = query_cards(session=s, namespace="default", state={}, top_k=10)
-    assert [(v, a) for v, a, _ in hist] == [(2, "decay"), (3, "decay")]
-    assert "unused 90+ days" in hist[1][2]
+    assert [(v, a) for v, a, _ in hist] == [(2, "decay")]
+    assert "tiers 1-2" in hist[0][2] and "unused 90+ days" in hist[0][2]
+    assert snap["status"] == "archived" and snap["confidence_before"] == 0.8
     assert [m.card.card_id for m in found] == [keep]
     entries = list_archive(engine=engine, namespace="default")
     assert {e.card_id for e in entries} == {old, very_old}
@@ -219,6 +224,8 @@ def test_dry_run_writes_nothing_and_lists_exactly_what_apply_does(engine) -> Non
             assert card.decay_tier == ch.tier_after
         else:
             assert card.status == ch.status_after == "archived"
+            assert card.confidence == pytest.approx(ch.confidence_after)
+        assert card.version == 2  # one new version per changed card
     changed = {ch.card_id for ch in plan.changes}
     assert all(c.version == 1 for cid, c in cards.items() if cid not in changed)
 
@@ -253,7 +260,7 @@ def test_restore_brings_a_card_back_with_its_history(engine) -> None:
         restore(engine=engine, namespace="other", card_id=cid, actor="x")
 
     card = restore(engine=engine, namespace="default", card_id=cid, actor="ana", now=NOW)
-    assert card.status == "active" and card.version == 4 and card.decay_tier == 0
+    assert card.status == "active" and card.version == 3 and card.decay_tier == 0
     with Session(engine) as s:
         hist = (
             s.execute(
@@ -263,7 +270,7 @@ def test_restore_brings_a_card_back_with_its_history(engine) -> None:
             .all()
         )
         found = query_cards(session=s, namespace="default", state={}, top_k=10)
-    assert [(v.version, v.actor) for v in hist] == [(2, "decay"), (3, "decay"), (4, "ana")]
+    assert [(v.version, v.actor) for v in hist] == [(2, "decay"), (3, "ana")]
     assert "restored from the archive" in hist[-1].reason and "unused" in hist[-1].reason
     assert cid in {m.card.card_id for m in found}
     assert list_archive(engine=engine, namespace="default") == []

@@ -2,7 +2,9 @@
 
 Each rule reads the cards and the plan so far (the cap ranks cards at their decayed
 confidence, without the ones already leaving), so the plan is exactly what applying it
-does; the dry run shows this same table and rolls back.
+does; the dry run shows this same table and rolls back. Every row goes from the card as it
+was to the card after the rules so far (an archive row includes the decay before it), so a
+card changed by two rules still gets one new version.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ from typing import Any
 from sqlalchemy import (
     Column,
     Float,
-    Index,
     Integer,
     MetaData,
     String,
@@ -29,6 +30,7 @@ from sqlalchemy import (
     literal,
     over,
     select,
+    union_all,
 )
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
@@ -55,9 +57,11 @@ PLAN = Table(
     Column("idle_since", UTCDateTime(), nullable=False),
     Column("score", Float, nullable=True),
     Column("reason", Text, nullable=False),
-    Index("ix_decay_plan_card_rule", "card_id", "rule"),
     prefixes=["TEMPORARY"],
 )
+# SQLite joins through an index; PostgreSQL hash-joins, and keeping an index up over random
+# card ids cost it ~5 s of 40 on a million cards
+_SQLITE_INDEX = "CREATE INDEX ix_decay_plan_card_rule ON decay_plan (card_id, rule)"
 CARD: Table = Card.__table__  # type: ignore[attr-defined]
 ACTIVE = CardStatus.active.value
 ARCHIVED = CardStatus.archived.value
@@ -140,36 +144,37 @@ def plan_decay(conn: Connection, *, params: DecayParams, now: datetime, ns: str 
 
 
 def _after_decay() -> tuple[Any, list[Any]]:
-    """The plan's decay rows joined to the cards: each card as rule 1 leaves it."""
+    """The plan's decay rows joined to the cards: each card as rule 1 leaves it (confidence,
+    tier, and the decay's reason to prefix an archive reason with)."""
     d = PLAN.alias("d")
     joined = CARD.outerjoin(d, and_(d.c.card_id == CARD.c.card_id, d.c.rule == "decay"))
     now_state = [
         func.coalesce(d.c.confidence_after, CARD.c.confidence),
         func.coalesce(d.c.tier_after, CARD.c.decay_tier),
-        func.coalesce(d.c.version_after, CARD.c.version),
+        func.coalesce(d.c.reason + "; ", ""),
     ]
     return joined, now_state
 
 
 def plan_unused(conn: Connection, *, params: DecayParams, now: datetime, ns: str | None) -> None:
     """Rule 2: active cards idle for archive_after_days or more go to the archive."""
-    joined, (conf, tier, version) = _after_decay()
+    joined, (conf, tier, decayed) = _after_decay()
     cutoff = ts(now - timedelta(days=params.archive_after_days))
     rows = (
         select(
             CARD.c.card_id,
             CARD.c.namespace,
             literal("unused"),
-            conf,
+            CARD.c.confidence,
             conf,
             CARD.c.status,
             literal(ARCHIVED),
+            CARD.c.decay_tier,
             tier,
-            tier,
-            version + 1,
+            CARD.c.version + 1,
             idle_since(),
             literal(None, Float),
-            literal(f"archived: unused {params.archive_after_days:g}+ days"),
+            decayed + literal(f"archived: unused {params.archive_after_days:g}+ days"),
         )
         .select_from(joined)
         .where(*_scope(ns), idle_since() <= cutoff)
@@ -190,7 +195,7 @@ def plan_cap(
 
     The score is query.score_terms in SQL: w_c*confidence + w_r*recency + w_u*use_frequency,
     use_frequency against the namespace's most used card, ties as the query breaks them."""
-    joined, (conf, tier, version) = _after_decay()
+    joined, (conf, tier, decayed) = _after_decay()
     leaving = PLAN.alias("u")
     staying = (
         select(
@@ -199,9 +204,12 @@ def plan_cap(
             CARD.c.status,
             CARD.c.use_count,
             CARD.c.evidence_count,
+            CARD.c.confidence,
+            CARD.c.decay_tier,
+            CARD.c.version,
             conf.label("conf"),
             tier.label("tier"),
-            version.label("version"),
+            decayed.label("decayed"),
             idle_since().label("idle_since"),
             halvings(
                 dialect,
@@ -223,11 +231,14 @@ def plan_cap(
     ranked = select(
         s.card_id,
         s.namespace,
+        s.confidence,
         s.conf,
         s.status,
+        s.decay_tier,
         s.tier,
         s.version,
         s.idle_since,
+        s.decayed,
         score.label("score"),
         over(
             func.row_number(),
@@ -240,16 +251,16 @@ def plan_cap(
         r.card_id,
         r.namespace,
         literal("cap"),
-        r.conf,
+        r.confidence,
         r.conf,
         r.status,
         literal(ARCHIVED),
-        r.tier,
+        r.decay_tier,
         r.tier,
         r.version + 1,
         r.idle_since,
         r.score,
-        literal(f"archived: lowest scores over the cap of {params.cap} active cards"),
+        r.decayed + literal(f"archived: lowest scores over the cap of {params.cap} active cards"),
     ).where(r.rank > params.cap)
     conn.execute(insert(PLAN).from_select(list(PLAN.c.keys()), rows))
 
@@ -266,9 +277,26 @@ def build_plan(
     dialect = conn.dialect.name
     PLAN.drop(conn, checkfirst=True)
     PLAN.create(conn)
+    if dialect != "postgresql":
+        conn.exec_driver_sql(_SQLITE_INDEX)
     plan_decay(conn, params=params, now=now, ns=namespace)
     plan_unused(conn, params=params, now=now, ns=namespace)
     plan_cap(conn, params=params, weights=weights, now=now, ns=namespace, dialect=dialect)
+    if dialect == "postgresql":
+        conn.exec_driver_sql("ANALYZE decay_plan")  # temporary tables get no autovacuum stats
+
+
+def final_changes() -> Any:
+    """One row per changed card, its state at the end of the run: the archive row when the
+    card leaves (it carries the decay too), else its decay row."""
+    a = PLAN.alias("a")
+    leaving = select(PLAN).where(PLAN.c.rule != "decay")
+    staying = (
+        select(PLAN)
+        .outerjoin(a, and_(a.c.card_id == PLAN.c.card_id, a.c.rule != "decay"))
+        .where(PLAN.c.rule == "decay", a.c.card_id.is_(None))
+    )
+    return union_all(leaving, staying).subquery("final")
 
 
 RULE_ORDER: dict[Rule, int] = {"decay": 0, "unused": 1, "cap": 2}

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Float, case, cast, extract, func, literal, literal_column
+from sqlalchemy import Float, Uuid, case, cast, extract, func, literal, literal_column, over
 from sqlalchemy.sql.elements import ColumnElement
 
 from memory_core.models.columns import UTCDateTime
@@ -26,6 +27,18 @@ def new_uuid(dialect: str) -> ColumnElement[Any]:
         " || substr('89ab', 1 + (abs(random()) % 4), 1) || substr(hex(randomblob(2)), 2)"
         " || hex(randomblob(6)))"
     )
+
+
+def run_uuids(dialect: str, run_id: uuid.UUID, order_by: Any) -> ColumnElement[Any]:
+    """Ids for the rows one statement inserts: the run's random 60 bits, then the row number
+    (a version-8 UUID). Sequential ids append to the primary key's B-tree instead of landing
+    all over it, which made history inserts over a million cards a third faster."""
+    h = run_id.hex
+    prefix = f"{h[:12]}8{h[13:16]}8"  # version 8, variant 10xx; 15 hex digits left
+    n = over(func.row_number(), order_by=order_by)
+    if dialect == "postgresql":
+        return cast(literal(prefix) + func.lpad(func.to_hex(n), 15, "0"), Uuid())
+    return literal(prefix) + func.printf("%015x", n)
 
 
 def json_object(dialect: str, **fields: Any) -> ColumnElement[Any]:

@@ -1,7 +1,7 @@
 """The decay stage: plan the rules, then apply the plan set-based, in one transaction.
 
-Apply is four statements whatever the number of cards: history rows, archive rows, the
-confidence/tier update, the status update, each an INSERT…SELECT or UPDATE…FROM the plan.
+Apply is three statements whatever the number of cards: history rows, archive rows, and
+one update of the changed cards, each an INSERT…SELECT or UPDATE…FROM the plan.
 """
 
 from __future__ import annotations
@@ -16,14 +16,15 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import OperationalError
 
 from memory_core.decay.params import Change, DecayParams, DecayReport
-from memory_core.decay.plan import CARD, PLAN, RULE_ORDER, build_plan
-from memory_core.decay.sql import json_object, new_uuid, ts
+from memory_core.decay.plan import CARD, PLAN, RULE_ORDER, build_plan, final_changes
+from memory_core.decay.sql import json_object, run_uuids, ts
 from memory_core.errors import ConcurrentUpdate
 from memory_core.models.card import CardArchive, CardVersion
 from memory_core.models.columns import new_id, utcnow
 from memory_core.settings import RankingWeights
 
 ACTOR = "decay"
+PG_WORK_MEM = "64MB"
 _ARCHIVING = ("unused", "cap")
 
 
@@ -36,6 +37,10 @@ def _transaction(engine: Engine) -> Iterator[Connection]:
             conn = conn.execution_options(isolation_level="REPEATABLE READ")
         try:
             with conn.begin():
+                if conn.dialect.name == "postgresql":
+                    # hash joins and the cap's sort over a million cards stay in memory
+                    conn.exec_driver_sql(f"SET LOCAL work_mem = '{PG_WORK_MEM}'")
+                    conn.exec_driver_sql("SET LOCAL jit = off")  # compiling costs more here
                 yield conn
         except OperationalError as exc:
             if getattr(exc.orig, "sqlstate", None) == "40001":
@@ -51,12 +56,14 @@ def run_decay(
     params: DecayParams,
     weights: RankingWeights,
     namespace: str | None = None,
-    list_limit: int | None = None,
+    list_limit: int | None = -1,
 ) -> DecayReport:
     """Run (or, with params.dry_run, only plan) time decay, the unused archive and the cap.
 
     namespace None: every namespace (the cap still counts per namespace). The report lists
-    up to list_limit changes (None: all; the dry run usually wants them, apply does not)."""
+    up to list_limit changes (None: all; -1, the default: all on a dry run, none applying)."""
+    if list_limit == -1:
+        list_limit = None if params.dry_run else 0
     now = params.now or utcnow()
     run_id = new_id()
     with _transaction(engine) as conn:
@@ -91,29 +98,30 @@ def _changes(conn: Connection, limit: int | None) -> list[Change]:
 
 def _apply(conn: Connection, *, run_id: uuid.UUID, now: datetime) -> None:
     dialect = conn.dialect.name
-    p = PLAN.c
-    # history first: one version row per change, the snapshot holding what the rule changed
+    f = final_changes().c
+    # history: one version row per changed card, the snapshot holding what the run changed
     conn.execute(
         insert(CardVersion).from_select(
             ["id", "card_id", "version", "snapshot", "reason", "actor", "created_at"],
             select(
-                new_uuid(dialect),
-                p.card_id,
-                p.version_after,
+                run_uuids(dialect, run_id, f.card_id),
+                f.card_id,
+                f.version_after,
                 json_object(
                     dialect,
-                    rule=p.rule,
-                    status=p.status_after,
-                    confidence=p.confidence_after,
-                    confidence_before=p.confidence_before,
-                    decay_tier=p.tier_after,
+                    rule=f.rule,
+                    status=f.status_after,
+                    confidence=f.confidence_after,
+                    confidence_before=f.confidence_before,
+                    decay_tier=f.tier_after,
                 ),
-                p.reason,
+                f.reason,
                 literal(ACTOR),
                 ts(now),
-            ),
+            ).order_by(f.card_id),  # index inserts and key checks in key order
         )
     )
+    p = PLAN.c
     conn.execute(
         insert(CardArchive).from_select(
             [
@@ -128,7 +136,7 @@ def _apply(conn: Connection, *, run_id: uuid.UUID, now: datetime) -> None:
                 "archived_at",
             ],
             select(
-                new_uuid(dialect),
+                run_uuids(dialect, run_id, p.card_id),
                 p.card_id,
                 p.namespace,
                 literal(run_id),
@@ -137,18 +145,21 @@ def _apply(conn: Connection, *, run_id: uuid.UUID, now: datetime) -> None:
                 p.confidence_after,
                 p.score,
                 ts(now),
-            ).where(p.rule.in_(_ARCHIVING)),
+            )
+            .where(p.rule.in_(_ARCHIVING))
+            .order_by(p.card_id),
         )
     )
-    # time decay leaves updated_at alone: retrieval's recency reads it for unused cards, and
+    # time decay alone leaves updated_at: retrieval's recency reads it for unused cards, and
     # fading must not make a card look fresh
     conn.execute(
         update(CARD)
-        .where(CARD.c.card_id == p.card_id, p.rule == "decay")
-        .values(confidence=p.confidence_after, decay_tier=p.tier_after, version=p.version_after)
-    )
-    conn.execute(
-        update(CARD)
-        .where(CARD.c.card_id == p.card_id, p.rule.in_(_ARCHIVING))
-        .values(status=p.status_after, version=p.version_after, updated_at=ts(now))
+        .where(CARD.c.card_id == f.card_id)
+        .values(
+            confidence=f.confidence_after,
+            decay_tier=f.tier_after,
+            status=f.status_after,
+            version=f.version_after,
+            updated_at=case((f.rule == "decay", CARD.c.updated_at), else_=ts(now)),
+        )
     )
