@@ -148,10 +148,13 @@ def main() -> None:
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     from prefect.testing.utilities import prefect_test_harness
 
+    from flows.naming import inline_runs
+
     tokens = prefilter_tokens()
     runs = []
     with (
         prefect_test_harness(server_startup_timeout=120),
+        inline_runs(),  # as `hindsight retrospect` runs it
         llm_server(args.latency, args.server_in_process) as (url, in_flight),
     ):
         one_run(url, args.concurrency)  # warm-up: Prefect start-up is not measured

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
 from prefect.runtime import flow_run
+from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 from prefect.task_runners import ThreadPoolTaskRunner
 
 
@@ -28,3 +31,16 @@ def run_name(flow_name: str) -> Callable[[], str]:
 def thread_runner() -> Any:
     """The task runner of the flows: threads, since tasks wait on the database and the LLM."""
     return ThreadPoolTaskRunner(max_workers=32)
+
+
+@contextmanager
+def inline_runs() -> Iterator[None]:
+    """Flows a command runs in its own process: no heartbeat thread (unless the environment
+    sets a frequency). The command's exit already tells whether the run crashed, and Prefect's
+    heartbeat thread sleeps in 1 s steps, holding the end of every run for up to a second.
+    Runs that a worker starts from a deployment keep Prefect's heartbeats."""
+    if "PREFECT_FLOWS_HEARTBEAT_FREQUENCY" in os.environ:
+        yield
+        return
+    with temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+        yield

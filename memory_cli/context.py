@@ -6,7 +6,7 @@ import json
 import os
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,16 @@ def read_json_arg(value: str, *, field: str) -> Any:
         raise InvalidInput(f"not valid JSON: {exc}", field=field) from exc
 
 
+class _Inline:
+    """The Prefect settings of flows this process runs itself, kept until it exits."""
+
+    stack = ExitStack()
+    entered = False
+
+
+_INLINE_RUNS = _Inline()
+
+
 def prefect_defaults(data_dir: Path) -> None:
     """Embedded Prefect: no analytics, its state under our data directory unless set already."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
@@ -68,3 +78,8 @@ def prefect_defaults(data_dir: Path) -> None:
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     # Prefect's 20 s default is too short on a busy 2-core machine
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    if not _INLINE_RUNS.entered:  # once per process; Prefect reads the env set above
+        from flows.naming import inline_runs
+
+        _INLINE_RUNS.stack.enter_context(inline_runs())
+        _INLINE_RUNS.entered = True

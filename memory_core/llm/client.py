@@ -7,6 +7,7 @@ import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Literal, Protocol
 
 import openai
@@ -69,27 +70,17 @@ class OpenAICompatibleLLM:
         )
         self._lock = threading.Lock()
 
-    def _format(self, mode: str, schema: type[BaseModel]) -> dict[str, Any]:
-        body = schema.model_json_schema()
-        if mode == "json_schema":
-            return {
-                "type": "json_schema",
-                "json_schema": {"name": schema.__name__, "schema": body, "strict": False},
-            }
-        if mode == "json_object+schema":
-            return {"type": "json_object", "schema": body}
-        return {"type": "json_object"}
-
     def complete(self, *, messages: list[dict[str, str]], schema: type[BaseModel]) -> LLMReply:
         """One chat completion asking for JSON shaped like `schema`."""
         while True:
             mode = self._modes[0]
+            response_format = _response_format(mode, schema)  # before taking a call slot
             try:
                 with self._gate():
                     resp = self._client.chat.completions.create(  # type: ignore[call-overload]
                         model=self.model,
                         messages=messages,
-                        response_format=self._format(mode, schema),
+                        response_format=response_format,
                         temperature=0.0,
                         max_tokens=self.max_tokens,
                     )
@@ -115,6 +106,20 @@ class OpenAICompatibleLLM:
             prompt_tokens=usage.prompt_tokens if usage else 0,
             completion_tokens=usage.completion_tokens if usage else 0,
         )
+
+
+@lru_cache(maxsize=64)
+def _response_format(mode: str, schema: type[BaseModel]) -> dict[str, Any]:
+    # pydantic builds the JSON schema anew on every call: once per (mode, schema) is enough
+    body = schema.model_json_schema()
+    if mode == "json_schema":
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": schema.__name__, "schema": body, "strict": False},
+        }
+    if mode == "json_object+schema":
+        return {"type": "json_object", "schema": body}
+    return {"type": "json_object"}
 
 
 def _message(exc: openai.APIStatusError) -> str:
