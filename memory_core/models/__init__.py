@@ -15,6 +15,7 @@ from memory_core.models.card import (
     EvidenceTriple,
     FailureMode,
 )
+from memory_core.models.embedding import CardEmbedding
 from memory_core.models.llm_answer import LLMAnswer
 from memory_core.models.trajectory import (
     Outcome,
@@ -31,6 +32,7 @@ __all__ = [
     "CardArchive",
     "CardBase",
     "CardCreate",
+    "CardEmbedding",
     "CardEvidence",
     "CardKind",
     "CardPublic",

@@ -123,6 +123,8 @@ class Card(CardBase, table=True):
     consecutive_failures: int = 0
     version: int = 1
     supersedes: uuid.UUID | None = Field(default=None)
+    # the card that replaced this one (merged into it, or superseded by a newer lesson)
+    superseded_by: uuid.UUID | None = Field(default=None, index=True)
     # the last time decay tier applied (0: none); reset by a use, so each tier hits once
     decay_tier: int = Field(default=0, sa_column_kwargs={"server_default": text("0")})
     # restoring from the archive restarts the idle clock (see memory_core/decay)
@@ -146,6 +148,7 @@ class CardPublic(CardBase):
     consecutive_failures: int
     version: int
     supersedes: uuid.UUID | None
+    superseded_by: uuid.UUID | None = None
     decay_tier: int = 0
     restored_at: datetime | None = None
 
