@@ -12,11 +12,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.installed: pyproject.toml constraints.txt | $(BIN)/python
-	$(PIP) -e .
+	$(PIP) -e ".[embeddings]"
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml constraints.txt $(VENV)/.installed
-	$(PIP) -e ".[dev]"
+	$(PIP) -e ".[dev,embeddings]"
 	touch $@
 
 install: $(VENV)/.installed
