@@ -6,8 +6,9 @@
 
 Cards are seeded with SQL (generate_series / a recursive CTE), idle 0-150 days, a third
 never used, confidences 0.2-1.0, 5 % not active, 10,000 per namespace (cap 5,000), so every
-rule fires. Each repeat starts from the same seed. Writes bench/results/decay.json and
-decay.png.
+rule fires. Each repeat starts from the same seed: the first run works off that backlog
+(about three quarters of the cards change), then "the next night" (clock + 1 day) measures
+the steady state. Medians of the repeats. Writes bench/results/decay.json and decay.png.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import sys
 import tempfile
 import time
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -157,14 +158,22 @@ def measure(backend: str, n: int, per_ns: int, repeats: int) -> dict:
         dry_s = time.perf_counter() - start
         print(f"{backend}: dry run {dry_s:.2f} s, plan {plan.counts}")
         assert all(plan.counts.values()), plan.counts  # every rule fires
-        times = []
+        times, nightly, nightly_counts = [], [], {}
+        next_night = params.model_copy(update={"now": NOW + timedelta(days=1)})
         for _ in range(repeats):
             reset(engine)
             start = time.perf_counter()
             report = run_decay(engine=engine, params=params, weights=RankingWeights())
             times.append(time.perf_counter() - start)
             assert report.counts == plan.counts, (report.counts, plan.counts)
-            print(f"{backend}: {times[-1]:.2f} s {report.counts}")
+            print(f"{backend}: first run {times[-1]:.2f} s {report.counts}")
+            # the steady state: the next night only cards crossing a threshold change
+            start = time.perf_counter()
+            nightly_counts = run_decay(
+                engine=engine, params=next_night, weights=RankingWeights()
+            ).counts
+            nightly.append(time.perf_counter() - start)
+            print(f"{backend}: next night {nightly[-1]:.2f} s {nightly_counts}")
         engine.dispose()
         return {
             "backend": backend,
@@ -174,6 +183,9 @@ def measure(backend: str, n: int, per_ns: int, repeats: int) -> dict:
             "dry_run_s": dry_s,
             "seconds": times,
             "median_s": statistics.median(times),
+            "next_night_changes": nightly_counts,
+            "next_night_seconds": nightly,
+            "next_night_median_s": statistics.median(nightly),
         }
     finally:
         if pg_name:
@@ -197,9 +209,11 @@ def main() -> None:
     )
     for r in results:
         print(
-            f"{r['backend']}: decay stage over {r['cards']:,} cards in {r['median_s']:.2f} s "
-            f"(median of {len(r['seconds'])}; dry run {r['dry_run_s']:.2f} s; changes "
-            f"{r['changes']})" + ("; target < 30 s" if r["backend"] == "postgresql" else "")
+            f"{r['backend']}: decay stage over {r['cards']:,} cards: first run "
+            f"{r['median_s']:.2f} s (median of {len(r['seconds'])}; changes {r['changes']}), "
+            f"next night {r['next_night_median_s']:.2f} s ({r['next_night_changes']}), "
+            f"dry run {r['dry_run_s']:.2f} s"
+            + ("; target < 30 s" if r["backend"] == "postgresql" else "")
         )
     import matplotlib
 
@@ -208,8 +222,13 @@ def main() -> None:
 
     fig, ax = plt.subplots(figsize=(6, 4))
     labels = [f"{r['backend']}\n{r['cards']:,} cards" for r in results]
-    ax.bar(labels, [r["median_s"] for r in results], label="apply (median)")
-    ax.scatter(labels, [r["dry_run_s"] for r in results], color="black", zorder=3, label="dry run")
+    x = range(len(results))
+    ax.bar([i - 0.2 for i in x], [r["median_s"] for r in results], 0.4, label="first run")
+    ax.bar(
+        [i + 0.2 for i in x], [r["next_night_median_s"] for r in results], 0.4, label="next night"
+    )
+    ax.scatter(x, [r["dry_run_s"] for r in results], color="black", zorder=3, label="dry run")
+    ax.set_xticks(list(x), labels)
     ax.axhline(TARGET_S, color="red", ls=":", label="PostgreSQL target 30 s")
     ax.set(ylabel="seconds", title="decay stage (history + archive rows included)")
     ax.legend()

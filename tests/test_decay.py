@@ -19,7 +19,7 @@ from memory_core.decay import (
     restore,
     run_decay,
 )
-from memory_core.errors import InvalidInput, NotFound
+from memory_core.errors import ConcurrentUpdate, InvalidInput, NotFound
 from memory_core.models.card import Card, CardArchive, CardUse, CardVersion
 from memory_core.settings import DecayRules, DecayTier, RankingWeights
 
@@ -363,3 +363,29 @@ def test_feedback_on_a_served_use_and_a_use_makes_a_faded_card_eligible_again(en
         weights=W,
     )
     assert later.counts["decay"] == 1 and _cards(engine)[cid].decay_tier == 1
+
+
+def test_a_card_changed_during_the_run_fails_it_and_loses_nothing(engine) -> None:
+    """On PostgreSQL the stage reads one snapshot; a feedback landing between plan and apply
+    makes the run fail (safe to re-run) instead of overwriting the feedback."""
+    if engine.dialect.name != "postgresql":
+        pytest.skip("SQLite takes the write lock at BEGIN: nobody writes during the run")
+    (cid,) = _insert(engine, [_card(40)])
+
+    sent: list[bool] = []
+
+    def feedback_first(conn, cursor, statement, *args) -> None:
+        if statement.startswith("INSERT INTO card_version") and not sent:
+            sent.append(True)
+            record_feedback(engine=engine, namespace="default", card_id=cid, outcome="success")
+
+    event.listen(engine, "before_cursor_execute", feedback_first)
+    try:
+        with pytest.raises(ConcurrentUpdate):
+            _decay(engine, archive_after_days=365)
+    finally:
+        event.remove(engine, "before_cursor_execute", feedback_first)
+    card = _cards(engine)[cid]
+    assert card.success_count == 1 and card.confidence == pytest.approx(0.85)
+    assert card.decay_tier == 0 and card.version == 2  # the feedback's version, nothing else
+    assert _decay(engine, archive_after_days=365).total == 0  # just used: nothing to fade

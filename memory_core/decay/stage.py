@@ -13,7 +13,7 @@ from datetime import datetime
 
 from sqlalchemy import case, func, insert, literal, select, update
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError
 
 from memory_core.decay.params import Change, DecayParams, DecayReport
 from memory_core.decay.plan import CARD, PLAN, RULE_ORDER, build_plan, final_changes
@@ -42,12 +42,21 @@ def _transaction(engine: Engine) -> Iterator[Connection]:
                     conn.exec_driver_sql(f"SET LOCAL work_mem = '{PG_WORK_MEM}'")
                     conn.exec_driver_sql("SET LOCAL jit = off")  # compiling costs more here
                 yield conn
-        except OperationalError as exc:
-            if getattr(exc.orig, "sqlstate", None) == "40001":
+        except DBAPIError as exc:
+            if _concurrent(exc):
                 raise ConcurrentUpdate(
                     "cards changed while the decay stage ran; run it again (it is safe)"
                 ) from exc
             raise
+
+
+def _concurrent(exc: DBAPIError) -> bool:
+    """A serialization failure or deadlock, or a version number someone else took first."""
+    state = getattr(exc.orig, "sqlstate", None)
+    diag = getattr(exc.orig, "diag", None)
+    if state in ("40001", "40P01"):
+        return True
+    return state == "23505" and getattr(diag, "constraint_name", None) == "uq_card_version"
 
 
 def run_decay(
