@@ -31,6 +31,7 @@ class CardStatus(StrEnum):
     archived = "archived"
     rejected = "rejected"
     quarantined = "quarantined"
+    forgotten = "forgotten"  # a fact withdrawn on request
 
 
 # at most one live card per (namespace, signature): the same lesson is one card

@@ -1,0 +1,1 @@
+"""Facts: key / query / value statements, kept current by the newest statement."""

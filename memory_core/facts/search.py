@@ -1,0 +1,135 @@
+"""Fact search: keyword (BM25) and, with an embedder, vector similarity, fused by rank, then
+blended with the decay-aware card score (confidence, recency, use)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol
+
+import bm25s
+from pydantic import BaseModel
+from sqlalchemy import func, or_, select
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, col
+
+from memory_core.cards.query import score_terms, to_public
+from memory_core.errors import InvalidInput
+from memory_core.models.card import Card, CardKind, CardPublic, CardStatus
+from memory_core.models.columns import utcnow
+from memory_core.settings import RankingWeights
+
+RRF_K = 60  # the usual reciprocal-rank-fusion constant
+RELEVANCE_WEIGHT = 0.7  # the rest is the card score: a relevant fact beats a popular one
+
+
+class SimilarCards(Protocol):
+    """Vector search over cards (the index); scores are cosine similarities."""
+
+    def similar(
+        self, *, namespace: str, text: str, kind: str, limit: int
+    ) -> list[tuple[uuid.UUID, float]]:
+        """The cards of this namespace and kind nearest to the text, best first."""
+        ...
+
+
+class FactHit(BaseModel):
+    """A fact that answers the search, with the parts of its score."""
+
+    fact: CardPublic
+    score: float
+    keyword_rank: int | None = None
+    vector_rank: int | None = None
+
+
+def fact_text(card: Card) -> str:
+    """What a fact's search matches on."""
+    return " ".join(p for p in (card.key or "", card.query or "", card.value or "") if p)
+
+
+def _keyword_ranks(cards: Sequence[Card], text: str) -> dict[uuid.UUID, int]:
+    corpus = [fact_text(c).replace("_", " ") for c in cards]
+    docs = bm25s.tokenize(corpus, stopwords="en", show_progress=False)
+    # the query as words: ids from a second tokenize() call would not match the corpus vocabulary
+    words = bm25s.tokenize(
+        [text.replace("_", " ")], stopwords="en", return_ids=False, show_progress=False
+    )[0]
+    words = [w for w in words if w in docs.vocab]
+    if not words:
+        return {}
+    retriever = bm25s.BM25()
+    retriever.index(docs, show_progress=False)
+    found, scores = retriever.retrieve([words], k=min(len(cards), 100), show_progress=False)
+    return {
+        cards[int(d)].card_id: rank
+        for rank, (d, s) in enumerate(zip(found[0], scores[0], strict=True))
+        if s > 0
+    }
+
+
+def search_facts(
+    *,
+    engine: Engine,
+    namespace: str,
+    text: str,
+    top_k: int = 5,
+    include_superseded: bool = False,
+    vectors: SimilarCards | None = None,
+    weights: RankingWeights | None = None,
+    now: datetime | None = None,
+) -> list[FactHit]:
+    """The facts that best answer `text`; superseded, forgotten and expired ones are hidden
+    unless include_superseded."""
+    if not text.strip():
+        raise InvalidInput("search text is empty", field="text")
+    if not 1 <= top_k <= 100:
+        raise InvalidInput("top_k must be within 1..100", field="top_k")
+    now, weights = now or utcnow(), weights or RankingWeights()
+    statuses = [CardStatus.active.value]
+    if include_superseded:
+        statuses += [CardStatus.superseded.value]
+    with Session(engine) as session:
+        q = select(Card).where(
+            col(Card.namespace) == namespace,
+            col(Card.kind) == CardKind.fact.value,
+            col(Card.status).in_(statuses),
+        )
+        if not include_superseded:
+            q = q.where(or_(col(Card.valid_until).is_(None), col(Card.valid_until) > now))
+        cards = list(session.execute(q).scalars())
+        max_uses = (
+            session.execute(
+                select(func.max(Card.use_count)).where(col(Card.namespace) == namespace)
+            ).scalar()
+            or 0
+        )
+    if not cards:
+        return []
+    by_id = {c.card_id: c for c in cards}
+    ranks = {"keyword": _keyword_ranks(cards, text), "vector": {}}
+    if vectors is not None:
+        near = vectors.similar(namespace=namespace, text=text, kind="fact", limit=100)
+        ranks["vector"] = {cid: r for r, (cid, _) in enumerate(c for c in near if c[0] in by_id)}
+    fused: dict[uuid.UUID, float] = {}
+    for found in ranks.values():
+        for cid, rank in found.items():
+            fused[cid] = fused.get(cid, 0.0) + 1.0 / (RRF_K + rank + 1)
+    if not fused:
+        return []
+    best = max(fused.values())
+    hits = []
+    for cid, rrf in fused.items():
+        card = by_id[cid]
+        terms = score_terms(card, now=now, max_uses=max_uses, w=weights)
+        score = RELEVANCE_WEIGHT * rrf / best + (1 - RELEVANCE_WEIGHT) * terms.score
+        hits.append(
+            FactHit(
+                fact=to_public(card),
+                score=round(score, 6),
+                keyword_rank=ranks["keyword"].get(cid),
+                vector_rank=ranks["vector"].get(cid),
+            )
+        )
+    hits.sort(key=lambda h: -h.score)
+    return hits[:top_k]

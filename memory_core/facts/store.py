@@ -1,0 +1,216 @@
+"""Facts (key / query / value statements): write, supersede by the newest statement, forget.
+
+A fact is a card of kind "fact". The same key, query and value is the same fact (a repeated
+statement only refreshes it); the same key and query with another value is a newer statement
+that supersedes the older one, with a version row saying why.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from datetime import datetime
+from typing import Any, cast
+
+from pydantic import BaseModel, Field, field_validator
+from sqlalchemy import select, update
+from sqlalchemy.engine import CursorResult, Engine
+from sqlmodel import Session, col
+
+from memory_core.cards.query import to_public
+from memory_core.cards.writer import card_snapshot
+from memory_core.db import session_scope
+from memory_core.errors import ConcurrentUpdate, InvalidInput, NotFound
+from memory_core.models.card import Card, CardKind, CardPublic, CardStatus, CardVersion
+from memory_core.models.columns import utcnow
+from memory_core.validate.frame import has_secret
+
+MAX_VALUE = 2000
+_RETRIES = 3
+
+
+class FactIn(BaseModel):
+    """A statement to remember: what it is about (key), the question it answers, the value."""
+
+    key: str = Field(min_length=1, max_length=256)
+    value: str = Field(min_length=1, max_length=MAX_VALUE)
+    query: str | None = Field(default=None, max_length=1000)
+    valid_until: datetime | None = None
+    confidence: float = Field(default=0.8, ge=0.0, le=1.0)
+    source: dict[str, Any] = {}
+
+    @field_validator("key", "value", "query")
+    @classmethod
+    def _stripped(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
+        v = " ".join(v.split())
+        if not v:
+            raise ValueError("must not be blank")
+        return v
+
+
+def normalise_key(key: str) -> str:
+    """Keys compare case- and spacing-insensitively ("Preferred editor" == "preferred_editor")."""
+    return "_".join(key.lower().replace("-", " ").replace("_", " ").split())
+
+
+def fact_signature(*, key: str, query: str | None, value: str) -> str:
+    """Same key, query and value: the same fact."""
+    norm = "\x1f".join((normalise_key(key), (query or "").lower(), value.lower()))
+    return hashlib.sha256(f"fact\x1f{norm}".encode()).hexdigest()
+
+
+def _scenario(fact: FactIn) -> str:
+    text = f"{fact.query} {fact.value}" if fact.query else f"{fact.key}: {fact.value}"
+    return text[:500]
+
+
+def write_fact(
+    *, engine: Engine, namespace: str, fact: FactIn, actor: str, now: datetime | None = None
+) -> CardPublic:
+    """Store a fact (active at once); an older value for the same key and query is superseded."""
+    for field_name in ("key", "value", "query"):
+        if has_secret(getattr(fact, field_name) or ""):
+            raise InvalidInput(
+                "looks like a credential; facts must not hold secrets", field=field_name
+            )
+    for _ in range(_RETRIES):
+        try:
+            return _write_once(engine=engine, namespace=namespace, fact=fact, actor=actor, now=now)
+        except ConcurrentUpdate:
+            continue  # another writer changed the older statement meanwhile: decide again
+    raise ConcurrentUpdate(f"fact {fact.key!r} kept changing under {_RETRIES} attempts")
+
+
+def _write_once(
+    *, engine: Engine, namespace: str, fact: FactIn, actor: str, now: datetime | None
+) -> CardPublic:
+    now = now or utcnow()
+    key = normalise_key(fact.key)
+    sig = fact_signature(key=key, query=fact.query, value=fact.value)
+    with session_scope(engine) as session:
+        same = session.execute(
+            select(Card).where(
+                col(Card.namespace) == namespace,
+                col(Card.signature) == sig,
+                col(Card.status) == CardStatus.active.value,
+            )
+        ).scalar_one_or_none()
+        if same is not None:  # said again: refresh, no new version
+            same.updated_at = now
+            same.valid_until = fact.valid_until
+            session.add(same)
+            return to_public(same)
+        older = _current(session, namespace=namespace, key=key, query=fact.query)
+        card = Card(
+            namespace=namespace,
+            kind=CardKind.fact.value,
+            scenario=_scenario(fact),
+            key=key,
+            query=fact.query,
+            value=fact.value,
+            valid_until=fact.valid_until,
+            confidence=fact.confidence,
+            status=CardStatus.active.value,
+            signature=sig,
+            provenance={"producer": actor, **({"source": fact.source} if fact.source else {})},
+            created_at=now,
+            updated_at=now,
+            supersedes=older[0].card_id if older else None,
+        )
+        session.add(card)
+        session.flush()
+        session.add(
+            CardVersion(
+                card_id=card.card_id,
+                version=1,
+                snapshot=card_snapshot(card.model_dump()),
+                actor=actor,
+                reason="fact stated",
+                created_at=now,
+            )
+        )
+        for old in older:
+            supersede(
+                session,
+                old,
+                by=card.card_id,
+                actor=actor,
+                reason=f"newer statement of {key!r}: {fact.value!r} replaces {old.value!r}",
+                now=now,
+            )
+        return to_public(card)
+
+
+def _current(session: Session, *, namespace: str, key: str, query: str | None) -> list[Card]:
+    q = select(Card).where(
+        col(Card.namespace) == namespace,
+        col(Card.kind) == CardKind.fact.value,
+        col(Card.key) == key,
+        col(Card.status) == CardStatus.active.value,
+    )
+    q = q.where(col(Card.query).is_(None) if query is None else col(Card.query) == query)
+    return list(session.execute(q).scalars())
+
+
+def supersede(
+    session: Session, old: Card, *, by: uuid.UUID, actor: str, reason: str, now: datetime
+) -> None:
+    """Retire a card in favour of another; fails (ConcurrentUpdate) if it changed meanwhile."""
+    result = session.execute(
+        update(Card)
+        .where(col(Card.card_id) == old.card_id, col(Card.version) == old.version)
+        .values(
+            status=CardStatus.superseded.value,
+            superseded_by=by,
+            version=old.version + 1,
+            updated_at=now,
+        )
+        .execution_options(synchronize_session=False)
+    )
+    if cast(CursorResult[Any], result).rowcount != 1:
+        raise ConcurrentUpdate(f"card {old.card_id} changed while being superseded")
+    snapshot = card_snapshot(old.model_dump())
+    snapshot.update(status=CardStatus.superseded.value, superseded_by=str(by))
+    session.add(
+        CardVersion(
+            card_id=old.card_id,
+            version=old.version + 1,
+            snapshot=snapshot,
+            actor=actor,
+            reason=reason,
+            created_at=now,
+        )
+    )
+
+
+def forget_fact(*, engine: Engine, namespace: str, fact_id: uuid.UUID, actor: str) -> CardPublic:
+    """Take a fact out of retrieval for good (kept in history, status forgotten)."""
+    now = utcnow()
+    with session_scope(engine) as session:
+        card = session.get(Card, fact_id)
+        if card is None or card.namespace != namespace or card.kind != CardKind.fact.value:
+            raise NotFound(f"no fact {fact_id} in namespace {namespace!r}")
+        if card.status == CardStatus.forgotten.value:
+            return to_public(card)
+        result = session.execute(
+            update(Card)
+            .where(col(Card.card_id) == fact_id, col(Card.version) == card.version)
+            .values(status=CardStatus.forgotten.value, version=card.version + 1, updated_at=now)
+            .execution_options(synchronize_session=False)
+        )
+        if cast(CursorResult[Any], result).rowcount != 1:
+            raise ConcurrentUpdate(f"fact {fact_id} changed meanwhile; try again")
+        session.add(
+            CardVersion(
+                card_id=fact_id,
+                version=card.version + 1,
+                snapshot={"status": CardStatus.forgotten.value},
+                actor=actor,
+                reason="forgotten on request",
+                created_at=now,
+            )
+        )
+        session.refresh(card)
+        return to_public(card)
