@@ -51,3 +51,15 @@ class LLMOutputInvalid(HindsightError):
 
 class ConcurrentUpdate(HindsightError):
     """Another writer changed the same rows meanwhile; re-running is safe."""
+
+
+class Unauthorized(HindsightError):
+    """No key, or a key that is unknown or revoked."""
+
+
+class Forbidden(HindsightError):
+    """A valid key without the scope the operation needs."""
+
+
+class EmbedderUnavailable(HindsightError):
+    """No embedding model could be loaded or reached, or it answered something unusable."""

@@ -16,6 +16,31 @@ class RankingWeights(BaseModel):
     recency: float = 0.3
     use_frequency: float = 0.3
     recency_half_life_days: float = 30.0
+    # share of the final score taken by text similarity when the caller passes a query
+    text_similarity: float = Field(default=0.3, ge=0.0, le=1.0)
+
+
+class ServeSettings(BaseModel):
+    """The read API and the MCP server (HINDSIGHT_SERVE__...)."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8765, ge=0, le=65535)
+    mcp_port: int = Field(default=8766, ge=0, le=65535)
+    max_body_bytes: int = Field(default=1_000_000, ge=1024, description="413 above this")
+    snapshot_refresh_s: float = Field(
+        default=2.0, gt=0, description="how often the served set is checked for changes"
+    )
+    use_flush_s: float = Field(default=0.25, gt=0, description="batched use writes")
+    key_cache_s: float = Field(default=30.0, ge=0, description="a revoked key works this long")
+    near_misses: int = Field(default=10, ge=0, le=100, description="explain: closest misses")
+    # the MCP server over HTTP answers only these Host / Origin headers (DNS rebinding)
+    allowed_hosts: list[str] = Field(
+        default_factory=lambda: ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+    )
+    allowed_origins: list[str] = Field(
+        default_factory=lambda: ["http://127.0.0.1:*", "http://localhost:*"]
+    )
+    mcp_write_tools: bool = Field(default=True, description="offer the MCP tools that write")
 
 
 class DecayTier(BaseModel):
@@ -66,6 +91,7 @@ class Settings(BaseSettings):
     max_expression_depth: int = 8
     max_preconditions: int = 12
     ranking: RankingWeights = RankingWeights()
+    serve: ServeSettings = ServeSettings()
     # validation: drafts below this confidence wait for a person; tools must be in the
     # registry when one is given
     review_below: float = Field(default=0.5, ge=0.0, le=1.0)

@@ -1,5 +1,6 @@
 """SQLModel tables and their public/create shapes."""
 
+from memory_core.models.api_key import ApiKey
 from memory_core.models.card import (
     ActionStep,
     Card,
@@ -28,6 +29,7 @@ from memory_core.models.validation import ValidationRun
 
 __all__ = [
     "ActionStep",
+    "ApiKey",
     "Card",
     "CardArchive",
     "CardBase",

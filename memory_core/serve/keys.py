@@ -1,0 +1,149 @@
+"""API keys: created once (the secret is shown once), stored as a sha256 hash, one namespace.
+
+Keys are 32 random bytes, so a plain sha256 is enough (no password stretching needed): the
+hash of a guess is as hard to hit as the key itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import threading
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, col
+
+from memory_core.db import session_scope
+from memory_core.errors import Forbidden, InvalidInput, NotFound, Unauthorized
+from memory_core.models.api_key import ApiKey
+from memory_core.models.columns import utcnow
+
+SCOPES = ("read", "write", "admin")
+KEY_PREFIX = "hs_"
+MAX_NAMESPACE = 128
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: the key's id, its namespace and scopes (admin implies read and write)."""
+
+    key_id: uuid.UUID
+    namespace: str
+    scopes: frozenset[str]
+
+    def allows(self, scope: str) -> bool:
+        """True when the key carries the scope (or admin)."""
+        return scope in self.scopes or "admin" in self.scopes
+
+    def require(self, scope: str) -> None:
+        """Raise Forbidden unless the key carries the scope."""
+        if not self.allows(scope):
+            raise Forbidden(
+                f"this key has scope(s) {', '.join(sorted(self.scopes))}; {scope!r} is needed"
+            )
+
+    @property
+    def actor(self) -> str:
+        """How the key appears in card history."""
+        return f"key:{self.key_id}"
+
+
+def hash_key(secret: str) -> str:
+    """The stored form of a key."""
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def parse_scopes(scopes: Iterable[str]) -> list[str]:
+    """Validated, de-duplicated scopes."""
+    out = sorted({s.strip().lower() for s in scopes if s.strip()})
+    bad = [s for s in out if s not in SCOPES]
+    if bad or not out:
+        raise InvalidInput(f"scopes must be some of {', '.join(SCOPES)}, not {bad}", field="scopes")
+    return out
+
+
+def create_key(
+    *, engine: Engine, namespace: str, scopes: Iterable[str], name: str = ""
+) -> tuple[ApiKey, str]:
+    """A new key; the secret is returned once and never stored."""
+    if not namespace.strip() or len(namespace) > MAX_NAMESPACE:
+        raise InvalidInput("a namespace of 1..128 characters is needed", field="namespace")
+    secret = KEY_PREFIX + secrets.token_urlsafe(32)
+    key = ApiKey(
+        namespace=namespace,
+        scopes=parse_scopes(scopes),
+        key_hash=hash_key(secret),
+        prefix=secret[:10],
+        name=name[:128],
+    )
+    with session_scope(engine) as session:
+        session.add(key)
+    return key, secret
+
+
+def list_keys(*, engine: Engine, namespace: str | None = None) -> list[ApiKey]:
+    """Keys (hashes only), newest first."""
+    q = select(ApiKey).order_by(col(ApiKey.created_at).desc())
+    if namespace is not None:
+        q = q.where(col(ApiKey.namespace) == namespace)
+    with Session(engine) as session:
+        return list(session.execute(q).scalars())
+
+
+def revoke_key(*, engine: Engine, key_id: uuid.UUID) -> ApiKey:
+    """Revoke a key (kept for audit); servers stop accepting it within their key cache time."""
+    with session_scope(engine) as session:
+        key = session.get(ApiKey, key_id)
+        if key is None:
+            raise NotFound(f"no key {key_id}")
+        if key.revoked_at is None:
+            key.revoked_at = utcnow()
+            session.add(key)
+        return key
+
+
+class KeyRing:
+    """Checks presented keys against the database, remembering answers for cache_s seconds."""
+
+    def __init__(self, *, engine: Engine, cache_s: float = 30.0) -> None:
+        self._engine = engine
+        self._cache_s = cache_s
+        self._cache: dict[str, tuple[Principal | None, float]] = {}
+        self._lock = threading.Lock()
+
+    def verify(self, secret: str | None) -> Principal:
+        """The principal of a key; Unauthorized when it is missing, unknown or revoked."""
+        if not secret:
+            raise Unauthorized("an API key is needed: Authorization: Bearer <key>")
+        digest = hash_key(secret)
+        now = time.monotonic()
+        hit = self._cache.get(digest)
+        if hit is not None and hit[1] > now:
+            principal = hit[0]
+        else:
+            with Session(self._engine) as session:
+                key = session.execute(
+                    select(ApiKey).where(col(ApiKey.key_hash) == digest)
+                ).scalar_one_or_none()
+            principal = (
+                Principal(key.id, key.namespace, frozenset(key.scopes))
+                if key is not None and key.revoked_at is None
+                else None
+            )
+            with self._lock:
+                if len(self._cache) > 10_000:  # random wrong keys must not grow it forever
+                    self._cache.clear()
+                self._cache[digest] = (principal, now + self._cache_s)
+        if principal is None:
+            raise Unauthorized("unknown or revoked API key")
+        return principal
+
+    def forget(self) -> None:
+        """Drop cached answers (after a revoke in this process)."""
+        with self._lock:
+            self._cache.clear()

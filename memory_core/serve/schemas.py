@@ -1,0 +1,141 @@
+"""What the read API and the MCP tools accept and return: one set of models for both edges."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from memory_core.models.card import CardPublic
+
+MAX_TOP_K = 50
+
+
+class QueryRequest(BaseModel):
+    """A planning-time (or pre-call) query: the task state, and optionally a free-text query."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_state: dict[str, Any] = Field(
+        default_factory=dict,
+        description="variables of the task vocabulary (task_type, last_tool, last_error, tool, "
+        "args, ...); a precondition reading a variable the state lacks does not hold",
+    )
+    top_k: int = Field(default=5, ge=1, le=MAX_TOP_K)
+    query: str | None = Field(
+        default=None, max_length=2000, description="free text blended into the ranking"
+    )
+    explain: bool = Field(
+        default=False, description="per card, each precondition's verdict and the score terms"
+    )
+    prompt_tokens: int | None = Field(
+        default=None,
+        ge=16,
+        le=8000,
+        description="also return a prompt block of the cards, cut to this many tokens",
+    )
+    record_use: bool = Field(default=True, description="count this as a use of the cards")
+
+
+class CheckActionRequest(BaseModel):
+    """A call about to be made: which earlier failures warn about it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tool: str = Field(min_length=1, max_length=256)
+    args: dict[str, Any] = Field(default_factory=dict)
+    task_state: dict[str, Any] = Field(default_factory=dict)
+    top_k: int = Field(default=5, ge=1, le=MAX_TOP_K)
+
+
+class PreconditionCheck(BaseModel):
+    """One precondition on the caller's state."""
+
+    expression: str
+    verdict: Literal["held", "failed", "missing", "error"]
+    missing: list[str] = []
+    detail: str = ""
+
+
+class Score(BaseModel):
+    """The ranking terms of one card (the weights are settings)."""
+
+    confidence: float
+    recency: float
+    use_frequency: float
+    text_similarity: float | None = None
+    score: float
+
+
+class CardHit(BaseModel):
+    """A card that applies to the state, best first."""
+
+    card: CardPublic
+    score: Score
+    use_id: uuid.UUID | None = Field(
+        default=None, description="pass it with the outcome feedback of this use"
+    )
+    checks: list[PreconditionCheck] | None = None
+
+
+class NearMiss(BaseModel):
+    """A card that did not apply, with why (explain only)."""
+
+    card_id: uuid.UUID
+    scenario: str
+    checks: list[PreconditionCheck]
+    score: Score
+
+
+class Explanation(BaseModel):
+    """How the query was answered (explain only)."""
+
+    active_cards: int
+    candidates: int = Field(description="cards whose equality atoms matched the state")
+    near_misses: list[NearMiss] = []
+
+
+class QueryResult(BaseModel):
+    """The answer to a query."""
+
+    cards: list[CardHit]
+    prompt: str | None = None
+    explain: Explanation | None = None
+
+
+class CheckActionResult(BaseModel):
+    """Warnings about a call: cards keyed on it and their failure modes."""
+
+    tool: str
+    warnings: list[dict[str, Any]] = Field(
+        default_factory=list, description="failure modes of the matching cards, best card first"
+    )
+    cards: list[CardHit] = []
+
+
+class FeedbackRequest(BaseModel):
+    """The outcome of a task that used a card."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    outcome: Literal["success", "failure"]
+    use_id: uuid.UUID | None = None
+
+
+class RejectRequest(BaseModel):
+    """Why a card in review is rejected."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str = Field(min_length=1, max_length=2000)
+
+
+class HistoryEntry(BaseModel):
+    """One version of a card: what changed, who, why."""
+
+    version: int
+    reason: str
+    actor: str
+    created_at: Any
+    snapshot: dict[str, Any]

@@ -1,0 +1,213 @@
+"""The served set of one namespace in memory: active cards, compiled once, indexed by atoms.
+
+Reads never touch the database: a snapshot is swapped in whole when it is older than the
+refresh interval and the namespace's fingerprint (count, newest update, version sum of its
+active cards) changed. The reload runs in a background thread while readers keep the old
+snapshot, so a nightly run in another process shows up within seconds without a slow query.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, col
+
+from memory_core.errors import InvalidPrecondition
+from memory_core.models.card import Card, CardStatus
+from memory_core.preconditions import CompiledPrecondition, compile_stored
+from memory_core.serve.atoms import Atom, AtomKey, equality_atoms
+
+Fingerprint = tuple[int, Any, int]
+
+
+@dataclass(slots=True)
+class Entry:
+    """One active card as retrieval needs it; the full row is read only for the top k."""
+
+    card_id: uuid.UUID
+    kind: str
+    confidence: float
+    seen_at: datetime  # last use, else last update: what recency decays from
+    use_count: int
+    evidence_count: int
+    compiled: tuple[CompiledPrecondition, ...]
+    text: str  # scenario, steps and failure modes: what a free-text query is compared with
+    broken: bool = False  # a stored precondition no longer compiles: never served
+
+
+@dataclass
+class Snapshot:
+    """Active cards of one namespace with the atom index over them."""
+
+    namespace: str
+    entries: dict[uuid.UUID, Entry]
+    index: dict[str, dict[AtomKey, list[Entry]]]  # variable -> literal -> cards keyed on it
+    unindexed: list[Entry]  # cards without an equality atom: evaluated on every query
+    fingerprint: Fingerprint
+    loaded_at: float = field(default_factory=time.monotonic)
+    max_uses: int = 0
+
+    def candidates(self, state_keys: dict[str, AtomKey | None]) -> list[Entry]:
+        """Cards one of whose key atoms the state satisfies, plus the unindexed ones."""
+        out = list(self.unindexed)
+        for var, key in state_keys.items():
+            if key is None:
+                continue
+            by_value = self.index.get(var)
+            if by_value:
+                out.extend(by_value.get(key, ()))
+        return out
+
+
+def _entry_text(row: Any) -> str:
+    steps = " ".join(f"{a.get('tool', '')} {a.get('note', '')}" for a in row.action_sequence)
+    modes = " ".join(f"{m.get('mode', '')} {m.get('handling', '')}" for m in row.failure_modes)
+    return f"{row.scenario} {steps} {modes} {row.value or ''}"
+
+
+def fingerprint(session: Session, namespace: str) -> Fingerprint:
+    """What changes whenever the served set of a namespace changes."""
+    row = session.execute(
+        select(func.count(), func.max(col(Card.updated_at)), func.sum(col(Card.version))).where(
+            col(Card.namespace) == namespace, col(Card.status) == CardStatus.active.value
+        )
+    ).one()
+    return int(row[0]), row[1], int(row[2] or 0)
+
+
+def load_snapshot(*, engine: Engine, namespace: str) -> Snapshot:
+    """Read and compile a namespace's active cards and build its atom index."""
+    cols: tuple[Any, ...] = (
+        Card.card_id,
+        Card.kind,
+        Card.confidence,
+        Card.last_used_at,
+        Card.updated_at,
+        Card.use_count,
+        Card.evidence_count,
+        Card.preconditions,
+        Card.scenario,
+        Card.action_sequence,
+        Card.failure_modes,
+        Card.value,
+    )
+    with Session(engine) as session:
+        fp = fingerprint(session, namespace)
+        rows = session.execute(
+            select(*cols).where(
+                col(Card.namespace) == namespace, col(Card.status) == CardStatus.active.value
+            )
+        ).all()
+    entries: dict[uuid.UUID, Entry] = {}
+    atoms_of: dict[uuid.UUID, list[Atom]] = {}
+    counts: Counter[Atom] = Counter()
+    for r in rows:
+        try:
+            compiled = tuple(compile_stored(p) for p in r.preconditions)
+            broken = False
+        except InvalidPrecondition:
+            compiled, broken = (), True
+        e = Entry(
+            r.card_id,
+            r.kind,
+            r.confidence,
+            r.last_used_at or r.updated_at,
+            r.use_count,
+            r.evidence_count,
+            compiled,
+            _entry_text(r),
+            broken,
+        )
+        entries[e.card_id] = e
+        atoms = list(dict.fromkeys(a for c in compiled for a in equality_atoms(c.source)))
+        atoms_of[e.card_id] = atoms
+        counts.update(atoms)
+    index: dict[str, dict[AtomKey, list[Entry]]] = defaultdict(dict)
+    unindexed: list[Entry] = []
+    for cid, e in entries.items():
+        if e.broken:
+            continue
+        atoms = atoms_of[cid]
+        if not atoms:
+            unindexed.append(e)
+            continue
+        # one atom per card suffices (all must hold); the rarest keeps candidate lists short
+        var, key = min(atoms, key=lambda a: counts[a])
+        index[var].setdefault(key, []).append(e)
+    return Snapshot(
+        namespace,
+        entries,
+        dict(index),
+        unindexed,
+        fp,
+        max_uses=max((e.use_count for e in entries.values()), default=0),
+    )
+
+
+class SnapshotCache:
+    """Snapshots per namespace, refreshed in the background when the database changed."""
+
+    def __init__(
+        self,
+        *,
+        engine: Engine,
+        refresh_s: float = 2.0,
+        loader: Callable[..., Snapshot] = load_snapshot,
+    ) -> None:
+        self._engine = engine
+        self._refresh_s = refresh_s
+        self._loader = loader
+        self._snapshots: dict[str, Snapshot] = {}
+        self._lock = threading.Lock()
+        self._refreshing: set[str] = set()
+
+    def get(self, namespace: str) -> Snapshot:
+        """The namespace's snapshot (loaded now the first time, refreshed in the background)."""
+        snap = self._snapshots.get(namespace)
+        if snap is None:
+            with self._lock:
+                snap = self._snapshots.get(namespace)
+                if snap is None:
+                    snap = self._loader(engine=self._engine, namespace=namespace)
+                    self._snapshots[namespace] = snap
+            return snap
+        if time.monotonic() - snap.loaded_at > self._refresh_s:
+            self._refresh_later(namespace)
+        return snap
+
+    def invalidate(self, namespaces: Sequence[str] | None = None) -> None:
+        """Drop snapshots (after a write through this process): the next read reloads."""
+        with self._lock:
+            for ns in list(self._snapshots) if namespaces is None else namespaces:
+                self._snapshots.pop(ns, None)
+
+    def _refresh_later(self, namespace: str) -> None:
+        with self._lock:
+            if namespace in self._refreshing:
+                return
+            self._refreshing.add(namespace)
+        threading.Thread(target=self._refresh, args=(namespace,), daemon=True).start()
+
+    def _refresh(self, namespace: str) -> None:
+        try:
+            old = self._snapshots.get(namespace)
+            with Session(self._engine) as session:
+                fp = fingerprint(session, namespace)
+            if old is not None and fp == old.fingerprint:
+                old.loaded_at = time.monotonic()  # unchanged: keep it, check again later
+                return
+            snap = self._loader(engine=self._engine, namespace=namespace)
+            with self._lock:
+                self._snapshots[namespace] = snap
+        finally:
+            with self._lock:
+                self._refreshing.discard(namespace)
