@@ -9,6 +9,16 @@ from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
+class ConsolidateRules(BaseModel):
+    """When two cards are the same lesson."""
+
+    similarity: float = Field(default=0.92, gt=0.0, le=1.0, description="cosine, embeddings")
+    lexical_similarity: float = Field(
+        default=0.8, gt=0.0, le=1.0, description="token Jaccard, without an embedder"
+    )
+    neighbours: int = Field(default=10, ge=1, description="index hits looked at per card")
+
+
 class RankingWeights(BaseModel):
     """Weights of the retrieval score terms."""
 
@@ -120,6 +130,12 @@ class Settings(BaseSettings):
     )
     llm_max_observation_chars: int = 600
     llm_max_system_chars: int = 600
+    # embeddings: "auto" = the local model when its extra is installed, else none
+    embedder: Literal["auto", "local", "openai", "none"] = "auto"
+    embed_base_url: str | None = None
+    embed_model: str = "text-embedding-3-small"
+    embed_api_key: SecretStr | None = None
+    consolidate: ConsolidateRules = ConsolidateRules()
 
     @property
     def sqlalchemy_url(self) -> str:

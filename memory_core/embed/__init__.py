@@ -1,0 +1,1 @@
+"""Embeddings of cards and facts: a local model or an OpenAI-compatible endpoint."""
