@@ -63,3 +63,11 @@ class Forbidden(HindsightError):
 
 class EmbedderUnavailable(HindsightError):
     """No embedding model could be loaded or reached, or it answered something unusable."""
+
+
+class Conflict(HindsightError):
+    """The object already exists (the same card is live in the namespace)."""
+
+
+class IndexUnavailable(HindsightError):
+    """The vector index is locked, unreachable, or built for another dimension (never recreated)."""

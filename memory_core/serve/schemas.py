@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memory_core.models.card import CardPublic
+from memory_core.models.card import ActionStep, CardPublic, FailureMode
 
 MAX_TOP_K = 50
 
@@ -139,3 +139,17 @@ class HistoryEntry(BaseModel):
     actor: str
     created_at: Any
     snapshot: dict[str, Any]
+
+
+class CardIn(BaseModel):
+    """A card an operator or agent stores; status and provenance are the server's to set."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    scenario: str = Field(min_length=1, max_length=1000)
+    preconditions: list[str] = Field(default_factory=list, max_length=64)
+    action_sequence: list[ActionStep] = Field(min_length=1, max_length=64)
+    expected_outcome: str = Field(default="", max_length=4000)
+    actual_outcome: str = Field(default="", max_length=4000)
+    failure_modes: list[FailureMode] = Field(default_factory=list, max_length=64)
+    confidence: float = Field(default=0.6, ge=0.0, le=1.0)

@@ -40,6 +40,7 @@ class Entry:
     use_count: int
     evidence_count: int
     compiled: tuple[CompiledPrecondition, ...]
+    scenario: str
     text: str  # scenario, steps and failure modes: what a free-text query is compared with
     broken: bool = False  # a stored precondition no longer compiles: never served
 
@@ -124,6 +125,7 @@ def load_snapshot(*, engine: Engine, namespace: str) -> Snapshot:
             r.use_count,
             r.evidence_count,
             compiled,
+            r.scenario,
             _entry_text(r),
             broken,
         )

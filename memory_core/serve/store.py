@@ -1,0 +1,104 @@
+"""Cards stored through the API or MCP: validated exactly like nightly drafts, marked as
+written by an operator (provenance comes from the key, never from the payload)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.engine import Engine
+from sqlmodel import col
+
+from memory_core.cards.writer import card_snapshot
+from memory_core.db import session_scope
+from memory_core.errors import Conflict, InvalidInput
+from memory_core.models.card import LIVE_STATUSES, Card, CardStatus, CardVersion
+from memory_core.preconditions import compile_all, normalise_text
+from memory_core.serve.keys import Principal
+from memory_core.serve.schemas import CardIn
+from memory_core.validate.frame import cards_frame
+from memory_core.validate.suite import run_suite
+
+
+def operator_signature(card: CardIn) -> str:
+    """The same lesson stored twice is one card: scenario, preconditions and modes decide."""
+    body = {
+        "pattern": "operator",
+        "scenario": normalise_text(card.scenario),
+        "pre": sorted(card.preconditions),
+        "modes": sorted(normalise_text(f.mode) for f in card.failure_modes),
+    }
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:40]
+
+
+def store_card(
+    *,
+    engine: Engine,
+    principal: Principal,
+    card: CardIn,
+    via: str,
+    review_below: float = 0.5,
+    registry: frozenset[str] | None = None,
+    max_expression_chars: int = 512,
+    max_expression_depth: int = 8,
+) -> Card:
+    """Validate and store one card: active, or in review below review_below confidence."""
+    principal.require("write")
+    sources = [
+        c.source
+        for c in compile_all(
+            card.preconditions, max_chars=max_expression_chars, max_depth=max_expression_depth
+        )
+    ]
+    normalised = card.model_copy(update={"preconditions": sources})
+    provenance: dict[str, Any] = {
+        "producer": "operator",
+        "operator": True,
+        "via": via,
+        "key_id": str(principal.key_id),
+    }
+    row = Card(
+        namespace=principal.namespace,
+        kind="experience",
+        scenario=card.scenario,
+        preconditions=sources,
+        action_sequence=[a.model_dump() for a in card.action_sequence],
+        expected_outcome=card.expected_outcome,
+        actual_outcome=card.actual_outcome,
+        failure_modes=[f.model_dump() for f in card.failure_modes],
+        confidence=card.confidence,
+        status=CardStatus.draft.value,
+        signature=operator_signature(normalised),
+        provenance=provenance,
+    )
+    # the nightly drafts' suite, on this one card
+    failures = run_suite(cards_frame([row], registry=registry)).failures
+    if failures:
+        raise InvalidInput(
+            "the card fails validation: " + "; ".join(failures[str(row.card_id)]), field="card"
+        )
+    row.status = (CardStatus.active if card.confidence >= review_below else CardStatus.review).value
+    with session_scope(engine) as session:
+        existing = session.execute(
+            select(col(Card.card_id)).where(
+                col(Card.namespace) == principal.namespace,
+                col(Card.signature) == row.signature,
+                col(Card.status).in_(LIVE_STATUSES),
+            )
+        ).scalar_one_or_none()
+        if existing is not None:
+            raise Conflict(f"the same card is already stored as {existing}")
+        session.add(row)
+        session.flush()
+        session.add(
+            CardVersion(
+                card_id=row.card_id,
+                version=1,
+                snapshot=card_snapshot(row.model_dump()),
+                reason=f"stored by an operator through the {via}",
+                actor=principal.actor,
+            )
+        )
+    return row

@@ -1,0 +1,147 @@
+"""The writing half of the service: feedback, stored cards, facts, ingest, the review queue."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy.engine import Engine
+
+from memory_core.cards.query import to_public
+from memory_core.decay.feedback import Feedback, record_feedback
+from memory_core.errors import InvalidInput
+from memory_core.facts.search import FactHit, search_facts
+from memory_core.facts.store import FactIn, forget_fact, write_fact
+from memory_core.ingest.store import IngestReport, ingest
+from memory_core.models.card import CardPublic, CardStatus
+from memory_core.serve.keys import Principal
+from memory_core.serve.schemas import CardIn, FeedbackRequest
+from memory_core.serve.snapshot import SnapshotCache
+from memory_core.serve.store import store_card
+from memory_core.serve.uses import UseRecorder
+from memory_core.settings import Settings
+from memory_core.validate.review import decide, review_queue
+
+
+class WriteOperations:
+    """Operations that change cards; each checks the key's scope and stays in its namespace."""
+
+    engine: Engine
+    settings: Settings
+    snapshots: SnapshotCache
+    uses: UseRecorder
+
+    def feedback(
+        self, *, principal: Principal, card_id: uuid.UUID, request: FeedbackRequest
+    ) -> Feedback:
+        """The outcome of a task that used the card: confidence up or down, review after
+        repeated failures."""
+        principal.require("read")  # reporting how advice worked out is part of reading it
+        if request.use_id is not None:
+            self.uses.flush()  # the use row may still be queued
+        fb = record_feedback(
+            engine=self.engine,
+            namespace=principal.namespace,
+            card_id=card_id,
+            outcome=request.outcome,
+            use_id=request.use_id,
+            actor=principal.actor,
+            failures_to_review=self.settings.failures_to_review,
+        )
+        entry = self.snapshots.get(principal.namespace).entries.get(card_id)
+        if entry is not None:
+            entry.confidence = fb.confidence
+            entry.broken = entry.broken or fb.status != CardStatus.active.value
+        return fb
+
+    def store_card(self, *, principal: Principal, card: CardIn, via: str = "api") -> CardPublic:
+        """Validate and store a card written by an operator or agent (write scope)."""
+        s = self.settings
+        row = store_card(
+            engine=self.engine,
+            principal=principal,
+            card=card,
+            via=via,
+            review_below=s.review_below,
+            registry=frozenset(s.tool_registry) if s.tool_registry is not None else None,
+            max_expression_chars=s.max_expression_chars,
+            max_expression_depth=s.max_expression_depth,
+        )
+        self.snapshots.invalidate([principal.namespace])
+        return to_public(row)
+
+    def search_facts(
+        self, *, principal: Principal, text: str, top_k: int = 5, include_superseded: bool = False
+    ) -> list[FactHit]:
+        """Facts of the namespace by keyword (and vector, when configured) relevance."""
+        principal.require("read")
+        return search_facts(
+            engine=self.engine,
+            namespace=principal.namespace,
+            text=text,
+            top_k=top_k,
+            include_superseded=include_superseded,
+            weights=self.settings.ranking,
+        )
+
+    def write_fact(self, *, principal: Principal, fact: FactIn) -> CardPublic:
+        """Remember a fact; an older value for the same key and query is superseded."""
+        principal.require("write")
+        return write_fact(
+            engine=self.engine, namespace=principal.namespace, fact=fact, actor=principal.actor
+        )
+
+    def forget_fact(self, *, principal: Principal, fact_id: uuid.UUID) -> CardPublic:
+        """Take a fact out of retrieval (kept in history)."""
+        principal.require("write")
+        return forget_fact(
+            engine=self.engine,
+            namespace=principal.namespace,
+            fact_id=fact_id,
+            actor=principal.actor,
+        )
+
+    def ingest(self, *, principal: Principal, records: Sequence[Any]) -> IngestReport:
+        """Store trajectories for the nightly run (idempotent); records of another namespace
+        are refused."""
+        principal.require("write")
+        ns = principal.namespace
+        named: list[tuple[str, Any]] = []
+        for i, r in enumerate(records):
+            name = f"trajectories[{i}]"
+            if isinstance(r, dict) and r.get("namespace") not in (None, ns):
+                named.append((name, InvalidInput("namespace differs from the key's", record=name)))
+            else:
+                named.append((name, r))
+        return ingest(
+            engine=self.engine,
+            records=named,
+            namespace=ns,
+            task_type=self.settings.default_task_type,
+            max_observation_chars=self.settings.max_observation_chars,
+        )
+
+    # -- review (admin) ----------------------------------------------------------------
+
+    def review_queue(self, *, principal: Principal, limit: int = 100) -> list[CardPublic]:
+        """Cards waiting for a person, oldest first."""
+        principal.require("admin")
+        cards = review_queue(engine=self.engine, namespace=principal.namespace, limit=limit)
+        return [to_public(c) for c in cards]
+
+    def decide(
+        self, *, principal: Principal, card_id: uuid.UUID, approve: bool, reason: str | None
+    ) -> CardPublic:
+        """Approve (active) or reject a card in review."""
+        principal.require("admin")
+        card = decide(
+            engine=self.engine,
+            namespace=principal.namespace,
+            card_id=card_id,
+            approve=approve,
+            actor=principal.actor,
+            reason=reason,
+        )
+        self.snapshots.invalidate([principal.namespace])
+        return to_public(card)

@@ -1,0 +1,58 @@
+"""Cards and keys for the serving tests."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from sqlalchemy.engine import Engine
+
+from memory_core.db import session_scope
+from memory_core.models.card import Card
+from memory_core.preconditions import compile_all
+from memory_core.serve.keys import create_key
+
+
+def add_card(
+    engine: Engine,
+    *,
+    namespace: str = "team-a",
+    scenario: str = "search answers 429",
+    preconditions: list[str] | None = None,
+    tool: str = "search",
+    modes: list[dict[str, str]] | None = None,
+    confidence: float = 0.7,
+    status: str = "active",
+    use_count: int = 0,
+    kind: str = "experience",
+) -> Card:
+    """Store one card directly (as the nightly run would have)."""
+    pre = [c.source for c in compile_all(preconditions or [])]
+    card = Card(
+        namespace=namespace,
+        kind=kind,
+        scenario=scenario,
+        preconditions=pre,
+        action_sequence=[{"tool": tool, "params_template": {}, "note": "smaller page"}],
+        failure_modes=modes
+        if modes is not None
+        else [{"mode": "rate limited", "handling": "back off"}],
+        confidence=confidence,
+        status=status,
+        use_count=use_count,
+        signature=hashlib.sha256(f"{namespace}{scenario}{pre}".encode()).hexdigest()[:40],
+        provenance={"producer": "test"},
+    )
+    with session_scope(engine) as session:
+        session.add(card)
+    return card
+
+
+def keys_for(engine: Engine, namespace: str = "team-a") -> dict[str, str]:
+    """One key per scope set: read, write (with read), admin, and a read key of another team."""
+    out: dict[str, Any] = {}
+    for name, scopes in (("read", ["read"]), ("write", ["read", "write"]), ("admin", ["admin"])):
+        out[name] = create_key(engine=engine, namespace=namespace, scopes=scopes, name=name)[1]
+    out["other"] = create_key(engine=engine, namespace="team-b", scopes=["admin"])[1]
+    out["writeonly"] = create_key(engine=engine, namespace=namespace, scopes=["write"])[1]
+    return out

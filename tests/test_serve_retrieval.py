@@ -1,0 +1,149 @@
+"""Retrieval: atom index, explain verdicts, ranking, prompt block, batched uses, keys."""
+
+from __future__ import annotations
+
+import pytest
+from sqlmodel import Session
+
+from memory_core.errors import Forbidden, InvalidPrecondition, Unauthorized
+from memory_core.models.card import Card, CardUse
+from memory_core.models.columns import utcnow
+from memory_core.serve.atoms import equality_atoms
+from memory_core.serve.keys import KeyRing, create_key, revoke_key
+from memory_core.serve.retrieval import prompt_block, retrieve
+from memory_core.serve.schemas import QueryRequest
+from memory_core.serve.service import MemoryService
+from memory_core.serve.snapshot import load_snapshot
+from tests.helpers.serve import add_card
+
+
+def test_equality_atoms_only_from_top_level_conjuncts() -> None:
+    assert equality_atoms('tool == "search"') == [("tool", ("s", "search"))]
+    assert equality_atoms('last_tool == "a" && last_error_code == "429"') == [
+        ("last_tool", ("s", "a")),
+        ("last_error_code", ("s", "429")),
+    ]
+    assert equality_atoms('"x" == tool && retry_count == 2') == [
+        ("tool", ("s", "x")),
+        ("retry_count", ("i", 2)),
+    ]
+    assert equality_atoms('tool == "a" || tool == "b"') == []
+    assert equality_atoms('(tool == "a" || x) && step == 1') == [("step", ("i", 1))]
+    assert equality_atoms('tool == "a&&b"') == [("tool", ("s", "a&&b"))]
+    assert equality_atoms("retry_count > 2") == []
+    assert equality_atoms('x ? tool == "a" : true') == []
+
+
+def test_index_narrows_candidates_and_explains_verdicts(engine) -> None:
+    held = add_card(engine, scenario="held", preconditions=['tool == "search"'])
+    failed = add_card(
+        engine, scenario="failed", preconditions=['tool == "search"', "retry_count > 5"]
+    )
+    missing = add_card(
+        engine, scenario="missing", preconditions=['tool == "search"', 'last_error == "x"']
+    )
+    for i in range(30):
+        add_card(engine, scenario=f"other {i}", preconditions=[f'tool == "tool{i}"'])
+    always = add_card(engine, scenario="always", preconditions=["retry_count >= 0"])
+    snap = load_snapshot(engine=engine, namespace="team-a")
+    state = {"tool": "SEARCH", "retry_count": 1.0}  # case and 1.0 normalised
+    r = retrieve(snapshot=snap, state=state, now=utcnow(), top_k=10)
+    assert {m.entry.card_id for m in r.matches} == {held.card_id, always.card_id}
+    # keyed on their rarest atom: two on tool == "search", the third on last_error (absent
+    # here, so never evaluated), plus the one without an equality atom
+    assert r.candidates == 3
+    r = retrieve(snapshot=snap, state=state, now=utcnow(), top_k=10, explain=True)
+    misses = {m.entry.card_id: m.checks for m in r.near_misses}
+    assert [c.verdict.value for c in misses[failed.card_id]] == ["held", "failed"]
+    assert [c.verdict.value for c in misses[missing.card_id]] == ["held", "missing"]
+    assert misses[missing.card_id][1].missing == ("last_error",)
+    matched = {m.entry.card_id: m.checks for m in r.matches}
+    assert [c.verdict.value for c in matched[held.card_id]] == ["held"]
+
+
+def test_ranking_weights_and_text_blend(engine) -> None:
+    low = add_card(engine, scenario="retry the payment", confidence=0.3, preconditions=[])
+    high = add_card(engine, scenario="page smaller", confidence=0.9, preconditions=[])
+    snap = load_snapshot(engine=engine, namespace="team-a")
+    r = retrieve(snapshot=snap, state={}, now=utcnow())
+    assert [m.entry.card_id for m in r.matches] == [high.card_id, low.card_id]
+    assert r.matches[0].score.score == pytest.approx(0.4 * 0.9 + 0.3 * 1.0, abs=1e-3)
+    r = retrieve(snapshot=snap, state={}, now=utcnow(), query="payment retry")
+    assert r.matches[0].entry.card_id == low.card_id
+    assert r.matches[0].score.text_similarity == 1.0
+
+
+def test_prompt_block_respects_the_budget(engine) -> None:
+    add_card(engine, scenario="when search answers 429", preconditions=[])
+    svc = MemoryService(engine=engine, settings=_settings(engine))
+    principal = _principal(engine, svc, ["read"])
+    res = svc.query(principal=principal, request=QueryRequest(prompt_tokens=60))
+    assert res.prompt is not None
+    assert "when search answers 429" in res.prompt and "Watch for: rate limited" in res.prompt
+    assert len(res.prompt) <= 60 * 4
+    short = prompt_block([res.cards[0].card], max_tokens=30)
+    assert len(short) <= 30 * 4 and short.endswith("...")
+    assert prompt_block([res.cards[0].card], max_tokens=16) == ""  # no room for any advice
+
+
+def test_uses_are_batched_and_feedback_links_to_them(engine) -> None:
+    card = add_card(engine, preconditions=['tool == "search"'])
+    svc = MemoryService(engine=engine, settings=_settings(engine))
+    principal = _principal(engine, svc, ["read"])
+    res = svc.query(principal=principal, request=QueryRequest(task_state={"tool": "search"}))
+    use_id = res.cards[0].use_id
+    assert use_id is not None
+    with Session(engine) as s:
+        assert s.get(Card, card.card_id).use_count == 0  # not written yet: the read stays fast
+    from memory_core.serve.schemas import FeedbackRequest
+
+    fb = svc.feedback(
+        principal=principal,
+        card_id=card.card_id,
+        request=FeedbackRequest(outcome="success", use_id=use_id),
+    )
+    assert fb.recorded and fb.confidence == pytest.approx(0.75)
+    with Session(engine) as s:
+        assert s.get(Card, card.card_id).use_count == 1
+        assert s.get(CardUse, use_id).outcome == "success"
+    svc.close()
+
+
+def test_keys_hash_only_scope_and_revocation(engine) -> None:
+    key, secret = create_key(engine=engine, namespace="team-a", scopes=["read"])
+    assert secret not in key.key_hash and key.key_hash != secret
+    ring = KeyRing(engine=engine, cache_s=0)
+    p = ring.verify(secret)
+    assert p.namespace == "team-a" and p.allows("read") and not p.allows("write")
+    with pytest.raises(Forbidden):
+        p.require("write")
+    with pytest.raises(Unauthorized):
+        ring.verify("hs_wrong")
+    with pytest.raises(Unauthorized):
+        ring.verify(None)
+    revoke_key(engine=engine, key_id=key.id)
+    with pytest.raises(Unauthorized):
+        ring.verify(secret)
+
+
+def test_broken_stored_precondition_is_never_served(engine) -> None:
+    card = add_card(engine, preconditions=[])
+    with Session(engine) as s:
+        c = s.get(Card, card.card_id)
+        c.preconditions = ["tool =="]
+        s.add(c)
+        s.commit()
+    snap = load_snapshot(engine=engine, namespace="team-a")
+    assert retrieve(snapshot=snap, state={}, now=utcnow()).matches == []
+    with pytest.raises(InvalidPrecondition):
+        add_card(engine, preconditions=["tool =="])
+
+
+def _settings(engine):
+    from memory_core.settings import Settings
+
+    return Settings()
+
+
+def _principal(engine, svc, scopes):
+    return svc.authenticate(create_key(engine=engine, namespace="team-a", scopes=scopes)[1])
