@@ -1,0 +1,1 @@
+"""Consolidation: near-duplicates merged, contradicted facts retired, with history."""

@@ -1,0 +1,201 @@
+"""Plan a consolidation: which active cards are the same lesson, and what each merge makes.
+
+Candidates are blocked by the set of tools a card acts with, so only cards that could be the
+same lesson are ever compared: same preconditions (normalised) always merge; otherwise cosine
+similarity of stored vectors (or, without an embedder, word overlap) above a threshold.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from memory_core.errors import HindsightError
+from memory_core.preconditions import normalise_expression
+
+MAX_MERGED_CONFIDENCE = 0.95
+_WORD = re.compile(r"[a-z0-9_]+")
+
+
+@dataclass(frozen=True)
+class CardRow:
+    """What planning reads of an active card."""
+
+    card_id: uuid.UUID
+    scenario: str
+    preconditions: list[str]
+    action_sequence: list[dict[str, Any]]
+    failure_modes: list[dict[str, Any]]
+    confidence: float
+    evidence_count: int
+    use_count: int
+    success_count: int
+    failure_count: int
+    version: int
+    created_at: Any
+
+
+@dataclass
+class Merge:
+    """One cluster: the survivor absorbs the others."""
+
+    survivor: CardRow
+    absorbed: list[CardRow]
+    failure_modes: list[dict[str, Any]]
+    confidence: float
+    why: str
+
+
+@dataclass
+class MergePlan:
+    """Every merge of one run, checked before it is applied."""
+
+    merges: list[Merge] = field(default_factory=list)
+    cards_seen: int = 0
+
+    @property
+    def absorbed(self) -> int:
+        """Cards this plan retires."""
+        return sum(len(m.absorbed) for m in self.merges)
+
+
+def tool_block(row: CardRow) -> tuple[str, ...]:
+    """The tools a card acts with: only cards sharing them can be the same lesson."""
+    return tuple(sorted({str(a.get("tool", "")).lower() for a in row.action_sequence}))
+
+
+def structure(row: CardRow) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Tools and normalised preconditions: equal structure, the same lesson."""
+    return tool_block(row), tuple(sorted({normalise_expression(p) for p in row.preconditions}))
+
+
+def _words(row: CardRow) -> set[str]:
+    text = " ".join([row.scenario, *row.preconditions]).lower()
+    return set(_WORD.findall(text))
+
+
+class _UnionFind:
+    def __init__(self) -> None:
+        self.parent: dict[uuid.UUID, uuid.UUID] = {}
+
+    def find(self, x: uuid.UUID) -> uuid.UUID:
+        self.parent.setdefault(x, x)
+        while self.parent[x] != x:
+            self.parent[x] = self.parent[self.parent[x]]
+            x = self.parent[x]
+        return x
+
+    def union(self, a: uuid.UUID, b: uuid.UUID) -> None:
+        self.parent[self.find(a)] = self.find(b)
+
+
+def _similar_pairs(
+    block: Sequence[CardRow],
+    vectors: dict[uuid.UUID, np.ndarray] | None,
+    *,
+    cosine: float,
+    jaccard: float,
+) -> Iterable[tuple[uuid.UUID, uuid.UUID, str]]:
+    if vectors is not None and all(r.card_id in vectors for r in block):
+        m = np.stack([vectors[r.card_id] for r in block])
+        for start in range(0, len(block), 512):  # bounded memory on big blocks
+            sims = m[start : start + 512] @ m.T
+            for i, j in zip(*np.nonzero(sims >= cosine), strict=True):
+                a, b = start + int(i), int(j)
+                if a < b:
+                    yield block[a].card_id, block[b].card_id, f"cosine {sims[i, j]:.2f}"
+        return
+    words = [_words(r) for r in block]
+    for a in range(len(block)):
+        for b in range(a + 1, len(block)):
+            union = len(words[a] | words[b])
+            overlap = len(words[a] & words[b]) / union if union else 0.0
+            if overlap >= jaccard:
+                yield block[a].card_id, block[b].card_id, f"word overlap {overlap:.2f}"
+
+
+def plan_merges(
+    rows: Sequence[CardRow],
+    *,
+    vectors: dict[uuid.UUID, np.ndarray] | None,
+    cosine: float,
+    jaccard: float,
+) -> MergePlan:
+    """Cluster near-duplicates; the card with the most evidence (then the oldest) survives."""
+    uf, why = _UnionFind(), defaultdict(list)
+    blocks: dict[tuple[str, ...], list[CardRow]] = defaultdict(list)
+    by_structure: dict[Any, uuid.UUID] = {}
+    for row in rows:
+        blocks[tool_block(row)].append(row)
+        key = structure(row)
+        if key in by_structure:
+            uf.union(row.card_id, by_structure[key])
+            why[row.card_id].append("same preconditions and tools")
+        else:
+            by_structure[key] = row.card_id
+    for block in blocks.values():
+        if len(block) < 2:
+            continue
+        for a, b, reason in _similar_pairs(block, vectors, cosine=cosine, jaccard=jaccard):
+            uf.union(a, b)
+            why[a].append(reason)
+    clusters: dict[uuid.UUID, list[CardRow]] = defaultdict(list)
+    for row in rows:
+        clusters[uf.find(row.card_id)].append(row)
+    plan = MergePlan(cards_seen=len(rows))
+    for members in clusters.values():
+        if len(members) < 2:
+            continue
+        members.sort(key=lambda r: (-r.evidence_count, r.created_at, str(r.card_id)))
+        survivor, absorbed = members[0], members[1:]
+        reasons = sorted({w for r in members for w in why.get(r.card_id, [])})
+        plan.merges.append(
+            Merge(
+                survivor=survivor,
+                absorbed=absorbed,
+                failure_modes=union_failure_modes(r.failure_modes for r in members),
+                confidence=combined_confidence([r.confidence for r in members]),
+                why="; ".join(reasons[:3]) or "near-duplicates",
+            )
+        )
+    return plan
+
+
+def union_failure_modes(lists: Iterable[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Every distinct failure mode once (by its text), first handling kept."""
+    seen: dict[str, dict[str, Any]] = {}
+    for modes in lists:
+        for m in modes:
+            seen.setdefault(" ".join(str(m.get("mode", "")).lower().split()), m)
+    return list(seen.values())
+
+
+def combined_confidence(values: Sequence[float]) -> float:
+    """Independent support: 1 - prod(1 - c), capped below certainty."""
+    miss = 1.0
+    for c in values:
+        miss *= 1.0 - min(max(c, 0.0), 1.0)
+    return round(min(1.0 - miss, max(MAX_MERGED_CONFIDENCE, *values)), 6)
+
+
+class PlanInvalid(HindsightError):
+    """A consolidation plan broke an invariant; nothing was applied."""
+
+
+def check_plan(plan: MergePlan, rows: Sequence[CardRow]) -> None:
+    """Every card in at most one merge, survivors never absorbed, confidences in 0..1."""
+    ids = {r.card_id for r in rows}
+    seen: set[uuid.UUID] = set()
+    for m in plan.merges:
+        members = [m.survivor.card_id, *(a.card_id for a in m.absorbed)]
+        if seen & set(members) or not set(members) <= ids or len(set(members)) != len(members):
+            raise PlanInvalid(f"merge into {m.survivor.card_id} overlaps another or unknown cards")
+        seen.update(members)
+        if not 0.0 <= m.confidence <= 1.0 or not m.absorbed:
+            raise PlanInvalid(f"merge into {m.survivor.card_id} is malformed")

@@ -1,0 +1,176 @@
+"""Consolidation: near-duplicates merge into one card with all evidence; idempotent; atomic."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from sqlalchemy import select
+from sqlmodel import Session, col
+
+from memory_core.consolidate.plan import plan_merges
+from memory_core.consolidate.stage import _apply, _rows, consolidate
+from memory_core.db import session_scope
+from memory_core.errors import ConcurrentUpdate
+from memory_core.models.card import Card, CardEvidence, CardVersion
+from memory_core.models.columns import utcnow
+from memory_core.models.trajectory import Trajectory
+from memory_core.settings import ConsolidateRules
+
+RULES = ConsolidateRules()
+
+
+def _card(engine, *, scenario, pre, tools, confidence=0.6, evidence=1, modes=(), kind="experience"):
+    card_id = uuid.uuid4()
+    with session_scope(engine) as s:
+        s.add(
+            Card(
+                card_id=card_id,
+                namespace="ns",
+                kind=kind,
+                scenario=scenario,
+                preconditions=list(pre),
+                action_sequence=[{"tool": t} for t in tools],
+                failure_modes=[{"mode": m, "handling": "retry"} for m in modes],
+                confidence=confidence,
+                status="active",
+                signature=uuid.uuid4().hex,
+                evidence_count=evidence,
+                use_count=1,
+            )
+        )
+        s.flush()
+        for i in range(evidence):
+            t = Trajectory(
+                namespace="ns",
+                key=f"{card_id}-{i}",
+                content_hash=uuid.uuid4().hex,
+                source_format="steps",
+                task_type="default",
+            )
+            s.add(t)
+            s.flush()
+            s.add(CardEvidence(card_id=card_id, trajectory_id=t.id, step=i))
+    return card_id
+
+
+def _statuses(engine):
+    with Session(engine) as s:
+        return {c.card_id: c for c in s.execute(select(Card)).scalars()}
+
+
+def test_same_lesson_three_times_becomes_one_card(engine):
+    pre = ['last_tool == "get_order"', 'last_error == "not found"']
+    a = _card(
+        engine,
+        scenario="order lookup fails",
+        pre=pre,
+        tools=["find_order"],
+        evidence=3,
+        modes=["404"],
+    )
+    b = _card(
+        engine,
+        scenario="Order not found",
+        pre=list(reversed(pre)),
+        tools=["find_order"],
+        modes=["timeout"],
+    )
+    c = _card(
+        engine,
+        scenario="lookup by id fails",
+        pre=['last_tool == "GET_ORDER"', 'last_error ==  "Not Found"'],
+        tools=["FIND_ORDER"],
+    )
+    other = _card(engine, scenario="order lookup fails", pre=pre, tools=["cancel_order"])
+    report = consolidate(engine=engine, namespace="ns", rules=RULES)
+    assert (report.merges, report.absorbed) == (1, 2)
+    cards = _statuses(engine)
+    assert cards[a].status == "active" and cards[other].status == "active"
+    for gone in (b, c):
+        assert cards[gone].status == "superseded" and cards[gone].superseded_by == a
+    survivor = cards[a]
+    assert survivor.evidence_count == 5 and survivor.use_count == 3
+    assert {m["mode"] for m in survivor.failure_modes} == {"404", "timeout"}
+    assert 0.6 < survivor.confidence <= 0.95
+    with Session(engine) as s:
+        assert (
+            s.execute(select(CardEvidence).where(col(CardEvidence.card_id) == a)).all().__len__()
+            == 5
+        )
+        reasons = [v.reason for v in s.execute(select(CardVersion)).scalars()]
+    assert sum("merged into" in r for r in reasons) == 2 and any("merged 2" in r for r in reasons)
+    again = consolidate(engine=engine, namespace="ns", rules=RULES)
+    assert (again.merges, again.absorbed) == (0, 0)
+    assert _statuses(engine)[a].version == survivor.version
+
+
+def test_word_overlap_merges_only_within_the_same_tools(engine):
+    a = _card(
+        engine,
+        scenario="retry the payment call after a 429 rate limit",
+        pre=['tool == "pay"'],
+        tools=["pay"],
+    )
+    b = _card(
+        engine,
+        scenario="retry the payment call after a 429 rate limit",
+        pre=['tool == "pay" && retry_count < 3'],
+        tools=["pay"],
+    )
+    c = _card(
+        engine,
+        scenario="retry the payment call after a 429 rate limit",
+        pre=['tool == "refund"'],
+        tools=["refund"],
+    )
+    report = consolidate(engine=engine, namespace="ns", rules=RULES)
+    assert report.absorbed == 1
+    cards = _statuses(engine)
+    assert {cards[a].status, cards[b].status} == {"active", "superseded"}
+    assert cards[c].status == "active"
+
+
+def test_dry_run_changes_nothing(engine):
+    pre = ['tool == "x"']
+    _card(engine, scenario="s1", pre=pre, tools=["x"])
+    _card(engine, scenario="s2", pre=pre, tools=["x"])
+    before = {k: (v.status, v.version) for k, v in _statuses(engine).items()}
+    report = consolidate(engine=engine, namespace="ns", rules=RULES, dry_run=True)
+    assert report.absorbed == 1 and len(report.plan) == 1
+    assert {k: (v.status, v.version) for k, v in _statuses(engine).items()} == before
+
+
+def test_a_card_changed_after_planning_aborts_the_whole_apply(engine):
+    pre = ['tool == "x"']
+    a = _card(engine, scenario="s1", pre=pre, tools=["x"], evidence=2)
+    b = _card(engine, scenario="s2", pre=pre, tools=["x"])
+    _card(engine, scenario="t1", pre=['tool == "y"'], tools=["y"], evidence=2)
+    _card(engine, scenario="t2", pre=['tool == "y"'], tools=["y"])
+    plan = plan_merges(_rows(engine, "ns"), vectors=None, cosine=0.9, jaccard=0.8)
+    assert len(plan.merges) == 2
+    with session_scope(engine) as s:  # a concurrent writer (the API, decay) bumps one card
+        s.get(Card, b).version += 1
+    before = {k: (v.status, v.version) for k, v in _statuses(engine).items()}
+    with pytest.raises(ConcurrentUpdate):
+        with session_scope(engine) as s:
+            _apply(s, plan, now=utcnow())
+    assert {k: (v.status, v.version) for k, v in _statuses(engine).items()} == before
+    # the stage itself re-plans from fresh rows and succeeds
+    assert consolidate(engine=engine, namespace="ns", rules=RULES).absorbed == 2
+    assert _statuses(engine)[b].superseded_by == a
+
+
+def test_contradicting_facts_keep_the_newest(engine):
+    old = _card(engine, scenario="db", pre=[], tools=[], kind="fact", evidence=0)
+    new = _card(engine, scenario="db", pre=[], tools=[], kind="fact", evidence=0)
+    with session_scope(engine) as s:
+        for cid, value in ((old, "mysql"), (new, "postgres")):
+            card = s.get(Card, cid)
+            card.key, card.query, card.value = "db", "which db?", value
+        s.get(Card, new).created_at = s.get(Card, old).created_at.replace(year=2030)
+    report = consolidate(engine=engine, namespace="ns", rules=RULES)
+    assert report.facts_superseded == 1
+    cards = _statuses(engine)
+    assert cards[old].status == "superseded" and cards[old].superseded_by == new
+    assert cards[new].status == "active"
