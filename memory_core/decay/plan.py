@@ -10,7 +10,6 @@ card changed by two rules still gets one new version.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from math import prod
 from typing import Any
 
 from sqlalchemy import (
@@ -37,9 +36,10 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from memory_core.decay.params import DecayParams, Rule
 from memory_core.decay.sql import days_since, halvings, ts
+from memory_core.decay.tiers import due_tier, idle_since, tier_step
 from memory_core.models.card import Card, CardStatus
 from memory_core.models.columns import UTCDateTime
-from memory_core.settings import DecayTier, RankingWeights
+from memory_core.settings import RankingWeights
 
 PLAN = Table(
     "decay_plan",
@@ -67,12 +67,6 @@ ACTIVE = CardStatus.active.value
 ARCHIVED = CardStatus.archived.value
 
 
-def idle_since(c: Any = CARD.c) -> ColumnElement[datetime]:
-    """The decay clock: the last use, else creation; a restore from the archive restarts it."""
-    base = func.coalesce(c.last_used_at, c.created_at)
-    return case((c.restored_at > base, c.restored_at), else_=base)
-
-
 def _scope(namespace: str | None) -> list[ColumnElement[bool]]:
     where = [CARD.c.status == ACTIVE]
     if namespace is not None:
@@ -80,37 +74,9 @@ def _scope(namespace: str | None) -> list[ColumnElement[bool]]:
     return where
 
 
-def _due_tier(clock: ColumnElement[Any], tiers: list[DecayTier], now: datetime) -> Any:
-    # the deepest tier whose threshold the card's idle time has reached
-    whens = [
-        (clock <= ts(now - timedelta(days=t.after_days)), literal(i + 1))
-        for i, t in reversed(list(enumerate(tiers)))
-    ]
-    return case(*whens, else_=literal(0))
-
-
-def _tier_step(tiers: list[DecayTier], frm: Any, to: Any, pick: str) -> Any:
-    """CASE over (tier applied, tier due): the combined factor, or the reason text."""
-    whens = []
-    for a in range(len(tiers)):
-        for b in range(a + 1, len(tiers) + 1):
-            factor = prod(t.factor for t in tiers[a:b])
-            names = f"tier {b}" if b == a + 1 else f"tiers {a + 1}-{b}"
-            value: Any = (
-                literal(factor)
-                if pick == "factor"
-                else literal(
-                    f"time decay: unused {tiers[b - 1].after_days:g}+ days, {names}, "
-                    f"confidence x{factor:.4g}"
-                )
-            )
-            whens.append((and_(frm == a, to == b), value))
-    return case(*whens, else_=literal(1.0 if pick == "factor" else ""))
-
-
 def plan_decay(conn: Connection, *, params: DecayParams, now: datetime, ns: str | None) -> None:
     """Rule 1: active cards idle past a tier they have not had yet lose confidence, once."""
-    due = _due_tier(idle_since(), params.tiers, now)
+    due = due_tier(idle_since(), params.tiers, now)
     cand = (
         select(
             CARD.c.card_id,
@@ -130,7 +96,7 @@ def plan_decay(conn: Connection, *, params: DecayParams, now: datetime, ns: str 
         cand.c.namespace,
         literal("decay"),
         cand.c.confidence,
-        cand.c.confidence * _tier_step(params.tiers, cand.c.decay_tier, cand.c.due, "factor"),
+        cand.c.confidence * tier_step(params.tiers, cand.c.decay_tier, cand.c.due, "factor"),
         cand.c.status,
         cand.c.status,
         cand.c.decay_tier,
@@ -138,7 +104,7 @@ def plan_decay(conn: Connection, *, params: DecayParams, now: datetime, ns: str 
         cand.c.version + 1,
         cand.c.idle_since,
         literal(None, Float),
-        _tier_step(params.tiers, cand.c.decay_tier, cand.c.due, "reason"),
+        tier_step(params.tiers, cand.c.decay_tier, cand.c.due, "reason"),
     ).where(cand.c.due > cand.c.decay_tier)
     conn.execute(insert(PLAN).from_select(list(PLAN.c.keys()), rows))
 
@@ -212,7 +178,6 @@ def plan_cap(
             decayed.label("decayed"),
             idle_since().label("idle_since"),
             halvings(
-                dialect,
                 days_since(dialect, now, func.coalesce(CARD.c.last_used_at, CARD.c.updated_at)),
                 weights.recency_half_life_days,
             ).label("recency"),

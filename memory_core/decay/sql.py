@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Float, Uuid, case, cast, extract, func, literal, literal_column, over
+from sqlalchemy import Float, Uuid, case, cast, extract, func, literal, over
 from sqlalchemy.sql.elements import ColumnElement
 
 from memory_core.models.columns import UTCDateTime
@@ -15,18 +15,6 @@ from memory_core.models.columns import UTCDateTime
 def ts(value: datetime) -> ColumnElement[datetime]:
     """A timestamp bound with the column type, so SQLite compares it as stored text."""
     return literal(value, UTCDateTime())
-
-
-def new_uuid(dialect: str) -> ColumnElement[Any]:
-    """A random (version 4) UUID per row, made by the database."""
-    if dialect == "postgresql":
-        return func.gen_random_uuid()
-    # SQLite keeps UUIDs as 32 hex digits (SQLAlchemy's Uuid type): 12 + '4' + 3 + variant + 15
-    return literal_column(
-        "lower(hex(randomblob(6)) || '4' || substr(hex(randomblob(2)), 2)"
-        " || substr('89ab', 1 + (abs(random()) % 4), 1) || substr(hex(randomblob(2)), 2)"
-        " || hex(randomblob(6)))"
-    )
 
 
 def run_uuids(dialect: str, run_id: uuid.UUID, order_by: Any) -> ColumnElement[Any]:
@@ -57,7 +45,7 @@ def days_since(dialect: str, now: datetime, then: ColumnElement[Any]) -> ColumnE
     return func.julianday(ts(now)) - func.julianday(then)
 
 
-def halvings(dialect: str, days: ColumnElement[Any], half_life: float) -> ColumnElement[Any]:
-    """0.5 ** (days / half_life), 1 for a non-positive age (as score_terms clamps it)."""
-    del dialect  # power() is the same word on both (SQLite: math functions, see db.py)
+def halvings(days: ColumnElement[Any], half_life: float) -> ColumnElement[Any]:
+    """0.5 ** (days / half_life), 1 for a non-positive age (as score_terms clamps it).
+    power() is the same word on both (SQLite: a math function, registered if missing)."""
     return case((days <= 0, literal(1.0)), else_=func.power(0.5, days / half_life))
