@@ -152,9 +152,8 @@ def test_a_card_changed_after_planning_aborts_the_whole_apply(engine):
     with session_scope(engine) as s:  # a concurrent writer (the API, decay) bumps one card
         s.get(Card, b).version += 1
     before = {k: (v.status, v.version) for k, v in _statuses(engine).items()}
-    with pytest.raises(ConcurrentUpdate):
-        with session_scope(engine) as s:
-            _apply(s, plan, now=utcnow())
+    with pytest.raises(ConcurrentUpdate), session_scope(engine) as s:
+        _apply(s, plan, now=utcnow())
     assert {k: (v.status, v.version) for k, v in _statuses(engine).items()} == before
     # the stage itself re-plans from fresh rows and succeeds
     assert consolidate(engine=engine, namespace="ns", rules=RULES).absorbed == 2
