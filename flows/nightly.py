@@ -1,16 +1,18 @@
 """The nightly flow: ingest the given inputs, retrospect over everything pending, validate,
-then decay (fade, archive, cap)."""
+consolidate (merge near-duplicates), then decay (fade, archive, cap)."""
 
 from __future__ import annotations
 
 from prefect import flow
 from pydantic import BaseModel
 
+from flows.consolidate import run_consolidate
 from flows.decay import decay_params
 from flows.naming import run_name, thread_runner
 from flows.params import NightlyParams
 from flows.retrospect import RetrospectSummary, run_retrospect
 from memory_core.settings import Settings
+from tasks.consolidate import ConsolidateSummary
 from tasks.decay import DecaySummary, decay_task
 from tasks.ingest import IngestSummary, ingest_source
 from tasks.validate import ValidationSummary, validate_task
@@ -22,6 +24,7 @@ class NightlySummary(BaseModel):
     ingested: list[IngestSummary] = []
     retrospect: RetrospectSummary = RetrospectSummary()
     validation: ValidationSummary = ValidationSummary()
+    consolidation: ConsolidateSummary = ConsolidateSummary()
     decay: DecaySummary = DecaySummary()
 
 
@@ -39,6 +42,13 @@ def nightly(params: NightlyParams = NightlyParams()) -> NightlySummary:
     ingested = [ingest_source(src, namespace, task_type, settings) for src in params.input]
     retro = run_retrospect(params.retrospect, settings)
     checked = validate_task(params.retrospect.namespace, settings)
+    merged = run_consolidate(params.consolidate, settings)
     # last: the cap ranks the set that validation just grew
     faded = decay_task(decay_params(params.decay, settings), params.decay.namespace, settings)
-    return NightlySummary(ingested=ingested, retrospect=retro, validation=checked, decay=faded)
+    return NightlySummary(
+        ingested=ingested,
+        retrospect=retro,
+        validation=checked,
+        consolidation=merged,
+        decay=faded,
+    )

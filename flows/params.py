@@ -16,6 +16,13 @@ class RetrospectParams(BaseModel):
     max_batches: int | None = Field(default=None, ge=1, description="stop after this many")
 
 
+class ConsolidateParams(BaseModel):
+    """Which namespace to consolidate, and whether to write."""
+
+    namespace: str | None = Field(default=None, description="only this namespace (None: all)")
+    dry_run: bool = Field(default=False, description="plan only: list the merges, write nothing")
+
+
 class DecayFlowParams(BaseModel):
     """The decay stage: time decay, the unused archive, the cap (rules: the settings')."""
 
@@ -36,4 +43,5 @@ class NightlyParams(BaseModel):
     namespace: str | None = Field(default=None, description="namespace for ingested runs")
     task_type: str | None = Field(default=None, description="task type for runs without one")
     retrospect: RetrospectParams = RetrospectParams()
+    consolidate: ConsolidateParams = ConsolidateParams()
     decay: DecayFlowParams = DecayFlowParams()

@@ -245,3 +245,15 @@ def _retire_contradicted_facts(session: Session, namespace: str, now: datetime) 
         )
         retired += 1
     return retired
+
+
+def live_namespaces(*, engine: Engine) -> list[str]:
+    """Namespaces that hold active cards."""
+    with Session(engine) as session:
+        return sorted(
+            session.execute(
+                select(col(Card.namespace))
+                .where(col(Card.status) == CardStatus.active.value)
+                .distinct()
+            ).scalars()
+        )

@@ -1,0 +1,32 @@
+"""The consolidate flow: one task per namespace (the nightly flow runs it after validate)."""
+
+from __future__ import annotations
+
+from prefect import flow
+
+from flows.naming import run_name, thread_runner
+from flows.params import ConsolidateParams
+from memory_core.consolidate.stage import live_namespaces
+from memory_core.settings import Settings
+from tasks.consolidate import ConsolidateSummary, consolidate_task
+from tasks.runtime import engine_for
+
+
+def run_consolidate(params: ConsolidateParams, settings: Settings) -> ConsolidateSummary:
+    """Consolidate each namespace with active cards, one after the other."""
+    names = [params.namespace] if params.namespace else live_namespaces(engine=engine_for(settings))
+    total = ConsolidateSummary(dry_run=params.dry_run)
+    for ns in names:
+        total.add(consolidate_task(ns, params.dry_run, settings))
+    return total
+
+
+@flow(
+    name="consolidate",
+    flow_run_name=run_name("consolidate"),
+    log_prints=True,
+    task_runner=thread_runner(),
+)
+def consolidate(params: ConsolidateParams = ConsolidateParams()) -> ConsolidateSummary:
+    """Merge near-duplicate cards and retire contradicted facts, with history."""
+    return run_consolidate(params, Settings())

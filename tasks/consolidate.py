@@ -1,0 +1,100 @@
+"""Prefect task: consolidate one namespace (merge near-duplicates, retire contradicted facts)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+from prefect.client.schemas.objects import State
+from prefect.runtime import task_run
+from pydantic import BaseModel
+
+from memory_core.consolidate.stage import consolidate
+from memory_core.embed.base import Embedder
+from memory_core.embed.factory import build_embedder
+from memory_core.errors import ConcurrentUpdate
+from memory_core.settings import Settings
+from tasks.runtime import engine_for
+
+
+class ConsolidateSummary(BaseModel):
+    """What consolidation changed (dry run: would change, with the plan)."""
+
+    namespaces: int = 0
+    cards_seen: int = 0
+    merges: int = 0
+    absorbed: int = 0
+    facts_superseded: int = 0
+    embedded: int = 0
+    similarity: str = ""
+    dry_run: bool = False
+    plan: list[dict[str, Any]] = []
+
+    def add(self, other: ConsolidateSummary) -> None:
+        """Count another namespace in."""
+        self.namespaces += other.namespaces
+        for name in ("cards_seen", "merges", "absorbed", "facts_superseded", "embedded"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.similarity = other.similarity or self.similarity
+        self.plan += other.plan
+
+
+@lru_cache(maxsize=2)
+def _embedder(settings_json: str) -> Embedder | None:
+    # one model per process: loading MiniLM takes seconds
+    return build_embedder(Settings.model_validate_json(settings_json))
+
+
+def embedder_for(settings: Settings) -> Embedder | None:
+    """The process's embedder for these settings (None: signature and word overlap only)."""
+    return _embedder(settings.model_dump_json())
+
+
+def _concurrent(_task: object, _run: object, state: State) -> bool:
+    return isinstance(state.result(raise_on_failure=False), ConcurrentUpdate)
+
+
+def _name() -> str:
+    dry = " (dry run)" if task_run.parameters.get("dry_run") else ""
+    return f"consolidate {task_run.parameters['namespace']}{dry}"
+
+
+@task(
+    name="consolidate",
+    task_run_name=_name,
+    cache_policy=NO_CACHE,
+    retries=2,
+    retry_delay_seconds=[2, 8],
+    retry_condition_fn=_concurrent,
+)
+def consolidate_task(namespace: str, dry_run: bool, settings: Settings) -> ConsolidateSummary:
+    """Plan, check and apply the merges of one namespace in one transaction."""
+    report = consolidate(
+        engine=engine_for(settings),
+        namespace=namespace,
+        rules=settings.consolidate,
+        embedder=embedder_for(settings),
+        dry_run=dry_run,
+    )
+    get_run_logger().info(
+        "%s: %d cards, %d merges absorbing %d, %d facts superseded (%s)",
+        namespace,
+        report.cards_seen,
+        report.merges,
+        report.absorbed,
+        report.facts_superseded,
+        report.similarity,
+    )
+    return ConsolidateSummary(
+        namespaces=1,
+        cards_seen=report.cards_seen,
+        merges=report.merges,
+        absorbed=report.absorbed,
+        facts_superseded=report.facts_superseded,
+        embedded=report.embedded,
+        similarity=report.similarity,
+        dry_run=dry_run,
+        plan=report.plan,
+    )
