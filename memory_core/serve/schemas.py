@@ -153,3 +153,21 @@ class CardIn(BaseModel):
     actual_outcome: str = Field(default="", max_length=4000)
     failure_modes: list[FailureMode] = Field(default_factory=list, max_length=64)
     confidence: float = Field(default=0.6, ge=0.0, le=1.0)
+
+
+class FactSearchRequest(BaseModel):
+    """A question to the facts of the namespace."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(min_length=1, max_length=2000)
+    top_k: int = Field(default=5, ge=1, le=MAX_TOP_K)
+    include_superseded: bool = False
+
+
+class IngestResult(BaseModel):
+    """What an ingest request stored."""
+
+    stored: int
+    duplicates: int
+    refused: list[dict[str, str]] = []

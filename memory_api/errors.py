@@ -1,0 +1,97 @@
+"""Hindsight errors as HTTP answers, and the request body limit (413)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from memory_core.errors import (
+    ConcurrentUpdate,
+    Conflict,
+    Forbidden,
+    HindsightError,
+    InvalidInput,
+    NotFound,
+    Unauthorized,
+)
+
+STATUS: list[tuple[type[HindsightError], int]] = [
+    (Unauthorized, 401),
+    (Forbidden, 403),
+    (NotFound, 404),
+    (Conflict, 409),
+    (ConcurrentUpdate, 409),
+    (InvalidInput, 400),
+]
+
+
+def status_of(exc: HindsightError) -> int:
+    """The HTTP status of a Hindsight error (400 for any other refusal)."""
+    return next((code for kind, code in STATUS if isinstance(exc, kind)), 400)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Translate Hindsight errors into 4xx answers with the message."""
+
+    async def handle(_request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, HindsightError)
+        code = status_of(exc)
+        headers = {"WWW-Authenticate": "Bearer"} if code == 401 else None
+        body: dict[str, Any] = {"detail": str(exc)}
+        if isinstance(exc, InvalidInput) and exc.field:
+            body["field"] = exc.field
+        return JSONResponse(body, status_code=code, headers=headers)
+
+    app.add_exception_handler(HindsightError, handle)
+
+
+class BodyLimit:
+    """Refuse request bodies over max_bytes with 413, declared or streamed."""
+
+    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
+            await self._refuse(send)
+            return
+        # read the body up front (it is small by construction) and replay it
+        chunks: list[bytes] = []
+        size, more = 0, True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                await self._refuse(send)
+                return
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        sent = False
+
+        async def replay() -> Message:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(self, send: Send) -> None:
+        response = JSONResponse(
+            {"detail": f"request body larger than {self.max_bytes} bytes"}, status_code=413
+        )
+        await send({"type": "http.response.start", "status": 413, "headers": response.raw_headers})
+        await send({"type": "http.response.body", "body": response.body})

@@ -1,0 +1,145 @@
+"""`hindsight serve` (the read API), `hindsight mcp` (stdio or HTTP) and `hindsight keys`."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from typing import Annotated
+
+import typer
+
+from memory_cli.context import fail_on_errors, load
+from memory_cli.output import Format, console, err_console, print_json, table
+from memory_core.errors import InvalidInput
+from memory_core.serve.keys import create_key, list_keys, revoke_key
+
+keys_app = typer.Typer(help="API keys: each sees one namespace.", no_args_is_help=True)
+FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
+KEY_ENV = "HINDSIGHT_API_KEY"
+
+
+def serve(
+    host: Annotated[str | None, typer.Option(help="default: the setting (127.0.0.1)")] = None,
+    port: Annotated[int | None, typer.Option(help="default: the setting (8765)")] = None,
+) -> None:
+    """Run the read API (OpenAPI docs at /docs)."""
+    import uvicorn
+
+    from memory_api.app import create_app
+    from memory_core.serve.service import MemoryService
+
+    with fail_on_errors():
+        settings, engine = load()
+        app = create_app(MemoryService(engine=engine, settings=settings))
+    uvicorn.run(
+        app,
+        host=host or settings.serve.host,
+        port=port if port is not None else settings.serve.port,
+        log_level="warning",
+        access_log=False,
+    )
+
+
+def mcp(
+    http: Annotated[bool, typer.Option("--http", help="streamable HTTP instead of stdio")] = False,
+    host: Annotated[str | None, typer.Option(help="HTTP only")] = None,
+    port: Annotated[int | None, typer.Option(help="HTTP only; default 8766")] = None,
+    read_only: Annotated[bool, typer.Option(help="offer no tools that write")] = False,
+) -> None:
+    """Run the MCP server. stdio: the key comes from $HINDSIGHT_API_KEY; HTTP: each request
+    sends `Authorization: Bearer <key>`."""
+    from memory_core.serve.service import MemoryService
+
+    with fail_on_errors():
+        settings, engine = load()
+        if read_only:
+            settings.serve.mcp_write_tools = False
+        service = MemoryService(engine=engine, settings=settings)
+        if not http:
+            principal = service.authenticate(os.environ.get(KEY_ENV))
+    service.start()
+    try:
+        if http:
+            import uvicorn
+
+            from memory_api.mcp_http import mcp_http_app
+
+            uvicorn.run(
+                mcp_http_app(service),
+                host=host or settings.serve.host,
+                port=port if port is not None else settings.serve.mcp_port,
+                log_level="warning",
+            )
+        else:
+            from memory_api.mcp_server import create_mcp
+
+            create_mcp(
+                service, principal=principal, write_tools=settings.serve.mcp_write_tools
+            ).run("stdio")
+    finally:
+        service.close()
+
+
+@keys_app.command("create")
+def keys_create(
+    namespace: Annotated[str, typer.Option(help="the one namespace this key sees")],
+    scopes: Annotated[str, typer.Option(help="comma-separated: read, write, admin")] = "read",
+    name: Annotated[str, typer.Option(help="a label for lists")] = "",
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Create a key and print it once (only its hash is stored)."""
+    with fail_on_errors():
+        _, engine = load()
+        key, secret = create_key(
+            engine=engine, namespace=namespace, scopes=scopes.split(","), name=name
+        )
+    if fmt is Format.json:
+        print_json(
+            {"id": str(key.id), "namespace": key.namespace, "scopes": key.scopes, "key": secret}
+        )
+        return
+    err_console.print(
+        f"key {key.id} for namespace {key.namespace!r}, scopes {','.join(key.scopes)} "
+        "(shown once; store it now):"
+    )
+    console.print(secret, soft_wrap=True)
+
+
+@keys_app.command("list")
+def keys_list(
+    namespace: Annotated[str | None, typer.Option()] = None, fmt: FormatOpt = Format.table
+) -> None:
+    """Keys (never the secrets)."""
+    with fail_on_errors():
+        _, engine = load()
+        keys = list_keys(engine=engine, namespace=namespace)
+    rows = [
+        [
+            str(k.id),
+            k.prefix + "...",
+            k.namespace,
+            ",".join(k.scopes),
+            k.name,
+            k.created_at.isoformat(timespec="seconds"),
+            k.revoked_at.isoformat(timespec="seconds") if k.revoked_at else "",
+        ]
+        for k in keys
+    ]
+    cols = ["id", "prefix", "namespace", "scopes", "name", "created", "revoked"]
+    if fmt is Format.json:
+        print_json([dict(zip(cols, r, strict=True)) for r in rows])
+    else:
+        table("API keys", cols, rows)
+
+
+@keys_app.command("revoke")
+def keys_revoke(key_id: str) -> None:
+    """Revoke a key (running servers stop accepting it within their key cache time)."""
+    with fail_on_errors():
+        try:
+            kid = uuid.UUID(key_id)
+        except ValueError as exc:
+            raise InvalidInput(f"{key_id!r} is not a key id", field="key_id") from exc
+        _, engine = load()
+        key = revoke_key(engine=engine, key_id=kid)
+    console.print(f"revoked {key.id} ({key.namespace})")
