@@ -13,6 +13,7 @@ from sqlmodel import Session
 from memory_cli import archive as archive_cmd
 from memory_cli import cards as cards_cmd
 from memory_cli import dead_letters as dead_letters_cmd
+from memory_cli import index as index_cmd
 from memory_cli import review as review_cmd
 from memory_cli import serve as serve_cmd
 from memory_cli.context import fail_on_errors, load, prefect_defaults
@@ -31,6 +32,7 @@ app.add_typer(dead_letters_cmd.app, name="dead-letters")
 app.add_typer(review_cmd.validate_app, name="validate")
 app.add_typer(review_cmd.review_app, name="review")
 app.add_typer(archive_cmd.app, name="archive")
+app.add_typer(index_cmd.app, name="index")
 app.command("decay")(archive_cmd.decay)
 app.add_typer(serve_cmd.keys_app, name="keys")
 app.command("serve")(serve_cmd.serve)

@@ -135,6 +135,10 @@ class Settings(BaseSettings):
     embed_base_url: str | None = None
     embed_model: str = "text-embedding-3-small"
     embed_api_key: SecretStr | None = None
+    # the vector index: the embedded engine under data_dir/index, or a Qdrant server by URL
+    qdrant_url: str | None = None
+    qdrant_api_key: str | None = None
+    qdrant_collection: str = "hindsight_cards"
     consolidate: ConsolidateRules = ConsolidateRules()
 
     @property
