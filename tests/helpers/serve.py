@@ -56,3 +56,40 @@ def keys_for(engine: Engine, namespace: str = "team-a") -> dict[str, str]:
     out["other"] = create_key(engine=engine, namespace="team-b", scopes=["admin"])[1]
     out["writeonly"] = create_key(engine=engine, namespace=namespace, scopes=["write"])[1]
     return out
+
+
+class LiveServer:
+    """A real uvicorn server on a free loopback port, in a thread of the test process."""
+
+    def __init__(self, app: Any) -> None:
+        import socket
+        import threading
+
+        import uvicorn
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
+        )
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> LiveServer:
+        import time
+
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=15)

@@ -1,0 +1,213 @@
+"""The read API on a real uvicorn server: every route, its auth, namespaces, limits."""
+
+from __future__ import annotations
+
+import uuid
+
+import httpx
+import pytest
+
+from memory_api.app import create_app
+from memory_core.serve.service import MemoryService
+from tests.helpers.serve import LiveServer, add_card, keys_for
+
+CARD = {
+    "scenario": "search answers 429 on a big page",
+    "preconditions": ['tool == "search"', "retry_count < 3"],
+    "action_sequence": [{"tool": "search", "note": "page size 10"}],
+    "failure_modes": [{"mode": "rate limited", "handling": "wait 2 s, then retry"}],
+    "confidence": 0.8,
+}
+
+
+@pytest.fixture
+def api(settings, engine):
+    svc = MemoryService(engine=engine, settings=settings)
+    with LiveServer(create_app(svc)) as server:
+        yield server, keys_for(engine), svc
+
+
+def _c(server, key=None):
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    return httpx.Client(base_url=server.url, headers=headers, timeout=30)
+
+
+def test_query_explain_prompt_feedback_history(api, engine) -> None:
+    server, keys, _ = api
+    add_card(engine, scenario="held card", preconditions=['tool == "search"'])
+    add_card(engine, scenario="needs more", preconditions=['tool == "search"', "retry_count > 2"])
+    add_card(engine, scenario="needs error", preconditions=['tool == "search"', 'last_error != ""'])
+    with _c(server, keys["read"]) as c:
+        r = c.post(
+            "/v1/cards/query",
+            json={
+                "task_state": {"tool": "Search", "retry_count": 1},
+                "explain": True,
+                "prompt_tokens": 200,
+            },
+        )
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert [h["card"]["scenario"] for h in body["cards"]] == ["held card"]
+        hit = body["cards"][0]
+        assert hit["checks"] == [
+            {"expression": 'tool == "search"', "verdict": "held", "missing": [], "detail": ""}
+        ]
+        assert set(hit["score"]) >= {"confidence", "recency", "use_frequency", "score"}
+        assert hit["card"]["action_sequence"] and hit["card"]["failure_modes"]
+        verdicts = {
+            m["scenario"]: [(c["verdict"], c["missing"]) for c in m["checks"]]
+            for m in body["explain"]["near_misses"]
+        }
+        assert verdicts["needs more"] == [("held", []), ("failed", [])]
+        assert verdicts["needs error"] == [("held", []), ("missing", ["last_error"])]
+        assert "held card" in body["prompt"]
+        card_id, use_id = hit["card"]["card_id"], hit["use_id"]
+        r = c.post(f"/v1/cards/{card_id}/feedback", json={"outcome": "failure", "use_id": use_id})
+        assert r.status_code == 200 and r.json()["confidence"] == pytest.approx(0.6)
+        assert c.get(f"/v1/cards/{card_id}").json()["use_count"] == 1
+        hist = c.get(f"/v1/cards/{card_id}/history").json()
+        assert "failure" in hist[-1]["reason"]
+        assert len(c.get("/v1/cards", params={"status": "active", "limit": 2}).json()) == 2
+        assert c.get("/v1/cards", params={"q": "needs"}).json()[0]["scenario"].startswith("needs")
+        assert len(c.get("/v1/cards/recent", params={"limit": 1}).json()) == 1
+        r = c.post("/v1/cards/check", json={"tool": "search", "task_state": {"retry_count": 0}})
+        assert r.json()["warnings"][0]["mode"] == "rate limited"
+
+
+def test_store_card_is_validated_and_marked(api) -> None:
+    server, keys, _ = api
+    with _c(server, keys["write"]) as c:
+        r = c.post("/v1/cards", json=CARD)
+        assert r.status_code == 201, r.text
+        card = r.json()
+        assert card["status"] == "active" and card["provenance"]["operator"] is True
+        assert c.post("/v1/cards", json=CARD).status_code == 409
+        r = c.post("/v1/cards", json={**CARD, "preconditions": ["tool =="]})
+        assert r.status_code == 400 and "does not compile" in r.json()["detail"]
+        secret = {**CARD, "scenario": "use api_key=sk-abcdefghijklmnopqrstuvwx"}
+        r = c.post("/v1/cards", json=secret)
+        assert r.status_code == 400 and "no secrets" in r.json()["detail"]
+        r = c.post("/v1/cards", json={**CARD, "provenance": {"producer": "me"}})
+        assert r.status_code == 422  # provenance is the server's to set
+        low = c.post("/v1/cards", json={**CARD, "scenario": "unsure", "confidence": 0.2})
+        assert low.json()["status"] == "review"
+        hit = c.post("/v1/cards/query", json={"task_state": {"tool": "search", "retry_count": 0}})
+        assert hit.json()["cards"][0]["card"]["card_id"] == card["card_id"]
+    with _c(server, keys["admin"]) as c:
+        queue = c.get("/v1/review").json()
+        assert [q["scenario"] for q in queue] == ["unsure"]
+        cid = queue[0]["card_id"]
+        assert c.post(f"/v1/review/{cid}/reject", json={"reason": ""}).status_code == 422
+        assert c.post(f"/v1/review/{cid}/approve").json()["status"] == "active"
+        assert c.post(f"/v1/review/{cid}/approve").status_code == 400
+
+
+def test_facts_and_ingest(api) -> None:
+    server, keys, _ = api
+    with _c(server, keys["write"]) as c:
+        r = c.post(
+            "/v1/facts", json={"key": "project", "query": "database", "value": "PostgreSQL 15"}
+        )
+        assert r.status_code == 201, r.text
+        fact_id = r.json()["card_id"]
+        hits = c.post("/v1/facts/search", json={"text": "which database"}).json()
+        assert hits[0]["fact"]["value"] == "PostgreSQL 15"
+        assert c.delete(f"/v1/facts/{fact_id}").status_code == 200
+        assert c.post("/v1/facts/search", json={"text": "which database"}).json() == []
+        run = {
+            "id": "run-1",
+            "steps": [{"type": "tool_call", "tool": "search", "args": {}, "observation": "ok"}],
+            "outcome": "success",
+        }
+        r = c.post("/v1/trajectories", json=run)
+        assert r.status_code == 202 and r.json()["stored"] == 1
+        assert c.post("/v1/trajectories", json=[run]).json()["duplicates"] == 1
+        r = c.post("/v1/trajectories", json={**run, "id": "x", "namespace": "team-b"})
+        assert r.status_code == 400 and "namespace" in r.json()["detail"]
+        assert c.post("/v1/trajectories", json={"steps": "nope"}).status_code == 400
+
+
+def test_auth_on_every_route(api, engine) -> None:
+    server, keys, _ = api
+    other = add_card(engine, namespace="team-b", scenario="secret plan", preconditions=[])
+    mine = add_card(engine, scenario="mine", preconditions=[], status="review")
+    cid, oid = mine.card_id, other.card_id
+    routes = [
+        ("POST", "/v1/cards/query", {"task_state": {}}, "read"),
+        ("POST", "/v1/cards/check", {"tool": "search"}, "read"),
+        ("GET", "/v1/cards", None, "read"),
+        ("GET", "/v1/cards/recent", None, "read"),
+        ("GET", f"/v1/cards/{cid}", None, "read"),
+        ("GET", f"/v1/cards/{cid}/history", None, "read"),
+        ("POST", f"/v1/cards/{cid}/feedback", {"outcome": "success"}, "read"),
+        ("POST", "/v1/facts/search", {"text": "x"}, "read"),
+        ("POST", "/v1/cards", CARD, "write"),
+        ("POST", "/v1/facts", {"key": "k", "value": "v"}, "write"),
+        ("DELETE", f"/v1/facts/{uuid.uuid4()}", None, "write"),
+        ("POST", "/v1/trajectories", {"steps": []}, "write"),
+        ("GET", "/v1/review", None, "admin"),
+        ("POST", f"/v1/review/{cid}/approve", None, "admin"),
+        ("POST", f"/v1/review/{cid}/reject", {"reason": "no"}, "admin"),
+    ]
+    wrong = {"read": "writeonly", "write": "read", "admin": "write"}
+    for method, path, body, scope in routes:
+        with _c(server) as c:
+            r = c.request(method, path, json=body)
+            assert r.status_code == 401, (path, r.text)
+            assert r.headers["www-authenticate"] == "Bearer"
+        with _c(server, "hs_not-a-key") as c:
+            assert c.request(method, path, json=body).status_code == 401, path
+        with _c(server, keys[wrong[scope]]) as c:
+            r = c.request(method, path, json=body)
+            assert r.status_code == 403, (path, r.text)
+            assert scope in r.json()["detail"]
+    with _c(server, keys["admin"]) as c:  # another namespace's card does not exist here
+        for path in (f"/v1/cards/{oid}", f"/v1/cards/{oid}/history"):
+            assert c.get(path).status_code == 404
+        assert c.post(f"/v1/cards/{oid}/feedback", json={"outcome": "success"}).status_code == 404
+        assert c.post(f"/v1/review/{oid}/approve").status_code == 404
+        listed = {x["card_id"] for x in c.get("/v1/cards").json()}
+        assert str(oid) not in listed and str(cid) in listed
+        found = c.post("/v1/cards/query", json={"task_state": {}}).json()["cards"]
+        assert all(h["card"]["namespace"] == "team-a" for h in found)
+
+
+def test_bad_input_is_4xx_never_500(api) -> None:
+    server, keys, _ = api
+    with _c(server, keys["admin"]) as c:
+        bad = [
+            ("POST", "/v1/cards/query", {"top_k": 0}),
+            ("POST", "/v1/cards/query", {"top_k": "many"}),
+            ("POST", "/v1/cards/query", {"task_state": []}),
+            ("POST", "/v1/cards/query", {"nonsense": 1}),
+            ("POST", "/v1/cards/query", {"prompt_tokens": 10**9}),
+            ("GET", "/v1/cards/not-a-uuid", None),
+            ("GET", f"/v1/cards/{uuid.uuid4()}", None),
+            ("GET", "/v1/cards?status=bogus", None),
+            ("GET", "/v1/cards?limit=100000", None),
+            ("POST", f"/v1/cards/{uuid.uuid4()}/feedback", {"outcome": "meh"}),
+            ("POST", "/v1/facts", {"key": " ", "value": "v"}),
+            ("POST", "/v1/cards", {"scenario": "x", "action_sequence": []}),
+        ]
+        for method, path, body in bad:
+            r = c.request(method, path, json=body)
+            assert 400 <= r.status_code < 500, (path, body, r.status_code, r.text)
+            assert r.json()["detail"], path
+        r = c.post(
+            "/v1/cards/query", content=b"{not json", headers={"content-type": "application/json"}
+        )
+        assert r.status_code == 422
+        big = b'{"task_state": {"x": "' + b"a" * 2_000_000 + b'"}}'
+        r = c.post("/v1/cards/query", content=big, headers={"content-type": "application/json"})
+        assert r.status_code == 413
+        # streamed without a length: counted as it arrives
+        r = c.post(
+            "/v1/cards/query",
+            content=iter([big[:800_000], big[800_000:]]),
+            headers={"content-type": "application/json"},
+        )
+        assert r.status_code == 413
+        assert c.get("/healthz").json() == {"status": "ok"}
+        assert c.get("/readyz").json()["database"] == "ok"
+        assert "/v1/cards/query" in c.get("/openapi.json").json()["paths"]
