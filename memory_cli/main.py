@@ -12,6 +12,7 @@ from sqlmodel import Session
 
 from memory_cli import archive as archive_cmd
 from memory_cli import cards as cards_cmd
+from memory_cli import consolidate as consolidate_cmd
 from memory_cli import dead_letters as dead_letters_cmd
 from memory_cli import index as index_cmd
 from memory_cli import review as review_cmd
@@ -34,6 +35,8 @@ app.add_typer(review_cmd.review_app, name="review")
 app.add_typer(archive_cmd.app, name="archive")
 app.add_typer(index_cmd.app, name="index")
 app.command("decay")(archive_cmd.decay)
+app.command("consolidate")(consolidate_cmd.consolidate)
+cards_cmd.app.command("history")(consolidate_cmd.history)
 app.add_typer(serve_cmd.keys_app, name="keys")
 app.command("serve")(serve_cmd.serve)
 app.command("mcp")(serve_cmd.mcp)
@@ -120,7 +123,7 @@ def nightly(
     task_type: Annotated[str | None, typer.Option(help="task type for runs without one")] = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
-    """Run the nightly flow: ingest (optional), retrospect, validate, decay; show the cards."""
+    """Run the nightly flow: ingest (optional), retrospect, validate, consolidate, decay."""
     with fail_on_errors():
         settings, engine = load()
         prefect_defaults(settings.data_dir)
@@ -147,6 +150,11 @@ def nightly(
         console.print(
             f"validated {v.evaluated} drafts: {v.activated} active, {v.review} to "
             f"review, {v.rejected} rejected" + (f"; report: {v.docs_index}" if v.docs_index else "")
+        )
+        m = summary.consolidation
+        console.print(
+            f"consolidate: {m.merges} merges absorbing {m.absorbed} near-duplicates, "
+            f"{m.facts_superseded} facts superseded"
         )
         d = summary.decay
         console.print(

@@ -109,7 +109,7 @@ def test_word_overlap_merges_only_within_the_same_tools(engine):
     a = _card(
         engine,
         scenario="retry the payment call after a 429 rate limit",
-        pre=['tool == "pay"'],
+        pre=['tool == "pay" && retry_count < 2'],
         tools=["pay"],
     )
     b = _card(
@@ -121,14 +121,21 @@ def test_word_overlap_merges_only_within_the_same_tools(engine):
     c = _card(
         engine,
         scenario="retry the payment call after a 429 rate limit",
-        pre=['tool == "refund"'],
+        pre=['tool == "refund" && retry_count < 2'],
         tools=["refund"],
+    )
+    # the same words, but a recovery (it reads last_tool/last_error): another lesson
+    d = _card(
+        engine,
+        scenario="retry the payment call after a 429 rate limit",
+        pre=['last_tool == "pay" && last_error == "429"'],
+        tools=["pay"],
     )
     report = consolidate(engine=engine, namespace="ns", rules=RULES)
     assert report.absorbed == 1
     cards = _statuses(engine)
     assert {cards[a].status, cards[b].status} == {"active", "superseded"}
-    assert cards[c].status == "active"
+    assert cards[c].status == "active" and cards[d].status == "active"
 
 
 def test_dry_run_changes_nothing(engine):

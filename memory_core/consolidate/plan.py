@@ -1,8 +1,9 @@
 """Plan a consolidation: which active cards are the same lesson, and what each merge makes.
 
-Candidates are blocked by the set of tools a card acts with, so only cards that could be the
-same lesson are ever compared: same preconditions (normalised) always merge; otherwise cosine
-similarity of stored vectors (or, without an embedder, word overlap) above a threshold.
+Candidates are blocked by the tools a card acts with and the state variables its preconditions
+read, so only cards that could be the same lesson are ever compared: same preconditions
+(normalised) always merge; otherwise cosine similarity of stored vectors (or, without an
+embedder, word overlap) above a threshold.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from memory_core.errors import HindsightError
-from memory_core.preconditions import normalise_expression
+from memory_core.errors import HindsightError, InvalidPrecondition
+from memory_core.preconditions import compile_stored, normalise_expression
 
 MAX_MERGED_CONFIDENCE = 0.95
 _WORD = re.compile(r"[a-z0-9_]+")
@@ -65,14 +66,27 @@ class MergePlan:
         return sum(len(m.absorbed) for m in self.merges)
 
 
-def tool_block(row: CardRow) -> tuple[str, ...]:
-    """The tools a card acts with: only cards sharing them can be the same lesson."""
-    return tuple(sorted({str(a.get("tool", "")).lower() for a in row.action_sequence}))
+def _variables(expression: str) -> frozenset[str]:
+    try:
+        return compile_stored(normalise_expression(expression)).variables
+    except InvalidPrecondition:
+        return frozenset({expression})
 
 
-def structure(row: CardRow) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Tools and normalised preconditions: equal structure, the same lesson."""
-    return tool_block(row), tuple(sorted({normalise_expression(p) for p in row.preconditions}))
+def block_of(row: CardRow) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The tools a card acts with and the state variables its preconditions read: only cards
+    alike in both can be the same lesson (a pre-call warning and a recovery after the same
+    error read different variables, and stay two cards)."""
+    tools = tuple(sorted({str(a.get("tool", "")).lower() for a in row.action_sequence}))
+    variables: set[str] = set()
+    for p in row.preconditions:
+        variables |= _variables(p)
+    return tools, tuple(sorted(variables))
+
+
+def structure(row: CardRow) -> tuple[Any, ...]:
+    """Block and normalised preconditions: equal structure, the same lesson."""
+    return block_of(row), tuple(sorted({normalise_expression(p) for p in row.preconditions}))
 
 
 def _words(row: CardRow) -> set[str]:
@@ -129,10 +143,10 @@ def plan_merges(
 ) -> MergePlan:
     """Cluster near-duplicates; the card with the most evidence (then the oldest) survives."""
     uf, why = _UnionFind(), defaultdict(list)
-    blocks: dict[tuple[str, ...], list[CardRow]] = defaultdict(list)
+    blocks: dict[Any, list[CardRow]] = defaultdict(list)
     by_structure: dict[Any, uuid.UUID] = {}
     for row in rows:
-        blocks[tool_block(row)].append(row)
+        blocks[block_of(row)].append(row)
         key = structure(row)
         if key in by_structure:
             uf.union(row.card_id, by_structure[key])

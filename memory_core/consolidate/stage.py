@@ -81,9 +81,12 @@ def consolidate(
 ) -> ConsolidationReport:
     """Merge near-duplicates and retire contradicted facts; re-running changes nothing."""
     report = ConsolidationReport()
-    if embedder is not None and not dry_run:
-        report.embedded = ensure_embeddings(engine=engine, embedder=embedder, namespace=namespace)
+    if embedder is not None:
         report.similarity = f"signature + cosine >= {rules.similarity} ({embedder.model})"
+        if not dry_run:  # a dry run uses the vectors already stored
+            report.embedded = ensure_embeddings(
+                engine=engine, embedder=embedder, namespace=namespace
+            )
     for _ in range(_RETRIES):
         rows = _rows(engine, namespace)
         vectors = None

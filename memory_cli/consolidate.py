@@ -1,0 +1,102 @@
+"""`hindsight consolidate` (merge near-duplicates) and `hindsight cards history ID`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from sqlalchemy import select
+from sqlmodel import Session, col
+
+from memory_cli.archive import card_id_arg
+from memory_cli.context import fail_on_errors, load, prefect_defaults
+from memory_cli.output import Format, console, err_console, print_json, table
+from memory_core.errors import NotFound
+from memory_core.models.card import Card, CardVersion
+
+FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
+
+
+def consolidate(
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="list the merges; write nothing")
+    ] = False,
+    namespace: Annotated[
+        str | None, typer.Option(help="only this namespace (default: all)")
+    ] = None,
+    limit: Annotated[int, typer.Option(min=0, help="merges shown in the table (0: all)")] = 50,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Merge near-duplicate cards into one (evidence kept, history written); retire facts
+    that a newer statement contradicts."""
+    with fail_on_errors():
+        settings, _ = load()
+        prefect_defaults(settings.data_dir)
+        from flows.consolidate import consolidate as consolidate_flow
+        from flows.params import ConsolidateParams
+
+        summary = consolidate_flow(ConsolidateParams(namespace=namespace, dry_run=dry_run))
+        if fmt is Format.json:
+            print_json(summary)
+            return
+        if summary.similarity and "cosine" not in summary.similarity:
+            from memory_core.embed.factory import NO_EMBEDDER
+
+            err_console.print(f"[yellow]{NO_EMBEDDER}[/yellow]")
+        table(
+            "consolidate (dry run: nothing written)" if dry_run else "consolidate",
+            ["namespaces", "cards", "merges", "cards merged away", "facts superseded", "embedded"],
+            [
+                [
+                    summary.namespaces,
+                    summary.cards_seen,
+                    summary.merges,
+                    summary.absorbed,
+                    summary.facts_superseded,
+                    summary.embedded,
+                ]
+            ],
+        )
+        shown = summary.plan if limit == 0 else summary.plan[:limit]
+        if shown:
+            table(
+                "merges" + (" (planned)" if dry_run else ""),
+                ["survivor", "absorbs", "confidence", "why"],
+                [
+                    [
+                        m["survivor"][:8],
+                        len(m["absorbed"]),
+                        f"{m['confidence'][0]:.2f} -> {m['confidence'][1]:.2f}",
+                        m["why"],
+                    ]
+                    for m in shown
+                ],
+            )
+
+
+def history(card_id: str, fmt: FormatOpt = Format.table) -> None:
+    """Every version of a card or fact: when, who, why."""
+    with fail_on_errors():
+        _, engine = load()
+        cid = card_id_arg(card_id)
+        with Session(engine) as session:
+            card = session.get(Card, cid)
+            if card is None:
+                raise NotFound(f"no card {cid}")
+            versions = list(
+                session.execute(
+                    select(CardVersion)
+                    .where(col(CardVersion.card_id) == cid)
+                    .order_by(col(CardVersion.version))
+                ).scalars()
+            )
+        if fmt is Format.json:
+            print_json({"card": card, "versions": versions})
+            return
+        pointer = f"; replaced by {card.superseded_by}" if card.superseded_by else ""
+        console.print(f"{card.card_id} ({card.kind}, {card.status}, v{card.version}){pointer}")
+        table(
+            "history",
+            ["version", "when (UTC)", "by", "why"],
+            [[v.version, f"{v.created_at:%Y-%m-%d %H:%M}", v.actor, v.reason] for v in versions],
+        )
