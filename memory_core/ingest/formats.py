@@ -211,6 +211,12 @@ def parse_record(
     """Validate one raw record into a TrajectoryCreate; InvalidInput names the record and field."""
     if not isinstance(record, dict):
         raise InvalidInput(f"expected a JSON object, got {type(record).__name__}", record=name)
+    from memory_core.ingest import conversations  # imports this module: bound at call time
+
+    if conversations.is_conversation(record):
+        return conversations.parse_conversation(
+            record, name=name, namespace=namespace, task_type=task_type
+        )
     body = dict(record)
     alias = "traj" if "traj" in body and "messages" not in body else "messages"
     if alias == "traj":

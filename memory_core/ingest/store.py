@@ -17,6 +17,7 @@ from sqlmodel import col
 
 from memory_core.db import session_scope
 from memory_core.errors import InvalidInput
+from memory_core.ingest.conversations import is_message_list
 from memory_core.ingest.formats import parse_record
 from memory_core.models.columns import new_id, utcnow
 from memory_core.models.trajectory import Trajectory, TrajectoryCreate, TrajectoryStatus
@@ -56,6 +57,9 @@ def read_records(text: str, *, name: str) -> Iterator[tuple[str, Any]]:
             items = json.loads(text)
         except ValueError as exc:
             yield name, InvalidInput(f"not valid JSON: {exc}", record=name)
+            return
+        if is_message_list(items):  # one conversation given as a bare list of messages
+            yield name, {"messages": items}
             return
         for i, item in enumerate(items):
             yield f"{name}[{i}]", item

@@ -43,6 +43,9 @@ class Step(BaseModel):
     observation: str | None = None
     error: str | None = None
     ts: datetime | None = None
+    # conversations: who said it and the turn's own id, so facts can point back to the turn
+    speaker: str | None = None
+    turn_id: str | None = None
 
 
 class TrajectoryCreate(BaseModel):
@@ -50,7 +53,7 @@ class TrajectoryCreate(BaseModel):
 
     key: str
     content_hash: str
-    source_format: Literal["openai_chat", "steps"]
+    source_format: Literal["openai_chat", "steps", "conversation"]
     namespace: str
     task_type: str
     agent_id: str | None = None

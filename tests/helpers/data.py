@@ -42,3 +42,8 @@ def replicate(runs: list[dict[str, Any]], total: int) -> list[dict[str, Any]]:
         rec["id"] = f"copy{i // len(runs)}-{rec.get('task_id', '')}-{rec.get('trial', i)}-{i}"
         out.append(rec)
     return out
+
+
+def locomo_paths() -> list[Path]:
+    """The LoCoMo conversation files (../shared/data/locomo/*.json)."""
+    return sorted((shared_data_dir() / "locomo").glob("*.json"))
