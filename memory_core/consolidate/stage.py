@@ -8,14 +8,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import func, select, update
+from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import CursorResult, Engine
 from sqlmodel import Session, col
 
 from memory_core.cards.writer import card_snapshot
-from memory_core.consolidate.plan import CardRow, Merge, MergePlan, check_plan, plan_merges
+from memory_core.consolidate.plan import CardRow, MergePlan, check_plan, plan_merges
 from memory_core.db import session_scope
 from memory_core.embed.base import Embedder
 from memory_core.embed.store import ensure_embeddings, load_vectors
@@ -125,98 +125,132 @@ def consolidate(
 
 
 def _apply(session: Session, plan: MergePlan, now: datetime) -> None:
-    for merge in plan.merges:
-        _merge(session, merge, now)
-
-
-def _merge(session: Session, m: Merge, now: datetime) -> None:
-    s, absorbed = m.survivor, m.absorbed
-    ids = [a.card_id for a in absorbed]
-    # evidence first: copied to the survivor (originals stay with the retired cards)
-    ins = (pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert)(
-        CardEvidence
-    )
-    ev = session.execute(select(CardEvidence).where(col(CardEvidence.card_id).in_(ids))).scalars()
-    copies = [
-        {
-            "id": new_id(),
-            "card_id": s.card_id,
-            "trajectory_id": e.trajectory_id,
-            "step": e.step,
-            "condition": e.condition,
-            "action": e.action,
-            "result": e.result,
-            "created_at": e.created_at,
+    """All merges in a few statements: evidence copied, survivors updated, the rest retired,
+    history written; any card that changed since planning aborts everything."""
+    if not plan.merges:
+        return
+    into = {a.card_id: m.survivor.card_id for m in plan.merges for a in m.absorbed}
+    _copy_evidence(session, into, now)
+    counts = _evidence_counts(session, [m.survivor.card_id for m in plan.merges])
+    survivors, retired, history = [], [], []
+    for m in plan.merges:
+        s, absorbed = m.survivor, m.absorbed
+        values = {
+            "failure_modes": m.failure_modes,
+            "confidence": m.confidence,
+            "evidence_count": max(
+                counts.get(s.card_id, 0), s.evidence_count + sum(a.evidence_count for a in absorbed)
+            ),
+            "use_count": s.use_count + sum(a.use_count for a in absorbed),
+            "success_count": s.success_count + sum(a.success_count for a in absorbed),
+            "failure_count": s.failure_count + sum(a.failure_count for a in absorbed),
         }
-        for e in ev
-    ]
-    if copies:
-        session.execute(ins.on_conflict_do_nothing(), copies)
-    evidence = session.execute(
-        select(func.count()).where(col(CardEvidence.card_id) == s.card_id)
-    ).scalar_one()
-    values = {
-        "failure_modes": m.failure_modes,
-        "confidence": m.confidence,
-        "evidence_count": max(evidence, s.evidence_count + sum(a.evidence_count for a in absorbed)),
-        "use_count": s.use_count + sum(a.use_count for a in absorbed),
-        "success_count": s.success_count + sum(a.success_count for a in absorbed),
-        "failure_count": s.failure_count + sum(a.failure_count for a in absorbed),
-        "version": s.version + 1,
-        "updated_at": now,
-    }
-    _guarded_update(session, s.card_id, s.version, values)
-    snapshot = card_snapshot({"card_id": s.card_id, **values})
-    snapshot["merged"] = [str(i) for i in ids]
-    session.add(
-        CardVersion(
-            card_id=s.card_id,
-            version=s.version + 1,
-            snapshot=snapshot,
-            actor=ACTOR,
-            reason=f"merged {len(ids)} near-duplicate(s) ({m.why})",
-            created_at=now,
-        )
-    )
-    for a in absorbed:
-        _guarded_update(
-            session,
-            a.card_id,
-            a.version,
-            {
-                "status": CardStatus.superseded.value,
-                "superseded_by": s.card_id,
-                "version": a.version + 1,
-                "updated_at": now,
-            },
-        )
-        session.add(
-            CardVersion(
-                card_id=a.card_id,
-                version=a.version + 1,
-                snapshot={"status": CardStatus.superseded.value, "superseded_by": str(s.card_id)},
-                actor=ACTOR,
-                reason=f"merged into {s.card_id} ({m.why})",
-                created_at=now,
+        survivors.append({"b_id": s.card_id, "b_version": s.version, **values})
+        snapshot = card_snapshot({"card_id": s.card_id, "version": s.version + 1, **values})
+        snapshot["merged"] = [str(a.card_id) for a in absorbed]
+        history.append(
+            _version(
+                s.card_id,
+                s.version + 1,
+                snapshot,
+                f"merged {len(absorbed)} near-duplicate(s) ({m.why})",
+                now,
             )
         )
-
-
-def _guarded_update(
-    session: Session, card_id: uuid.UUID, version: int, values: dict[str, Any]
-) -> None:
-    result = session.execute(
-        update(Card)
-        .where(
-            col(Card.card_id) == card_id,
-            col(Card.version) == version,
-            col(Card.status) == CardStatus.active.value,
-        )
-        .values(**values)
-        .execution_options(synchronize_session=False)
+        for a in absorbed:
+            retired.append({"b_id": a.card_id, "b_version": a.version, "by": s.card_id})
+            history.append(
+                _version(
+                    a.card_id,
+                    a.version + 1,
+                    {"status": CardStatus.superseded.value, "superseded_by": str(s.card_id)},
+                    f"merged into {s.card_id} ({m.why})",
+                    now,
+                )
+            )
+    guard = (
+        col(Card.card_id) == bindparam("b_id"),
+        col(Card.version) == bindparam("b_version"),
+        col(Card.status) == CardStatus.active.value,
     )
-    if cast(CursorResult[Any], result).rowcount != 1:
-        raise ConcurrentUpdate(f"card {card_id} changed after it was planned")
+    bumped = {"version": col(Card.version) + 1, "updated_at": now}
+    _expect_all(
+        session.connection().execute(
+            update(Card)
+            .where(*guard)
+            .values(**{k: bindparam(k) for k in survivors[0] if not k.startswith("b_")}, **bumped),
+            survivors,
+        ),
+        len(survivors),
+    )
+    _expect_all(
+        session.connection().execute(
+            update(Card)
+            .where(*guard)
+            .values(status=CardStatus.superseded.value, superseded_by=bindparam("by"), **bumped),
+            retired,
+        ),
+        len(retired),
+    )
+    session.connection().execute(insert(CardVersion), history)
+
+
+def _version(
+    card_id: uuid.UUID, version: int, snapshot: dict[str, Any], reason: str, now: datetime
+) -> dict[str, Any]:
+    return {
+        "id": new_id(),
+        "card_id": card_id,
+        "version": version,
+        "snapshot": snapshot,
+        "reason": reason,
+        "actor": ACTOR,
+        "created_at": now,
+    }
+
+
+def _expect_all(result: Any, n: int) -> None:
+    if cast(CursorResult[Any], result).rowcount != n:
+        raise ConcurrentUpdate("cards changed after they were planned; nothing was applied")
+
+
+def _copy_evidence(session: Session, into: dict[uuid.UUID, uuid.UUID], now: datetime) -> None:
+    """The evidence of retired cards, copied to their survivor (originals stay)."""
+    dialect = session.get_bind().dialect.name
+    ins = (pg_insert if dialect == "postgresql" else sqlite_insert)(CardEvidence)
+    ids = list(into)
+    for i in range(0, len(ids), 5000):
+        rows = session.execute(
+            select(CardEvidence).where(col(CardEvidence.card_id).in_(ids[i : i + 5000]))
+        ).scalars()
+        copies = [
+            {
+                "id": new_id(),
+                "card_id": into[e.card_id],
+                "trajectory_id": e.trajectory_id,
+                "step": e.step,
+                "condition": e.condition,
+                "action": e.action,
+                "result": e.result,
+                "created_at": e.created_at,
+            }
+            for e in rows
+        ]
+        if copies:
+            session.execute(ins.on_conflict_do_nothing(), copies)
+
+
+def _evidence_counts(session: Session, ids: list[uuid.UUID]) -> dict[uuid.UUID, int]:
+    out: dict[uuid.UUID, int] = {}
+    for i in range(0, len(ids), 5000):
+        out.update(
+            session.execute(
+                select(col(CardEvidence.card_id), func.count())
+                .where(col(CardEvidence.card_id).in_(ids[i : i + 5000]))
+                .group_by(col(CardEvidence.card_id))
+            ).all()
+        )
+    return out
 
 
 def _retire_contradicted_facts(session: Session, namespace: str, now: datetime) -> int:
