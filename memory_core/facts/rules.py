@@ -1,0 +1,285 @@
+"""The rules of fact extraction: one clear English phrasing each, with its guard.
+
+Keys are normalised by the subject ("<speaker>.lives_in"). Single-valued relations keep one
+query, so a newer statement supersedes an older one; many-valued ones (identities, "uses X")
+carry the value in the query or key, so they never replace each other. A value must look like
+what it claims to be (a place, an organisation or a product is capitalised) or the rule stays
+silent: a wrong fact is worse than a missing one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+_CUT = re.compile(
+    r"\s+(?:and|but|because|so|since|which|who|where|when|while|though|although|with|for|"
+    r"after|before|if|until|as|at|in|on|like|now|too|anymore|these days|right now|at the moment|lol|haha)"
+    r"\b.*|\s*[-–—]+(?:\s.*|$)",
+    re.IGNORECASE,
+)
+QUOTES = "\"'“”‘’`*"
+_VAGUE = {"part", "thing", "things", "moment", "moments", "memory", "one", "ones", "bit", "kind"}
+_NOT_A_NOUN = {
+    "bit", "little", "lot", "tad", "big", "huge", "total", "complete", "real", "true", "great",
+    "good", "bad", "quick", "slow", "fan", "mess", "wreck", "sucker", "believer", "firm",
+    "strong", "bundle", "kind", "sort", "part", "fool", "pro", "natural", "lucky", "proud",
+    "nervous", "hot", "few", "couple", "whole", "way", "long", "mix",
+}  # fmt: skip
+_NOT_A_NAME = {
+    "I", "Me", "My", "It", "This", "That", "The", "A", "An", "Later", "Soon", "Tomorrow",
+    "Today", "Tonight", "Anytime", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday",
+    "Saturday", "Sunday", "Crazy", "Maybe", "Please", "Back",
+}  # fmt: skip
+_PRONOUNS = {"it", "that", "this", "them", "those", "these", "him", "her", "yours", "you", "all"}
+GENERIC_SPEAKERS = {"user", "human", "customer", "client"}
+Found = list[tuple[str, str, str | None, float]]  # (key, value, query, confidence)
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One message of a person, with where it came from."""
+
+    speaker: str
+    text: str
+    said_at: datetime | None = None
+    source: dict[str, Any] | None = None
+
+    @property
+    def label(self) -> str:
+        """How a query names the speaker ("the user" for a generic role)."""
+        return f"the {self.speaker}" if self.speaker.lower() in GENERIC_SPEAKERS else self.speaker
+
+
+def slug(text: str, *, words: int = 5) -> str:
+    """Key-safe words: lower case, letters and digits, at most `words` of them."""
+    return "_".join(re.findall(r"[a-z0-9]+", text.lower())[:words])
+
+
+def clean(value: str, *, max_words: int = 6) -> str | None:
+    """A value cut at its clause boundary; None when nothing crisp is left."""
+    value = _CUT.sub("", value).strip().strip(QUOTES).strip()
+    words = value.split()
+    if not words or len(words) > max_words:
+        return None
+    return " ".join(words)
+
+
+def _named(value: str) -> bool:
+    """Looks like a name, place, organisation or product: a capital, a digit or a symbol."""
+    return any(
+        (w[0].isupper() and w not in _NOT_A_NAME) or any(c.isdigit() for c in w) or "." in w[1:]
+        for w in value.split()
+    )
+
+
+Builder = Callable[[re.Match[str], "Statement"], Found]
+
+
+def _prefer(m: re.Match[str], st: Statement) -> Found:
+    raw, s, who = m["x"], st.speaker, st.label
+    pair = re.split(
+        r"\s+(?:over|rather than|instead of)\s+|(?<=\w)\s+to\s+(?!\w+ing\b)", raw, maxsplit=1
+    )
+    if len(pair) == 2:
+        x, y = clean(pair[0], max_words=4), clean(pair[1], max_words=4)
+        if not x or not y:
+            return []
+        a, b = sorted((x, y), key=str.lower)
+        return [
+            (f"{s}.prefers.{slug(a)}_or_{slug(b)}", x, f"Which does {who} prefer: {a} or {b}?", 0.8)
+        ]
+    target = re.split(r"\s+for\s+", raw, maxsplit=1)
+    x = clean(target[0], max_words=5)
+    if not x:
+        return []
+    if len(target) == 2 and (thing := clean(target[1], max_words=3)):
+        return [(f"{s}.preferred_{slug(thing)}", x, f"What does {who} prefer for {thing}?", 0.8)]
+    return [(f"{s}.prefers.{slug(x)}", x, f"What does {who} prefer?", 0.75)]
+
+
+def _favourite(m: re.Match[str], st: Statement) -> Found:
+    thing, x = m["thing"].lower(), clean(m["x"], max_words=6)
+    if not x or thing.split()[0] in _VAGUE or re.match(r"(?i)(?:when|that|how|to see)\b", x):
+        return []
+    return [
+        (
+            f"{st.speaker}.favourite_{slug(thing)}",
+            x,
+            f"What is {st.label}'s favourite {thing}?",
+            0.8,
+        )
+    ]
+
+
+def _fan(m: re.Match[str], st: Statement) -> Found:
+    x = clean(re.sub(r"(?i)^both\s+", "", m["x"]), max_words=4)
+    if not x or x.split()[0].lower() in _PRONOUNS:
+        return []
+    return [
+        (f"{st.speaker}.likes.{slug(x)}", f"yes, a fan of {x}", f"Does {st.label} like {x}?", 0.75)
+    ]
+
+
+def _group(st: Statement, subj: str) -> tuple[str, str]:
+    if subj.lower() == "i":
+        return st.speaker, st.label
+    if st.speaker.lower() in GENERIC_SPEAKERS:
+        return "team", "the team"
+    return f"{st.speaker}.group", f"{st.speaker}'s group"
+
+
+def _uses(subject: str, who: str, thing: str, value: str) -> tuple[str, str, str | None, float]:
+    return (f"{subject}.uses.{slug(thing)}", value, f"Does {who} use {thing}?", 0.8)
+
+
+def _use(m: re.Match[str], st: Statement) -> Found:
+    subject, who = _group(st, m["subj"])
+    x = clean(m["x"], max_words=3)
+    if not x or not _named(x):
+        return []
+    out = [_uses(subject, who, x, f"yes ({x})")]
+    if m["y"]:
+        y = clean(m["y"], max_words=3)
+        if not y or not _named(y):
+            return []
+        out = [
+            _uses(subject, who, y, f"no ({x} instead)"),
+            _uses(subject, who, x, f"yes ({x}, not {y})"),
+        ]
+    return out
+
+
+def _stopped(m: re.Match[str], st: Statement) -> Found:
+    subject, who = _group(st, m["subj"])
+    y = clean(m["y"], max_words=3)
+    return [_uses(subject, who, y, "no")] if y and _named(y) else []
+
+
+def _switched(m: re.Match[str], st: Statement) -> Found:
+    subject, who = _group(st, m["subj"])
+    x, y = clean(m["x"], max_words=3), clean(m["y"], max_words=3)
+    if not x or not y or not _named(x) or not _named(y):
+        return []
+    return [
+        _uses(subject, who, y, f"no ({x} instead)"),
+        _uses(subject, who, x, f"yes ({x}, not {y})"),
+    ]
+
+
+def _identity(m: re.Match[str], st: Statement) -> Found:
+    x = clean(m["x"], max_words=4)
+    if not x or x.split()[0].lower() in _NOT_A_NOUN or x.split()[-1].lower() in {"of", "to", "in"}:
+        return []
+    value = f"{m['art'].lower()} {x}"
+    return [(f"{st.speaker}.is_a", value, f"Is {st.label} {value}?", 0.75)]
+
+
+def _lives(m: re.Match[str], st: Statement) -> Found:
+    x = clean(m["x"], max_words=5)
+    if not x or not _named(x):
+        return []
+    conf = 0.7 if m["verb"].lower().startswith("moved") else 0.8
+    return [(f"{st.speaker}.lives_in", x, f"Where does {st.label} live?", conf)]
+
+
+def _works(m: re.Match[str], st: Statement) -> Found:
+    prep, x = m["prep"].lower(), clean(m["x"], max_words=5)
+    if not x:
+        return []
+    if prep == "as":
+        if not re.match(r"(?i)an? \w", x):
+            return []
+        return [(f"{st.speaker}.works_as", x, f"What does {st.label} work as?", 0.8)]
+    if not _named(x) and not re.match(r"(?i)(?:a|an|the) \w", x):
+        return []
+    return [(f"{st.speaker}.works_at", x, f"Where does {st.label} work?", 0.8)]
+
+
+def _called(m: re.Match[str], st: Statement) -> Found:
+    name = m["x"]
+    if any(w in _NOT_A_NAME for w in name.split()):
+        return []
+    if m["how"].lower().startswith("my name"):
+        return [(f"{st.speaker}.name", name, f"What is {st.label}'s name?", 0.85)]
+    return [
+        (f"{st.speaker}.preferred_name", name, f"What does {st.label} want to be called?", 0.85)
+    ]
+
+
+def _remember(m: re.Match[str], st: Statement) -> Found:
+    x = m["x"].strip().rstrip(".!").strip()
+    if len(x.split()) < 3 or re.match(r"(?i)(?:you|we|when|how|what|the time|that time)\b", x):
+        return []
+    if not _named(x) and not re.search(r"(?i)\b(?:my|our|I|me|us)\b", x):
+        return []  # advice ("remember that progress takes time") has no concrete referent
+    return [
+        (f"{st.speaker}.note.{slug(x, words=4)}", x, f"What did {st.label} ask to remember?", 0.75)
+    ]
+
+
+def _from_now(m: re.Match[str], st: Statement) -> Found:
+    x = m["x"].strip().rstrip(".!").strip()
+    if len(x.split()) < 3:
+        return []
+    key = f"{st.speaker}.from_now_on.{slug(x, words=4)}"
+    return [(key, x, f"What did {st.label} ask for from now on?", 0.75)]
+
+
+_X = r"(?P<x>[^,.;!?()]+)"
+_Y = r"(?P<y>[^,.;!?()]+)"
+_ADV = (
+    r"(?:(?:really|much|usually|generally|definitely|always|currently|now|still|mostly|mainly"
+    r"|only) )?"
+)
+_NAME = r"(?P<x>[A-Z][\w'-]*(?: [A-Z][\w'-]*){0,2})"
+_PATTERNS: dict[str, str] = {
+    "prefer": rf"(?i)\bI {_ADV}prefer {_X}",
+    "favourite": (
+        r"(?i)\bmy (?:all-time )?(?:favou?rite|fave) (?P<thing>[a-z]+(?: [a-z]+){0,2}) "
+        rf"(?:is|are|has to be) {_X}"
+    ),
+    "use": (
+        rf"(?i)\b(?P<subj>we|I)(?:'re| are|'m| am)? {_ADV}(?:use|using|rely on) "
+        r"(?P<x>[^,.;!?()]+?)(?:,? (?:and )?(?:not|instead of|rather than) "
+        r"(?P<y>[^,.;!?()]+))?(?=[,.;!?()]|$)"
+    ),
+    "stopped": (
+        r"(?i)\b(?P<subj>we|I) (?:don't|do not|no longer|never|(?:have |'ve )?stopped) "
+        rf"us(?:e|ing) {_Y}"
+    ),
+    "switched": (
+        r"(?i)\b(?P<subj>we|I)(?: have|'ve)? (?:switched|moved|migrated|changed) (?:over )?"
+        r"from (?P<y>[^,.;!?()]+?) to " + _X
+    ),
+    "fan": rf"(?i)\bI(?:'m| am) (?:a |an )?(?:big |huge |great |massive )?fan of {_X}",
+    "identity": rf"(?i)\bI(?:'m| am) (?P<art>an?) {_X}",
+    "lives": rf"(?i)\bI {_ADV}(?P<verb>live in|(?:'m|am) living in|(?:just )?moved to) {_X}",
+    "works": rf"(?i)\bI(?:'m| am)? {_ADV}work(?:ing)? (?P<prep>at|for|as) {_X}",
+    "called": rf"(?P<how>(?i:\b(?:please )?call me|\bmy name is|\bI go by)) {_NAME}",
+    "remember": (
+        r"(?i)^(?:also,? |and )?(?:please )?(?:remember|note|keep in mind)(?: that|:) (?P<x>.+)$"
+    ),
+    "from_now_on": r"(?i)\bfrom now on,? (?P<x>[^.!?]+)",
+}
+_BUILDERS: dict[str, Builder] = {
+    "prefer": _prefer,
+    "favourite": _favourite,
+    "use": _use,
+    "stopped": _stopped,
+    "switched": _switched,
+    "fan": _fan,
+    "identity": _identity,
+    "lives": _lives,
+    "works": _works,
+    "called": _called,
+    "remember": _remember,
+    "from_now_on": _from_now,
+}
+# compiled once, at import
+RULES: list[tuple[str, re.Pattern[str], Builder]] = [
+    (name, re.compile(p), _BUILDERS[name]) for name, p in _PATTERNS.items()
+]

@@ -1,0 +1,189 @@
+"""The facts stage: trajectories not yet fact-extracted -> rule facts (+ LLM facts) -> write_fact.
+
+Statements are written in time order (the turn's own time, else the session date, else the
+trajectory's arrival), so write_fact's "the newest statement supersedes" is right; a statement
+older than the one already holding a key+query (a late-arriving old conversation) is skipped
+instead of superseding it. Done trajectories get a marker in `trajectory.extra` (set in one
+statement per batch), so a second run finds nothing to do.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import bindparam, func, select, update
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, col
+
+from memory_core.db import session_scope
+from memory_core.errors import InvalidInput, LLMOutputInvalid
+from memory_core.facts.extract import RULES_VERSION, is_person, rule_facts
+from memory_core.facts.llm import LLMFactExtractor
+from memory_core.facts.rules import Statement
+from memory_core.facts.store import FactIn, normalise_key, write_fact
+from memory_core.models.card import Card, CardKind, CardStatus
+from memory_core.models.columns import utcnow
+from memory_core.models.trajectory import Trajectory
+
+MARKER = "facts_extracted"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass
+class FactsReport:
+    """What one run of the facts stage did."""
+
+    trajectories: int = 0
+    statements: int = 0
+    found: int = 0
+    new: int = 0
+    refreshed: int = 0
+    superseded: int = 0
+    skipped_older: int = 0
+    refused: int = 0
+    llm_calls: int = 0
+    llm_cached: int = 0
+    llm_invalid: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+def statements_of(row: Trajectory) -> list[Statement]:
+    """The messages people wrote in a stored trajectory, with their source."""
+    out = []
+    for step in row.steps:
+        if step.get("type") != "message" or not step.get("text"):
+            continue
+        role, speaker = step.get("role"), step.get("speaker")
+        if not is_person(role, speaker):
+            continue
+        ts = step.get("ts")
+        said_at = datetime.fromisoformat(ts) if isinstance(ts, str) else None
+        source = {
+            "trajectory_id": str(row.id),
+            "trajectory_key": row.key,
+            "step": step.get("index"),
+            **({"turn_id": step["turn_id"]} if step.get("turn_id") else {}),
+            "speaker": speaker or role,
+        }
+        out.append(
+            Statement(
+                speaker=str(speaker or role), text=str(step["text"]), said_at=said_at, source=source
+            )
+        )
+    return out
+
+
+def _pending(session: Session, namespace: str | None, limit: int) -> list[Trajectory]:
+    q = select(Trajectory).where(col(Trajectory.extra)[MARKER].as_string().is_(None))
+    if namespace is not None:
+        q = q.where(col(Trajectory.namespace) == namespace)
+    q = q.order_by(col(Trajectory.created_at), col(Trajectory.id)).limit(limit)
+    return list(session.execute(q).scalars())
+
+
+def _mark(engine: Engine, ids: Sequence[uuid.UUID], marker: dict[str, Any]) -> None:
+    """One UPDATE for the batch; only the marker key of `extra` changes."""
+    extra = col(Trajectory.extra)
+    value: Any
+    if engine.dialect.name == "postgresql":
+        value = extra.op("||")(bindparam("marker", {MARKER: marker}, type_=JSONB))
+    else:
+        value = func.json_set(extra, f"$.{MARKER}", func.json(json.dumps(marker)))
+    with session_scope(engine) as session:
+        session.execute(
+            update(Trajectory)
+            .where(col(Trajectory.id).in_(list(ids)))
+            .values(extra=value)
+            .execution_options(synchronize_session=False)
+        )
+
+
+def _holder(engine: Engine, namespace: str, fact: FactIn) -> list[Card]:
+    q = select(Card).where(
+        col(Card.namespace) == namespace,
+        col(Card.kind) == CardKind.fact.value,
+        col(Card.key) == normalise_key(fact.key),
+        col(Card.status) == CardStatus.active.value,
+    )
+    q = q.where(col(Card.query).is_(None) if fact.query is None else col(Card.query) == fact.query)
+    with Session(engine) as session:
+        return list(session.execute(q).scalars())
+
+
+def _said_at(card: Card) -> str | None:
+    value = (card.provenance.get("source") or {}).get("said_at")
+    return value if isinstance(value, str) else None
+
+
+def _write(engine: Engine, namespace: str, fact: FactIn, actor: str, report: FactsReport) -> None:
+    held = _holder(engine, namespace, fact)
+    said = fact.source.get("said_at")
+    if any(h.value == fact.value for h in held):
+        report.refreshed += 1
+    elif said and any((_said_at(h) or "") > said for h in held):
+        report.skipped_older += 1  # a newer statement already holds this key: keep it
+        return
+    else:
+        report.new += 1
+        report.superseded += len(held)
+    try:
+        write_fact(engine=engine, namespace=namespace, fact=fact, actor=actor)
+    except InvalidInput as exc:  # e.g. a value that looks like a credential
+        report.refused += 1
+        report.errors.append(f"{fact.key}: {exc}")
+
+
+def _when(st: Statement, row: Trajectory) -> datetime:
+    return st.said_at or row.created_at or _EPOCH
+
+
+def extract_facts(
+    *,
+    engine: Engine,
+    namespace: str | None = None,
+    llm: LLMFactExtractor | None = None,
+    batch_size: int = 100,
+    max_batches: int | None = None,
+) -> FactsReport:
+    """Extract facts from every trajectory not yet done (of one namespace, or all)."""
+    report = FactsReport()
+    version = RULES_VERSION + (f"+{llm.version}" if llm else "")
+    batches = 0
+    while max_batches is None or batches < max_batches:
+        with Session(engine) as session:
+            rows = _pending(session, namespace, batch_size)
+        if not rows:
+            break
+        batches += 1
+        found: list[tuple[datetime, int, int, str, FactIn, str]] = []
+        for order, row in enumerate(rows):
+            statements = statements_of(row)
+            report.statements += len(statements)
+            for i, st in enumerate(statements):
+                for fact in rule_facts(st):
+                    found.append((_when(st, row), order, i, row.namespace, fact, "facts-rules"))
+            if llm is not None and statements:
+                try:
+                    result = llm.extract(trajectory_id=row.id, statements=statements)
+                except LLMOutputInvalid as exc:
+                    report.llm_invalid += 1
+                    report.errors.append(f"{row.key}: {exc}")
+                    continue
+                report.llm_calls += result.calls
+                report.llm_cached += result.cached
+                for i, fact in result.facts:
+                    when = _when(statements[i], row)
+                    found.append((when, order, i, row.namespace, fact, "facts-llm"))
+        found.sort(key=lambda f: f[:3])
+        report.found += len(found)
+        for *_, ns, fact, actor in found:
+            _write(engine, ns, fact, actor, report)
+        report.trajectories += len(rows)
+        _mark(engine, [r.id for r in rows], {"version": version, "at": utcnow().isoformat()})
+    return report

@@ -1,0 +1,288 @@
+"""Facts from conversations and trajectories: rules, the LLM path, the stage, supersession."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+from sqlalchemy import select
+from sqlmodel import Session
+
+from memory_core.facts.extract import rule_facts
+from memory_core.facts.llm import LLMFactExtractor
+from memory_core.facts.rules import Statement
+from memory_core.facts.search import search_facts
+from memory_core.facts.stage import MARKER, extract_facts
+from memory_core.ingest.store import ingest, read_records
+from memory_core.llm.cache import SQLAnswerCache
+from memory_core.llm.client import OpenAICompatibleLLM
+from memory_core.models.card import Card, CardStatus
+from memory_core.models.llm_answer import LLMAnswer
+from memory_core.models.trajectory import Trajectory
+from tests.helpers.scripted_llm import Reply, ScriptedLLM
+
+SAID = datetime(2024, 5, 8, 13, 0, tzinfo=UTC)  # a Wednesday
+
+
+def _facts(text: str, speaker: str = "Ann", said_at: datetime | None = SAID):
+    return {
+        (f.key, f.value): f
+        for f in rule_facts(Statement(speaker=speaker, text=text, said_at=said_at))
+    }
+
+
+@pytest.mark.parametrize(
+    "text,key,value",
+    [
+        ("I prefer dark mode.", "Ann.prefers.dark_mode", "dark mode"),
+        ("I really prefer tea over coffee.", "Ann.prefers.coffee_or_tea", "tea"),
+        ("I prefer Vim for editing.", "Ann.preferred_editing", "Vim"),
+        ("My favourite book is Dune.", "Ann.favourite_book", "Dune"),
+        ("my favorite color is blue!", "Ann.favourite_color", "blue"),
+        ("We use MySQL.", "Ann.group.uses.mysql", "yes (MySQL)"),
+        ("We use PostgreSQL, not MySQL.", "Ann.group.uses.mysql", "no (PostgreSQL instead)"),
+        (
+            "We switched from Jenkins to GitHub Actions.",
+            "Ann.group.uses.jenkins",
+            "no (GitHub Actions instead)",
+        ),
+        ("We no longer use Jira.", "Ann.group.uses.jira", "no"),
+        ("I'm a nurse.", "Ann.is_a", "a nurse"),
+        ("I am an architect and a dad.", "Ann.is_a", "an architect"),
+        (
+            "I'm a big fan of Nintendo games.",
+            "Ann.likes.nintendo_games",
+            "yes, a fan of Nintendo games",
+        ),
+        ("I live in Boston with my wife.", "Ann.lives_in", "Boston"),
+        ("I just moved to Denver.", "Ann.lives_in", "Denver"),
+        ("I work at Acme Corp as a designer.", "Ann.works_at", "Acme Corp"),
+        ("I work as a nurse at night.", "Ann.works_as", "a nurse"),
+        ("Please call me Annie.", "Ann.preferred_name", "Annie"),
+        ("My name is Ann Lee.", "Ann.name", "Ann Lee"),
+        (
+            "Remember that my flight is on the 12th.",
+            "Ann.note.my_flight_is_on",
+            "my flight is on the 12th",
+        ),
+        (
+            "From now on, answer in French please.",
+            "Ann.from_now_on.answer_in_french_please",
+            "answer in French please",
+        ),
+    ],
+)
+def test_each_rule_on_a_plain_statement(text, key, value) -> None:
+    found = _facts(text)
+    assert (key, value) in found, found.keys()
+    fact = found[(key, value)]
+    assert fact.query and fact.query.endswith("?")
+    assert fact.source["sentence"] and fact.source["extractor"] == "rules.v1"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Do you live in Boston?",
+        "If I lived in Paris I'd be happy.",
+        "I wish I worked at Google.",
+        "She said I prefer tea.",
+        "I'm a bit tired today.",
+        "I'm a huge fan of it!",
+        "I live in the moment.",
+        "I work at night.",
+        "Call me tomorrow.",
+        "Call me later!",
+        "we use the park a lot",
+        "We use it every day.",
+        "My favorite part was the ending.",
+        "Remember that time we went camping?",
+        "Remember that progress takes time.",
+        "I love my cat.",
+        "What's your favourite movie?",
+    ],
+)
+def test_no_fact_from_questions_hypotheticals_or_vague_values(text) -> None:
+    assert _facts(text) == {}
+
+
+def test_temporal_hints_set_valid_until_only_with_a_date() -> None:
+    (week,) = _facts("I live in Denver this week.").values()
+    assert week.value == "Denver" and week.valid_until == datetime(
+        2024, 5, 12, 23, 59, 59, tzinfo=UTC
+    )
+    (friday,) = _facts("I live in Denver until Friday.").values()
+    assert friday.valid_until == datetime(2024, 5, 10, 23, 59, 59, tzinfo=UTC)
+    (now,) = _facts("For now I live in Denver.").values()
+    assert now.valid_until is None and now.source["temporary"] == "For now"
+    (undated,) = _facts("I live in Denver this week.", said_at=None).values()
+    assert undated.valid_until is None and undated.confidence < week.confidence
+
+
+def _ingest(engine, doc, namespace: str = "ns"):
+    report = ingest(
+        engine=engine,
+        records=read_records(json.dumps(doc), name="t"),
+        namespace=namespace,
+        task_type="chat",
+    )
+    assert report.refused == [], report.refused
+    return report
+
+
+def _conversation(*sessions: tuple[str, list[tuple[str, str]]]) -> dict:
+    conv: dict = {}
+    for n, (date, turns) in enumerate(sessions, start=1):
+        conv[f"session_{n}_date_time"] = date
+        conv[f"session_{n}"] = [
+            {"speaker": who, "dia_id": f"S{n}:{i}", "text": text}
+            for i, (who, text) in enumerate(turns)
+        ]
+    return {"conversation": conv}
+
+
+def _active(engine, namespace: str = "ns") -> dict[str, str]:
+    with Session(engine) as s:
+        cards = s.execute(
+            select(Card).where(Card.namespace == namespace, Card.status == CardStatus.active.value)
+        ).scalars()
+        return {c.key: c.value for c in cards}
+
+
+def test_newest_statement_supersedes_and_the_stage_is_idempotent(engine) -> None:
+    # sessions given out of order: the dates decide what is newest
+    _ingest(
+        engine,
+        _conversation(
+            (
+                "10:00 am on 9 June, 2024",
+                [("Dev", "We use PostgreSQL, not MySQL."), ("Kim", "Cool.")],
+            ),
+            (
+                "9:00 am on 2 May, 2024",
+                [("Dev", "We use MySQL. I live in Oslo."), ("Kim", "Nice!")],
+            ),
+        ),
+    )
+    first = extract_facts(engine=engine)
+    assert first.trajectories == 1 and first.superseded == 1
+    assert _active(engine) == {
+        "dev.group.uses.mysql": "no (PostgreSQL instead)",
+        "dev.group.uses.postgresql": "yes (PostgreSQL, not MySQL)",
+        "dev.lives_in": "Oslo",
+    }
+    hits = search_facts(engine=engine, namespace="ns", text="MySQL", include_superseded=True)
+    assert {h.fact.value for h in hits} >= {"yes (MySQL)", "no (PostgreSQL instead)"}
+    mysql = next(h.fact for h in hits if h.fact.value == "yes (MySQL)")
+    assert mysql.status == "superseded"
+    source = next(h.fact for h in hits if h.fact.status == "active").provenance["source"]
+    assert source["turn_id"] == "S1:0" and source["said_at"].startswith("2024-06-09")
+    with Session(engine) as s:
+        (row,) = s.execute(select(Trajectory)).scalars()
+        assert row.extra[MARKER]["version"] == "rules.v1"
+        cards = len(s.execute(select(Card)).all())
+    again = extract_facts(engine=engine)
+    assert (again.trajectories, again.found, again.new) == (0, 0, 0)
+    with Session(engine) as s:
+        assert len(s.execute(select(Card)).all()) == cards
+
+
+def test_an_older_statement_arriving_later_does_not_supersede(engine) -> None:
+    _ingest(engine, _conversation(("9 June, 2024", [("Dev", "I live in Oslo.")])))
+    extract_facts(engine=engine)
+    _ingest(engine, _conversation(("2 May, 2024", [("Dev", "I live in Rome.")])))
+    report = extract_facts(engine=engine)
+    assert report.skipped_older == 1 and _active(engine) == {"dev.lives_in": "Oslo"}
+
+
+def test_trajectory_messages_of_the_user_only(engine) -> None:
+    run = {
+        "messages": [
+            {"role": "system", "content": "I am a helpful assistant. Call me Botty."},
+            {"role": "user", "content": "We use Terraform. I prefer YAML over JSON."},
+            {
+                "role": "assistant",
+                "content": "I'm an agent. I live in Frankfurt.",
+                "tool_calls": [{"id": "c1", "function": {"name": "plan", "arguments": "{}"}}],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": "I live in Paris"},
+        ]
+    }
+    _ingest(engine, run)
+    report = extract_facts(engine=engine, namespace="ns")
+    assert report.statements == 1
+    assert _active(engine) == {
+        "team.uses.terraform": "yes (Terraform)",
+        "user.prefers.json_or_yaml": "YAML",
+    }
+
+
+def _llm_setup(engine, server):
+    llm = OpenAICompatibleLLM(base_url=server.url, model="scripted-1", api_key=None)
+    return LLMFactExtractor(llm=llm, cache=SQLAnswerCache(engine))
+
+
+def test_llm_facts_are_written_with_their_turn_and_cached(engine) -> None:
+    answer = {
+        "facts": [
+            {
+                "subject": "Dev",
+                "attribute": "job",
+                "value": "paramedic",
+                "question": "What is Dev's job?",
+                "turn": "S1:1",
+                "valid_until": None,
+                "confidence": 0.9,
+            }
+        ]
+    }
+    _ingest(
+        engine,
+        _conversation(
+            ("9 June, 2024", [("Kim", "Hi"), ("Dev", "Long shift on the ambulance again.")])
+        ),
+    )
+    with ScriptedLLM(lambda body, n: Reply(json.dumps(answer))) as server:
+        report = extract_facts(engine=engine, llm=_llm_setup(engine, server))
+        assert server.calls("durable facts") == 1
+        assert "[S1:1] (2024-06-09) Dev: Long shift" in server.requests[0]["messages"][1]["content"]
+    assert report.llm_calls == 1 and report.llm_invalid == 0
+    assert _active(engine) == {"dev.job": "paramedic"}
+    with Session(engine) as s:
+        card = s.execute(select(Card)).scalar_one()
+        assert card.provenance["producer"] == "facts-llm"
+        assert card.provenance["source"]["turn_id"] == "S1:1"
+        assert s.execute(select(LLMAnswer)).scalar_one().prompt_id == "facts.v1"
+        (row,) = s.execute(select(Trajectory)).scalars()
+        assert row.extra[MARKER]["version"] == "rules.v1+facts.v1"
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "I could not find anything durable, sorry!",
+        json.dumps({"facts": [{"subject": "Dev", "value": "x"}]}),
+        json.dumps(
+            {
+                "facts": [
+                    {
+                        "subject": "Dev",
+                        "attribute": "job",
+                        "value": "cook",
+                        "question": "What is Dev's job?",
+                        "turn": "Z9:9",
+                    }
+                ]
+            }
+        ),
+    ],
+)
+def test_garbage_from_the_llm_writes_nothing(engine, content) -> None:
+    _ingest(
+        engine, _conversation(("9 June, 2024", [("Dev", "Long shift on the ambulance again.")]))
+    )
+    with ScriptedLLM(lambda body, n: Reply(content)) as server:
+        report = extract_facts(engine=engine, llm=_llm_setup(engine, server))
+    assert report.llm_invalid == 1 and report.new == 0
+    assert _active(engine) == {}
