@@ -14,6 +14,7 @@ from flows.retrospect import RetrospectSummary, run_retrospect
 from memory_core.settings import Settings
 from tasks.consolidate import ConsolidateSummary
 from tasks.decay import DecaySummary, decay_task
+from tasks.facts import FactsSummary, facts_task
 from tasks.ingest import IngestSummary, ingest_source
 from tasks.validate import ValidationSummary, validate_task
 
@@ -23,6 +24,7 @@ class NightlySummary(BaseModel):
 
     ingested: list[IngestSummary] = []
     retrospect: RetrospectSummary = RetrospectSummary()
+    facts: FactsSummary = FactsSummary()
     validation: ValidationSummary = ValidationSummary()
     consolidation: ConsolidateSummary = ConsolidateSummary()
     decay: DecaySummary = DecaySummary()
@@ -41,6 +43,7 @@ def nightly(params: NightlyParams = NightlyParams()) -> NightlySummary:
     task_type = params.task_type or settings.default_task_type
     ingested = [ingest_source(src, namespace, task_type, settings) for src in params.input]
     retro = run_retrospect(params.retrospect, settings)
+    facts = facts_task(params.retrospect.namespace, settings)
     checked = validate_task(params.retrospect.namespace, settings)
     merged = run_consolidate(params.consolidate, settings)
     # last: the cap ranks the set that validation just grew
@@ -48,6 +51,7 @@ def nightly(params: NightlyParams = NightlyParams()) -> NightlySummary:
     return NightlySummary(
         ingested=ingested,
         retrospect=retro,
+        facts=facts,
         validation=checked,
         consolidation=merged,
         decay=faded,

@@ -14,6 +14,7 @@ from memory_cli import archive as archive_cmd
 from memory_cli import cards as cards_cmd
 from memory_cli import consolidate as consolidate_cmd
 from memory_cli import dead_letters as dead_letters_cmd
+from memory_cli import facts as facts_cmd
 from memory_cli import index as index_cmd
 from memory_cli import review as review_cmd
 from memory_cli import serve as serve_cmd
@@ -29,6 +30,7 @@ app = typer.Typer(help=__doc__, no_args_is_help=True, pretty_exceptions_enable=F
 db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 app.add_typer(cards_cmd.app, name="cards")
+app.add_typer(facts_cmd.app, name="facts")
 app.add_typer(dead_letters_cmd.app, name="dead-letters")
 app.add_typer(review_cmd.validate_app, name="validate")
 app.add_typer(review_cmd.review_app, name="review")

@@ -286,3 +286,68 @@ def test_garbage_from_the_llm_writes_nothing(engine, content) -> None:
         report = extract_facts(engine=engine, llm=_llm_setup(engine, server))
     assert report.llm_invalid == 1 and report.new == 0
     assert _active(engine) == {}
+
+
+def test_cli_add_search_forget_extract(env_for, tmp_path) -> None:
+    from tests.test_cli import hindsight
+
+    conv = tmp_path / "chat.json"
+    conv.write_text(
+        json.dumps(
+            [
+                {"speaker": "Dev", "text": "I live in Oslo.", "timestamp": "2024-05-02T09:00:00Z"},
+                {"speaker": "Kim", "text": "Nice!"},
+            ]
+        )
+    )
+    assert json.loads(hindsight(env_for, "ingest", str(conv), "-f", "json").stdout)["stored"] == 1
+    out = json.loads(hindsight(env_for, "facts", "extract", "-f", "json").stdout)
+    assert (out["trajectories"], out["new"]) == (1, 1)
+    again = json.loads(hindsight(env_for, "facts", "extract", "-f", "json").stdout)
+    assert (again["trajectories"], again["new"]) == (0, 0)
+    first = json.loads(
+        hindsight(
+            env_for,
+            "facts",
+            "add",
+            "team.database",
+            "PostgreSQL 15",
+            "--query",
+            "Which database does the team use?",
+            "-f",
+            "json",
+        ).stdout
+    )
+    hindsight(
+        env_for,
+        "facts",
+        "add",
+        "team.database",
+        "MySQL 8",
+        "--query",
+        "Which database does the team use?",
+        "--valid-until",
+        "2999-01-01",
+    )
+    hits = json.loads(hindsight(env_for, "facts", "search", "database", "-f", "json").stdout)
+    assert [h["fact"]["value"] for h in hits] == ["MySQL 8"]
+    assert hits[0]["fact"]["card_id"] != first["card_id"]
+    every = json.loads(
+        hindsight(env_for, "facts", "search", "database", "--all", "-f", "json").stdout
+    )
+    assert {h["fact"]["value"] for h in every} == {"MySQL 8", "PostgreSQL 15"}
+    where = json.loads(
+        hindsight(env_for, "facts", "search", "Where does Dev live", "-f", "json").stdout
+    )
+    assert where[0]["fact"]["value"] == "Oslo"
+    table = hindsight(env_for, "facts", "search", "Oslo").stdout
+    assert "Oslo" in table and "dev.lives_in" in table
+    gone = json.loads(
+        hindsight(env_for, "facts", "forget", where[0]["fact"]["card_id"], "-f", "json").stdout
+    )
+    assert gone["status"] == "forgotten"
+    assert json.loads(hindsight(env_for, "facts", "search", "Oslo", "-f", "json").stdout) == []
+    bad = hindsight(env_for, "facts", "add", "k", "v", "--valid-until", "soon", check=False)
+    assert bad.returncode == 2 and "valid_until" in bad.stderr
+    missing = hindsight(env_for, "facts", "forget", "not-a-uuid", check=False)
+    assert missing.returncode == 2

@@ -15,13 +15,16 @@ from functools import cache
 from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
+from sqlalchemy.engine import Engine
 
 from memory_core.errors import LLMOutputInvalid
 from memory_core.facts.rules import Statement
 from memory_core.facts.store import FactIn
-from memory_core.llm.cache import AnswerCache, cache_key
+from memory_core.llm.cache import AnswerCache, SQLAnswerCache, cache_key
 from memory_core.llm.client import LLMClient
 from memory_core.llm.structured import ask
+from memory_core.retrospect.factory import build_llm
+from memory_core.settings import Settings
 
 PROMPT_FILE = Path(__file__).parent / "prompts" / "facts.v1.md"
 PROMPT_ID = "facts.v1"
@@ -151,3 +154,9 @@ class LLMFactExtractor:
                     ) from exc
                 result.facts.append((idx, fact))
         return result
+
+
+def build_fact_extractor(settings: Settings, engine: Engine) -> LLMFactExtractor | None:
+    """The LLM fact extractor when HINDSIGHT_LLM_BASE_URL is set, else None (rules only)."""
+    llm = build_llm(settings)
+    return None if llm is None else LLMFactExtractor(llm=llm, cache=SQLAnswerCache(engine))

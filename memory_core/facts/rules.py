@@ -17,7 +17,7 @@ from typing import Any
 
 _CUT = re.compile(
     r"\s+(?:and|but|because|so|since|which|who|where|when|while|though|although|with|for|"
-    r"after|before|if|until|as|at|in|on|like|now|too|anymore|these days|right now|at the moment|lol|haha)"
+    r"after|before|if|until|as|at|in|on|like|now|too|anymore|these days|right now|lol|haha)"
     r"\b.*|\s*[-–—]+(?:\s.*|$)",
     re.IGNORECASE,
 )

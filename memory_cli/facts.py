@@ -1,0 +1,140 @@
+"""`hindsight facts`: add, search, forget and extract key / query / value facts."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError
+
+from memory_cli.context import fail_on_errors, load
+from memory_cli.output import Format, console, print_json, table
+from memory_core.errors import InvalidInput
+from memory_core.facts.llm import build_fact_extractor
+from memory_core.facts.search import search_facts
+from memory_core.facts.stage import extract_facts
+from memory_core.facts.store import FactIn, forget_fact, write_fact
+from memory_core.models.card import CardPublic
+
+app = typer.Typer(
+    help="Facts: what an agent should know (key, query, value).", no_args_is_help=True
+)
+FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
+NamespaceOpt = Annotated[str | None, typer.Option(help="namespace (default: the setting)")]
+_COLUMNS = ["id", "status", "key", "query", "value", "valid until", "conf"]
+
+
+def _row(f: CardPublic) -> list[object]:
+    until = f.valid_until.isoformat(timespec="minutes") if f.valid_until else ""
+    return [str(f.card_id)[:8], f.status, f.key, f.query, f.value, until, f"{f.confidence:.2f}"]
+
+
+def _until(value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise InvalidInput(f"{value!r} is not an ISO date or time", field="valid_until") from exc
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed
+
+
+@app.command("add")
+def add(
+    key: Annotated[str, typer.Argument(help="whom or what it is about, e.g. user.editor")],
+    value: Annotated[str, typer.Argument(help="the short conclusion")],
+    query: Annotated[str | None, typer.Option(help="the question it answers")] = None,
+    valid_until: Annotated[str | None, typer.Option(help="ISO date/time it expires")] = None,
+    namespace: NamespaceOpt = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Store a fact; an older value for the same key and query is superseded."""
+    with fail_on_errors():
+        settings, engine = load()
+        try:
+            fact = FactIn(key=key, value=value, query=query, valid_until=_until(valid_until))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field = ".".join(str(p) for p in first["loc"])
+            raise InvalidInput(first["msg"], field=field) from exc
+        card = write_fact(
+            engine=engine, namespace=namespace or settings.namespace, fact=fact, actor="cli"
+        )
+        if fmt is Format.json:
+            print_json(card)
+            return
+        table("fact", _COLUMNS, [_row(card)])
+
+
+@app.command("search")
+def search(
+    text: Annotated[str, typer.Argument(help="what to look for")],
+    all_: Annotated[bool, typer.Option("--all", help="include superseded and expired")] = False,
+    top_k: Annotated[int, typer.Option(min=1, max=100)] = 5,
+    namespace: NamespaceOpt = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """The facts that best answer TEXT (keyword ranking blended with the card score)."""
+    with fail_on_errors():
+        settings, engine = load()
+        hits = search_facts(
+            engine=engine,
+            namespace=namespace or settings.namespace,
+            text=text,
+            top_k=top_k,
+            include_superseded=all_,
+            weights=settings.ranking,
+        )
+        if fmt is Format.json:
+            print_json(hits)
+            return
+        table(
+            f"{len(hits)} fact(s) for {text!r}",
+            ["score", *_COLUMNS],
+            [[f"{h.score:.3f}", *_row(h.fact)] for h in hits],
+        )
+
+
+@app.command("forget")
+def forget(
+    fact_id: Annotated[str, typer.Argument(help="the fact's id (a UUID)")],
+    namespace: NamespaceOpt = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Take a fact out of retrieval for good (its history stays)."""
+    with fail_on_errors():
+        settings, engine = load()
+        try:
+            fid = uuid.UUID(fact_id)
+        except ValueError as exc:
+            raise InvalidInput(f"{fact_id!r} is not a fact id (a UUID)", field="fact_id") from exc
+        card = forget_fact(
+            engine=engine, namespace=namespace or settings.namespace, fact_id=fid, actor="cli"
+        )
+        if fmt is Format.json:
+            print_json(card)
+            return
+        table("forgotten", _COLUMNS, [_row(card)])
+
+
+@app.command("extract")
+def extract(namespace: NamespaceOpt = None, fmt: FormatOpt = Format.table) -> None:
+    """Extract facts from trajectories and conversations not yet done (rules; the LLM too
+    when HINDSIGHT_LLM_BASE_URL is set)."""
+    with fail_on_errors():
+        settings, engine = load()
+        report = extract_facts(
+            engine=engine, namespace=namespace, llm=build_fact_extractor(settings, engine)
+        )
+        summary = vars(report)
+        if fmt is Format.json:
+            print_json(summary)
+            return
+        shown = {
+            k: v for k, v in summary.items() if k != "errors" and (v or not k.startswith("llm"))
+        }
+        table("facts", list(shown), [list(shown.values())])
+        for error in report.errors:
+            console.print(f"[yellow]{error}[/yellow]")
