@@ -101,6 +101,10 @@ def test_each_rule_on_a_plain_statement(text, key, value) -> None:
         "Remember that progress takes time.",
         "I love my cat.",
         "What's your favourite movie?",
+        "I prefer flights departing after 8am and before 9pm.",
+        "I prefer flights within that time frame.",
+        "I prefer to use a gift card for the payment instead.",
+        "I'm using my Gold membership for this.",
     ],
 )
 def test_no_fact_from_questions_hypotheticals_or_vague_values(text) -> None:

@@ -39,14 +39,14 @@ def rule_facts(statement: Statement) -> list[FactIn]:
     """The facts a person's message states explicitly (often none)."""
     facts: dict[tuple[str, str | None], FactIn] = {}
     for sentence in sentences(statement.text):
+        span = find_span(sentence, said_at=statement.said_at)
+        # the rules read the sentence without its time hint ("I live in Denver [this week]")
+        bare = " ".join(sentence.replace(span.text, " ").split()) if span else sentence
         for name, pattern, build in RULES:
-            for m in pattern.finditer(sentence):
-                if _HEDGE.search(sentence[: m.start()]):
+            for m in pattern.finditer(bare):
+                if _HEDGE.search(bare[: m.start()]):
                     continue
-                span = find_span(sentence, said_at=statement.said_at)
                 for key, value, query, conf in build(m, statement):
-                    if span is not None:
-                        value = value.replace(span.text, "").strip() or value
                     fact = FactIn(
                         key=key,
                         value=value,

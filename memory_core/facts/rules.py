@@ -21,6 +21,11 @@ _CUT = re.compile(
     r"\b.*|\s*[-–—]+(?:\s.*|$)",
     re.IGNORECASE,
 )
+_QUALIFIER = re.compile(
+    r"(?i)\s+(?:with|for|after|before|until|as|at|in|on|like|which|who|where|when|while)\b"
+)
+_OWNED = re.compile(r"(?i)(?:my|our|your|his|her|their)\b")
+_ANAPHORA = re.compile(r"(?i)\b(?:that|this|those|these|it|them|such)\b")
 QUOTES = "\"'“”‘’`*"
 _VAGUE = {"part", "thing", "things", "moment", "moments", "memory", "one", "ones", "bit", "kind"}
 _NOT_A_NOUN = {
@@ -59,11 +64,17 @@ def slug(text: str, *, words: int = 5) -> str:
     return "_".join(re.findall(r"[a-z0-9]+", text.lower())[:words])
 
 
-def clean(value: str, *, max_words: int = 6) -> str | None:
-    """A value cut at its clause boundary; None when nothing crisp is left."""
-    value = _CUT.sub("", value).strip().strip(QUOTES).strip()
+def clean(value: str, *, max_words: int = 6, whole: bool = False) -> str | None:
+    """A value cut at its clause boundary; None when nothing crisp is left: too long, pointing
+    back into the conversation ("that time frame"), or (whole=True) losing a qualifier that
+    changes its meaning ("flights departing | after 8am")."""
+    cut = _CUT.search(value)
+    if whole and cut and _QUALIFIER.match(cut.group(0)):
+        return None
+    value = value[: cut.start()] if cut else value
+    value = value.strip().strip(QUOTES).strip()
     words = value.split()
-    if not words or len(words) > max_words:
+    if not words or len(words) > max_words or _ANAPHORA.search(value):
         return None
     return " ".join(words)
 
@@ -85,18 +96,20 @@ def _prefer(m: re.Match[str], st: Statement) -> Found:
         r"\s+(?:over|rather than|instead of)\s+|(?<=\w)\s+to\s+(?!\w+ing\b)", raw, maxsplit=1
     )
     if len(pair) == 2:
-        x, y = clean(pair[0], max_words=4), clean(pair[1], max_words=4)
+        x, y = clean(pair[0], max_words=4), clean(pair[1], max_words=4, whole=True)
         if not x or not y:
             return []
         a, b = sorted((x, y), key=str.lower)
         return [
             (f"{s}.prefers.{slug(a)}_or_{slug(b)}", x, f"Which does {who} prefer: {a} or {b}?", 0.8)
         ]
+    if re.match(r"(?i)to\s", raw):
+        return []  # "I prefer to use a gift card": a choice in this conversation, not a taste
     target = re.split(r"\s+for\s+", raw, maxsplit=1)
-    x = clean(target[0], max_words=5)
+    x = clean(target[0], max_words=5, whole=len(target) == 1)
     if not x:
         return []
-    if len(target) == 2 and (thing := clean(target[1], max_words=3)):
+    if len(target) == 2 and (thing := clean(target[1], max_words=2, whole=True)):
         return [(f"{s}.preferred_{slug(thing)}", x, f"What does {who} prefer for {thing}?", 0.8)]
     return [(f"{s}.prefers.{slug(x)}", x, f"What does {who} prefer?", 0.75)]
 
@@ -137,10 +150,10 @@ def _uses(subject: str, who: str, thing: str, value: str) -> tuple[str, str, str
 
 
 def _use(m: re.Match[str], st: Statement) -> Found:
-    subject, who = _group(st, m["subj"])
+    subject, who = _group(st, m["subj"] or m["subj_"])
     x = clean(m["x"], max_words=3)
-    if not x or not _named(x):
-        return []
+    if not x or not _named(x) or _OWNED.match(x):
+        return []  # "I'm using my Gold membership": a thing of theirs, not a tool they use
     out = [_uses(subject, who, x, f"yes ({x})")]
     if m["y"]:
         y = clean(m["y"], max_words=3)
@@ -243,7 +256,7 @@ _PATTERNS: dict[str, str] = {
         rf"(?:is|are|has to be) {_X}"
     ),
     "use": (
-        rf"(?i)\b(?P<subj>we|I)(?:'re| are|'m| am)? {_ADV}(?:use|using|rely on) "
+        rf"(?i)\b(?:(?P<subj>we|I) {_ADV}(?:use|rely on)|(?P<subj_>we)(?:'re| are) {_ADV}using) "
         r"(?P<x>[^,.;!?()]+?)(?:,? (?:and )?(?:not|instead of|rather than) "
         r"(?P<y>[^,.;!?()]+))?(?=[,.;!?()]|$)"
     ),
