@@ -57,6 +57,8 @@ def consolidate(
                 ]
             ],
         )
+        if summary.index:
+            console.print(f"vector index: {summary.index}")
         shown = summary.plan if limit == 0 else summary.plan[:limit]
         if shown:
             table(

@@ -157,6 +157,7 @@ def nightly(
         console.print(
             f"consolidate: {m.merges} merges absorbing {m.absorbed} near-duplicates, "
             f"{m.facts_superseded} facts superseded"
+            + (f"; index: {m.index}" if m.index else "")
         )
         d = summary.decay
         console.print(

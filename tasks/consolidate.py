@@ -14,7 +14,9 @@ from pydantic import BaseModel
 from memory_core.consolidate.stage import consolidate
 from memory_core.embed.base import Embedder
 from memory_core.embed.factory import build_embedder
-from memory_core.errors import ConcurrentUpdate
+from memory_core.errors import ConcurrentUpdate, IndexUnavailable
+from memory_core.index.factory import open_index
+from memory_core.index.sync import rebuild_index, stored_models
 from memory_core.settings import Settings
 from tasks.runtime import engine_for
 
@@ -29,6 +31,7 @@ class ConsolidateSummary(BaseModel):
     facts_superseded: int = 0
     embedded: int = 0
     similarity: str = ""
+    index: str = ""  # how the vector index was brought in line (or why it was not)
     dry_run: bool = False
     plan: list[dict[str, Any]] = []
 
@@ -38,6 +41,7 @@ class ConsolidateSummary(BaseModel):
         for name in ("cards_seen", "merges", "absorbed", "facts_superseded", "embedded"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.similarity = other.similarity or self.similarity
+        self.index = "; ".join(x for x in (self.index, other.index) if x)
         self.plan += other.plan
 
 
@@ -78,6 +82,8 @@ def consolidate_task(namespace: str, dry_run: bool, settings: Settings) -> Conso
         embedder=embedder_for(settings),
         dry_run=dry_run,
     )
+    embedder = embedder_for(settings)
+    synced = _sync_index(namespace, settings, embedder) if embedder and not dry_run else ""
     get_run_logger().info(
         "%s: %d cards, %d merges absorbing %d, %d facts superseded (%s)",
         namespace,
@@ -95,6 +101,25 @@ def consolidate_task(namespace: str, dry_run: bool, settings: Settings) -> Conso
         facts_superseded=report.facts_superseded,
         embedded=report.embedded,
         similarity=report.similarity,
+        index=synced,
         dry_run=dry_run,
         plan=report.plan,
     )
+
+
+def _sync_index(namespace: str, settings: Settings, embedder: Embedder) -> str:
+    """The index is derived data: after the merges, it holds exactly the served cards."""
+    engine = engine_for(settings)
+    dim = embedder.dim or stored_models(engine=engine).get(embedder.model, 0)
+    if not dim:
+        return f"{namespace}: nothing to index yet"
+    try:
+        index = open_index(settings, dim=dim)
+    except IndexUnavailable as exc:  # e.g. the API holds the embedded index: said, not hidden
+        get_run_logger().warning("vector index not synced: %s", exc)
+        return f"{namespace}: not synced ({exc}); run `hindsight index rebuild`"
+    try:
+        done = rebuild_index(engine=engine, index=index, model=embedder.model, namespace=namespace)
+    finally:
+        index.close()
+    return f"{namespace}: {done.upserted} points, {done.deleted} removed"

@@ -1,0 +1,75 @@
+"""The consolidate flow with the real local embedder and the embedded index, and the
+`hindsight consolidate` / `cards history` commands, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+
+from sqlmodel import Session
+
+from flows.consolidate import consolidate
+from flows.params import ConsolidateParams
+from memory_core.embed.local import MODEL_NAME
+from memory_core.index.factory import open_index
+from memory_core.index.sync import check_index
+from memory_core.models.card import Card
+from tests.test_cli import hindsight
+from tests.test_consolidate import _card
+
+
+def test_similar_wording_merges_through_embeddings_and_the_index_follows(
+    flow_env, settings, engine
+) -> None:
+    pre_a = ['last_tool == "pay" && last_error == "http 429 too many requests"']
+    pre_b = ['last_tool == "pay" && last_error == "http 429 too many requests, retry later"']
+    a = _card(
+        engine,
+        scenario="After pay failed with HTTP 429, wait and retry the payment",
+        pre=pre_a,
+        tools=["pay"],
+        evidence=2,
+    )
+    b = _card(
+        engine,
+        scenario="After pay failed with http 429: wait, then retry the payment",
+        pre=pre_b,
+        tools=["pay"],
+    )
+    other = _card(
+        engine,
+        scenario="After pay failed because the card was declined, ask for another card",
+        pre=['last_tool == "pay" && last_error == "card declined"'],
+        tools=["pay"],
+    )
+    dry = consolidate(ConsolidateParams(dry_run=True))
+    assert dry.absorbed == 1 and "cosine" in dry.similarity and dry.index == ""
+    done = consolidate(ConsolidateParams())
+    assert (done.merges, done.absorbed) == (1, 1) and done.embedded == 3
+    with Session(engine) as s:
+        assert s.get(Card, b).superseded_by == a and s.get(Card, other).status == "active"
+    index = open_index(settings, dim=384)
+    try:
+        drift = check_index(engine=engine, index=index, model=MODEL_NAME)
+        assert drift.clean and drift.expected == 2  # the merged-away card left the index
+    finally:
+        index.close()
+    again = consolidate(ConsolidateParams())
+    assert (again.absorbed, again.embedded) == (0, 0)  # nothing new to embed or merge
+
+
+def test_consolidate_and_history_commands(env_for, engine) -> None:
+    pre = ['tool == "x"']
+    a = _card(engine, scenario="s1", pre=pre, tools=["x"], evidence=2)
+    b = _card(engine, scenario="s2", pre=pre, tools=["x"])
+    env = {**env_for, "HINDSIGHT_EMBEDDER": "none"}
+    plan = json.loads(hindsight(env, "consolidate", "--dry-run", "-f", "json").stdout)
+    assert plan["dry_run"] and plan["absorbed"] == 1
+    assert plan["plan"][0]["survivor"] == str(a)
+    shown = hindsight(env, "consolidate")
+    assert "cards merged away" in shown.stdout and "no embedder" in shown.stderr
+    hist = hindsight(env, "cards", "history", str(b)).stdout
+    assert "merged into" in hist and "superseded" in hist
+    full = json.loads(hindsight(env, "cards", "history", str(a), "-f", "json").stdout)
+    assert [v["version"] for v in full["versions"]] == [2] or full["card"]["version"] == 2
+    bad = hindsight(env, "cards", "history", "nope", check=False)
+    assert bad.returncode == 2 and "card_id" in bad.stderr
