@@ -67,7 +67,7 @@ class EvidenceTriple(BaseModel):
 class CardBase(SQLModel):
     """Fields a producer of a card chooses."""
 
-    namespace: str = Field(default="default", max_length=128, index=True)
+    namespace: str = Field(default="default", max_length=128)
     kind: str = Field(default=CardKind.experience.value, max_length=16)
     scenario: str = Field(max_length=1000)
     preconditions: list[str] = Field(default_factory=list, sa_column=json_column())
@@ -179,7 +179,7 @@ class CardVersion(SQLModel, table=True):
     __table_args__ = (UniqueConstraint("card_id", "version", name="uq_card_version"),)
 
     id: uuid.UUID = Field(default_factory=new_id, primary_key=True)
-    card_id: uuid.UUID = Field(foreign_key="card.card_id", index=True)
+    card_id: uuid.UUID = Field(foreign_key="card.card_id")
     version: int
     snapshot: dict[str, Any] = Field(default_factory=dict, sa_column=json_column())
     reason: str
