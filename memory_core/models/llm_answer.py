@@ -17,7 +17,8 @@ class LLMAnswer(SQLModel, table=True):
     __tablename__ = "llm_answer"
 
     cache_key: str = Field(primary_key=True, max_length=64)
-    trajectory_id: uuid.UUID = Field(foreign_key="trajectory.id", index=True)
+    # the trajectory the prompt was about; None for prompts about cards (consolidation)
+    trajectory_id: uuid.UUID | None = Field(default=None, foreign_key="trajectory.id", index=True)
     prompt_id: str = Field(max_length=64)
     model: str = Field(max_length=128)
     answer: dict[str, Any] = Field(default_factory=dict, sa_column=json_column())

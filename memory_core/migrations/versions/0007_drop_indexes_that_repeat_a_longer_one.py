@@ -7,12 +7,7 @@ Create Date: 2026-11-30 15:55:49.525557
 
 from collections.abc import Sequence
 
-import sqlalchemy as sa
-import sqlmodel
 from alembic import op
-
-import memory_core.models.columns
-
 
 revision: str = "0007"
 down_revision: str | None = "0006"
