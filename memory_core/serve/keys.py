@@ -71,8 +71,10 @@ def create_key(
     *, engine: Engine, namespace: str, scopes: Iterable[str], name: str = ""
 ) -> tuple[ApiKey, str]:
     """A new key; the secret is returned once and never stored."""
-    if not namespace.strip() or len(namespace) > MAX_NAMESPACE:
-        raise InvalidInput("a namespace of 1..128 characters is needed", field="namespace")
+    if not namespace.strip() or len(namespace) > MAX_NAMESPACE or not namespace.isprintable():
+        raise InvalidInput(
+            "a namespace of 1..128 printable characters is needed", field="namespace"
+        )
     secret = KEY_PREFIX + secrets.token_urlsafe(32)
     key = ApiKey(
         namespace=namespace,

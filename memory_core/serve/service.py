@@ -41,7 +41,8 @@ _PRE_CALL = frozenset({"tool", "args"})
 def _use_context(state: dict[str, Any], via: str) -> dict[str, Any]:
     """What a use row keeps of the state: short scalar values only."""
     kept = {
-        k: v
+        # PostgreSQL's JSONB refuses NUL; one such value must not poison a batch of uses
+        k.replace("\x00", ""): v.replace("\x00", "") if isinstance(v, str) else v
         for k, v in state.items()
         if isinstance(v, (str, int, float, bool)) and len(str(v)) <= 200
     }
