@@ -16,7 +16,10 @@ class ConsolidateRules(BaseModel):
     lexical_similarity: float = Field(
         default=0.8, gt=0.0, le=1.0, description="token Jaccard, without an embedder"
     )
-    neighbours: int = Field(default=10, ge=1, description="index hits looked at per card")
+    # with an LLM: pairs alike down to these floors (but not clearly the same) are judged
+    judge_floor: float = Field(default=0.75, gt=0.0, le=1.0)
+    lexical_judge_floor: float = Field(default=0.5, gt=0.0, le=1.0)
+    max_judged: int = Field(default=200, ge=0, description="LLM judgements per namespace and run")
 
 
 class RankingWeights(BaseModel):

@@ -11,12 +11,15 @@ from prefect.client.schemas.objects import State
 from prefect.runtime import task_run
 from pydantic import BaseModel
 
+from memory_core.consolidate.judge import PairJudge, llm_judge
 from memory_core.consolidate.stage import consolidate
 from memory_core.embed.base import Embedder
 from memory_core.embed.factory import build_embedder
 from memory_core.errors import ConcurrentUpdate, IndexUnavailable
 from memory_core.index.factory import open_index
 from memory_core.index.sync import rebuild_index, stored_models
+from memory_core.llm.cache import SQLAnswerCache
+from memory_core.retrospect.factory import build_llm
 from memory_core.settings import Settings
 from tasks.runtime import engine_for
 
@@ -28,6 +31,9 @@ class ConsolidateSummary(BaseModel):
     cards_seen: int = 0
     merges: int = 0
     absorbed: int = 0
+    superseded: int = 0
+    judged: int = 0
+    unjudged: int = 0
     facts_superseded: int = 0
     embedded: int = 0
     similarity: str = ""
@@ -38,7 +44,16 @@ class ConsolidateSummary(BaseModel):
     def add(self, other: ConsolidateSummary) -> None:
         """Count another namespace in."""
         self.namespaces += other.namespaces
-        for name in ("cards_seen", "merges", "absorbed", "facts_superseded", "embedded"):
+        for name in (
+            "cards_seen",
+            "merges",
+            "absorbed",
+            "superseded",
+            "judged",
+            "unjudged",
+            "facts_superseded",
+            "embedded",
+        ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.similarity = other.similarity or self.similarity
         self.index = "; ".join(x for x in (self.index, other.index) if x)
@@ -54,6 +69,14 @@ def _embedder(settings_json: str) -> Embedder | None:
 def embedder_for(settings: Settings) -> Embedder | None:
     """The process's embedder for these settings (None: signature and word overlap only)."""
     return _embedder(settings.model_dump_json())
+
+
+def _judge(settings: Settings) -> PairJudge | None:
+    """With an LLM configured, it judges pairs alike but not clearly the same lesson."""
+    llm = build_llm(settings)
+    if llm is None:
+        return None
+    return llm_judge(llm=llm, cache=SQLAnswerCache(engine_for(settings)))
 
 
 def _concurrent(_task: object, _run: object, state: State) -> bool:
@@ -80,6 +103,7 @@ def consolidate_task(namespace: str, dry_run: bool, settings: Settings) -> Conso
         namespace=namespace,
         rules=settings.consolidate,
         embedder=embedder_for(settings),
+        judge=_judge(settings),
         dry_run=dry_run,
     )
     embedder = embedder_for(settings)
@@ -98,6 +122,9 @@ def consolidate_task(namespace: str, dry_run: bool, settings: Settings) -> Conso
         cards_seen=report.cards_seen,
         merges=report.merges,
         absorbed=report.absorbed,
+        superseded=report.superseded,
+        judged=report.judged,
+        unjudged=report.unjudged,
         facts_superseded=report.facts_superseded,
         embedded=report.embedded,
         similarity=report.similarity,

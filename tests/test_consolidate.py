@@ -8,8 +8,9 @@ import pytest
 from sqlalchemy import select
 from sqlmodel import Session, col
 
+from memory_core.consolidate.apply import apply_plan
 from memory_core.consolidate.plan import plan_merges
-from memory_core.consolidate.stage import _apply, _rows, consolidate
+from memory_core.consolidate.stage import _rows, consolidate
 from memory_core.db import session_scope
 from memory_core.errors import ConcurrentUpdate
 from memory_core.models.card import Card, CardEvidence, CardVersion
@@ -160,7 +161,7 @@ def test_a_card_changed_after_planning_aborts_the_whole_apply(engine):
         s.get(Card, b).version += 1
     before = {k: (v.status, v.version) for k, v in _statuses(engine).items()}
     with pytest.raises(ConcurrentUpdate), session_scope(engine) as s:
-        _apply(s, plan, now=utcnow())
+        apply_plan(s, plan, now=utcnow())
     assert {k: (v.status, v.version) for k, v in _statuses(engine).items()} == before
     # the stage itself re-plans from fresh rows and succeeds
     assert consolidate(engine=engine, namespace="ns", rules=RULES).absorbed == 2
@@ -180,3 +181,58 @@ def test_contradicting_facts_keep_the_newest(engine):
     cards = _statuses(engine)
     assert cards[old].status == "superseded" and cards[old].superseded_by == new
     assert cards[new].status == "active"
+
+
+@pytest.mark.parametrize(
+    ("answer", "expect"),
+    [
+        ('{"relation": "same", "reason": "both wait then retry"}', "merged"),
+        ('{"relation": "contradicts", "reason": "retry now vs wait"}', "superseded"),
+        ('{"relation": "refines", "reason": "adds a case"}', "unchanged"),
+        ("not json at all {{", "unchanged"),
+        ('{"relation": "delete everything"}', "unchanged"),
+    ],
+)
+def test_the_llm_judges_ambiguous_pairs_and_bad_answers_change_nothing(engine, answer, expect):
+    from memory_core.consolidate.judge import llm_judge
+    from memory_core.llm.cache import SQLAnswerCache
+    from memory_core.llm.client import OpenAICompatibleLLM
+    from tests.helpers.scripted_llm import Reply, ScriptedLLM
+
+    old = _card(
+        engine,
+        scenario="after the payment call failed with a rate limit retry it right away",
+        pre=['last_tool == "pay" && last_error == "http 429"'],
+        tools=["pay"],
+    )
+    new = _card(
+        engine,
+        scenario="after the payment call failed with a rate limit wait before a retry",
+        pre=['last_tool == "pay" && last_error == "http 429 too many requests"'],
+        tools=["pay"],
+    )
+    with session_scope(engine) as s:  # make the second one clearly newer
+        s.get(Card, new).created_at = s.get(Card, old).created_at.replace(year=2030)
+    with ScriptedLLM(lambda body, n: Reply(answer)) as server:
+        llm = OpenAICompatibleLLM(base_url=server.url, model="judge-1", api_key=None)
+        judge = llm_judge(llm=llm, cache=SQLAnswerCache(engine))
+        report = consolidate(engine=engine, namespace="ns", rules=RULES, judge=judge)
+        calls = server.calls()
+        again = consolidate(engine=engine, namespace="ns", rules=RULES, judge=judge)
+        if "refines" in answer:  # a valid judgement is cached: the next run does not ask again
+            assert server.calls() == calls
+    cards = _statuses(engine)
+    assert report.judged == 1
+    if expect == "merged":
+        assert {cards[old].status, cards[new].status} == {"active", "superseded"}
+    elif expect == "superseded":
+        assert cards[old].status == "superseded" and cards[old].superseded_by == new
+        assert cards[new].status == "active" and report.superseded == 1
+        with Session(engine) as s:
+            reasons = [v.reason for v in s.execute(select(CardVersion)).scalars()]
+        assert any("contradicted by the newer card" in r for r in reasons)
+    else:
+        assert cards[old].status == cards[new].status == "active"
+        assert cards[old].version == cards[new].version == 1
+        assert report.unjudged == (0 if "refines" in answer else 1)
+    assert again.absorbed == again.superseded == 0

@@ -13,11 +13,14 @@ import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from memory_core.errors import HindsightError, InvalidPrecondition
+
+if TYPE_CHECKING:
+    from memory_core.consolidate.judge import PairJudge
 from memory_core.preconditions import compile_stored, normalise_expression
 
 MAX_MERGED_CONFIDENCE = 0.95
@@ -54,11 +57,23 @@ class Merge:
 
 
 @dataclass
+class Supersede:
+    """A newer card that contradicts an older one replaces it."""
+
+    older: CardRow
+    newer: CardRow
+    reason: str
+
+
+@dataclass
 class MergePlan:
-    """Every merge of one run, checked before it is applied."""
+    """Every merge and supersession of one run, checked before it is applied."""
 
     merges: list[Merge] = field(default_factory=list)
+    supersedes: list[Supersede] = field(default_factory=list)
     cards_seen: int = 0
+    judged: int = 0  # pairs the judge was asked about
+    unjudged: int = 0  # ... that got no usable answer (nothing changed for them)
 
     @property
     def absorbed(self) -> int:
@@ -113,25 +128,26 @@ def _similar_pairs(
     block: Sequence[CardRow],
     vectors: dict[uuid.UUID, np.ndarray] | None,
     *,
-    cosine: float,
-    jaccard: float,
-) -> Iterable[tuple[uuid.UUID, uuid.UUID, str]]:
+    floor: float,
+    floor_words: float,
+) -> Iterable[tuple[CardRow, CardRow, float, str]]:
+    """Pairs of the block at least `floor` alike (cosine; without vectors, word overlap)."""
     if vectors is not None and all(r.card_id in vectors for r in block):
         m = np.stack([vectors[r.card_id] for r in block])
         for start in range(0, len(block), 512):  # bounded memory on big blocks
             sims = m[start : start + 512] @ m.T
-            for i, j in zip(*np.nonzero(sims >= cosine), strict=True):
+            for i, j in zip(*np.nonzero(sims >= floor), strict=True):
                 a, b = start + int(i), int(j)
                 if a < b:
-                    yield block[a].card_id, block[b].card_id, f"cosine {sims[i, j]:.2f}"
+                    yield block[a], block[b], float(sims[i, j]), "cosine"
         return
     words = [_words(r) for r in block]
     for a in range(len(block)):
         for b in range(a + 1, len(block)):
             union = len(words[a] | words[b])
             overlap = len(words[a] & words[b]) / union if union else 0.0
-            if overlap >= jaccard:
-                yield block[a].card_id, block[b].card_id, f"word overlap {overlap:.2f}"
+            if overlap >= floor_words:
+                yield block[a], block[b], overlap, "word overlap"
 
 
 def plan_merges(
@@ -140,8 +156,14 @@ def plan_merges(
     vectors: dict[uuid.UUID, np.ndarray] | None,
     cosine: float,
     jaccard: float,
+    judge: PairJudge | None = None,
+    judge_floor: float = 0.75,
+    judge_floor_words: float = 0.5,
+    max_judged: int = 200,
 ) -> MergePlan:
-    """Cluster near-duplicates; the card with the most evidence (then the oldest) survives."""
+    """Cluster near-duplicates; the card with the most evidence (then the oldest) survives.
+    With a judge, pairs alike but below the thresholds are asked about: "same" merges,
+    "contradicts" retires the older card; anything else (or no answer) changes nothing."""
     uf, why = _UnionFind(), defaultdict(list)
     blocks: dict[Any, list[CardRow]] = defaultdict(list)
     by_structure: dict[Any, uuid.UUID] = {}
@@ -153,16 +175,26 @@ def plan_merges(
             why[row.card_id].append("same preconditions and tools")
         else:
             by_structure[key] = row.card_id
+    ambiguous: list[tuple[float, CardRow, CardRow]] = []
     for block in blocks.values():
         if len(block) < 2:
             continue
-        for a, b, reason in _similar_pairs(block, vectors, cosine=cosine, jaccard=jaccard):
-            uf.union(a, b)
-            why[a].append(reason)
+        floor = judge_floor if judge else cosine
+        floor_words = judge_floor_words if judge else jaccard
+        for a, b, score, how in _similar_pairs(
+            block, vectors, floor=min(floor, cosine), floor_words=min(floor_words, jaccard)
+        ):
+            if score >= (cosine if how == "cosine" else jaccard):
+                uf.union(a.card_id, b.card_id)
+                why[a.card_id].append(f"{how} {score:.2f}")
+            elif uf.find(a.card_id) != uf.find(b.card_id):
+                ambiguous.append((score, a, b))
+    plan = MergePlan(cards_seen=len(rows))
+    if judge is not None:
+        _ask_judge(judge, sorted(ambiguous, key=lambda x: -x[0])[:max_judged], uf, why, plan)
     clusters: dict[uuid.UUID, list[CardRow]] = defaultdict(list)
     for row in rows:
         clusters[uf.find(row.card_id)].append(row)
-    plan = MergePlan(cards_seen=len(rows))
     for members in clusters.values():
         if len(members) < 2:
             continue
@@ -178,7 +210,37 @@ def plan_merges(
                 why="; ".join(reasons[:3]) or "near-duplicates",
             )
         )
+    merged = {r.card_id for m in plan.merges for r in (m.survivor, *m.absorbed)}
+    plan.supersedes = [
+        s
+        for s in plan.supersedes
+        if s.older.card_id not in merged and s.newer.card_id not in merged
+    ]
     return plan
+
+
+def _ask_judge(
+    judge: PairJudge,
+    pairs: Sequence[tuple[float, CardRow, CardRow]],
+    uf: _UnionFind,
+    why: dict[uuid.UUID, list[str]],
+    plan: MergePlan,
+) -> None:
+    retired: set[uuid.UUID] = set()
+    for score, a, b in pairs:
+        older, newer = sorted((a, b), key=lambda r: (r.created_at, str(r.card_id)))
+        if {older.card_id, newer.card_id} & retired:
+            continue
+        verdict = judge(older, newer)
+        plan.judged += 1
+        if verdict is None:
+            plan.unjudged += 1
+        elif verdict.relation == "same":
+            uf.union(older.card_id, newer.card_id)
+            why[older.card_id].append(f"judged the same ({score:.2f}): {verdict.reason}")
+        elif verdict.relation == "contradicts":
+            plan.supersedes.append(Supersede(older, newer, verdict.reason))
+            retired.update({older.card_id, newer.card_id})
 
 
 def union_failure_modes(lists: Iterable[list[dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -213,3 +275,8 @@ def check_plan(plan: MergePlan, rows: Sequence[CardRow]) -> None:
         seen.update(members)
         if not 0.0 <= m.confidence <= 1.0 or not m.absorbed:
             raise PlanInvalid(f"merge into {m.survivor.card_id} is malformed")
+    for s in plan.supersedes:
+        pair = {s.older.card_id, s.newer.card_id}
+        if pair & seen or not pair <= ids or len(pair) != 2:
+            raise PlanInvalid(f"supersession of {s.older.card_id} overlaps another change")
+        seen.update(pair)

@@ -1,0 +1,76 @@
+"""An LLM judges pairs of cards that are alike but not clearly the same lesson."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from memory_core.consolidate.plan import CardRow
+from memory_core.errors import HindsightError
+from memory_core.llm.cache import AnswerCache, cache_key
+from memory_core.llm.client import LLMClient
+from memory_core.llm.structured import ask
+
+log = logging.getLogger(__name__)
+PROMPT_ID = "judge.v1"
+
+
+class PairJudgement(BaseModel):
+    """How two cards relate, in the LLM's words."""
+
+    relation: Literal["same", "contradicts", "refines", "unrelated"]
+    reason: str = Field(default="", max_length=500)
+
+
+# (older, newer) -> the judgement, or None when there is none to trust (nothing changes then)
+PairJudge = Callable[[CardRow, CardRow], PairJudgement | None]
+
+
+def _card(row: CardRow) -> dict[str, object]:
+    return {
+        "scenario": row.scenario,
+        "preconditions": row.preconditions,
+        "action_sequence": row.action_sequence,
+        "failure_modes": row.failure_modes,
+        "created": str(row.created_at),
+    }
+
+
+def llm_judge(*, llm: LLMClient, cache: AnswerCache | None = None) -> PairJudge:
+    """A PairJudge asking the LLM; answers cached by prompt, invalid ones ignored."""
+    system = (Path(__file__).parent / "prompts" / f"{PROMPT_ID}.md").read_text(encoding="utf-8")
+
+    def judge(older: CardRow, newer: CardRow) -> PairJudgement | None:
+        user = (
+            f"A (older):\n{json.dumps(_card(older), ensure_ascii=False, default=str)}\n\n"
+            f"B (newer):\n{json.dumps(_card(newer), ensure_ascii=False, default=str)}"
+        )
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        key = cache_key(model=llm.model, prompt_id=PROMPT_ID, messages=messages)
+        hit = cache.get(key) if cache else None
+        if hit is not None:
+            return PairJudgement.model_validate(hit)
+        try:
+            result = ask(llm=llm, messages=messages, schema=PairJudgement)
+        except HindsightError as exc:  # invalid JSON twice, 4xx, timeouts: judge nothing
+            log.warning("no judgement for %s / %s: %s", older.card_id, newer.card_id, exc)
+            return None
+        if cache:
+            cache.put(
+                key=key,
+                trajectory_id=None,
+                prompt_id=PROMPT_ID,
+                model=llm.model,
+                answer=result.value.model_dump(mode="json"),
+                prompt_tokens=sum(r.prompt_tokens for r in result.replies),
+                completion_tokens=sum(r.completion_tokens for r in result.replies),
+                calls=len(result.replies),
+            )
+        return result.value
+
+    return judge
