@@ -10,12 +10,13 @@ import typer
 from pydantic import ValidationError
 
 from memory_cli.context import fail_on_errors, load
-from memory_cli.output import Format, console, print_json, table
+from memory_cli.output import Format, console, err_console, print_json, table
 from memory_core.errors import InvalidInput
 from memory_core.facts.llm import build_fact_extractor
 from memory_core.facts.search import search_facts
 from memory_core.facts.stage import extract_facts
 from memory_core.facts.store import FactIn, forget_fact, write_fact
+from memory_core.index.similar import vector_search
 from memory_core.models.card import CardPublic
 
 app = typer.Typer(
@@ -76,17 +77,22 @@ def search(
     namespace: NamespaceOpt = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
-    """The facts that best answer TEXT (keyword ranking blended with the card score)."""
+    """The facts that best answer TEXT: keywords and, with an embedder, vectors (fused by
+    rank), blended with the decay-aware card score."""
     with fail_on_errors():
         settings, engine = load()
-        hits = search_facts(
-            engine=engine,
-            namespace=namespace or settings.namespace,
-            text=text,
-            top_k=top_k,
-            include_superseded=all_,
-            weights=settings.ranking,
-        )
+        with vector_search(settings=settings, engine=engine) as (vectors, why_not):
+            hits = search_facts(
+                engine=engine,
+                namespace=namespace or settings.namespace,
+                text=text,
+                top_k=top_k,
+                include_superseded=all_,
+                weights=settings.ranking,
+                vectors=vectors,
+            )
+        if why_not:
+            err_console.print(f"[yellow]{why_not}[/yellow]")
         if fmt is Format.json:
             print_json(hits)
             return

@@ -97,3 +97,27 @@ def test_bad_facts_are_refused(engine):
         FactIn(key="  ", value="x")
     with pytest.raises(InvalidInput, match="empty"):
         search_facts(engine=engine, namespace="ns", text="  ")
+
+
+def test_vector_side_finds_a_fact_without_shared_words(engine, settings):
+    from memory_core.embed.local import LocalMiniLM
+    from memory_core.embed.store import ensure_embeddings
+    from memory_core.index.factory import open_index
+    from memory_core.index.similar import IndexedSimilarity
+    from memory_core.index.sync import rebuild_index
+
+    _write(engine, "db", "we use PostgreSQL", "Which database do we use?")
+    _write(engine, "editor", "vim", "Which editor does the user prefer?")
+    embedder = LocalMiniLM()
+    assert ensure_embeddings(engine=engine, embedder=embedder) == 2
+    index = open_index(settings, dim=embedder.dim)
+    try:
+        rebuild_index(engine=engine, index=index, model=embedder.model)
+        vectors = IndexedSimilarity(index=index, embedder=embedder)
+        text = "what is our data store"
+        assert search_facts(engine=engine, namespace="ns", text="data store") == []
+        hits = search_facts(engine=engine, namespace="ns", text=text, vectors=vectors)
+        assert hits[0].fact.key == "db" and hits[0].vector_rank == 0
+        assert hits[0].keyword_rank is None
+    finally:
+        index.close()

