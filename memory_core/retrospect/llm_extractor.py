@@ -95,6 +95,8 @@ class LLMExtractor:
 
     def extract(self, trajectory: TrajectoryView) -> Extraction:
         """Decision points first; if there are any, one card per point."""
+        if not any(s.type == "tool_call" for s in trajectory.steps):
+            return Extraction()  # a conversation: its facts come from the facts stage, free
         filtered = self.filtered(trajectory)
         cost = _Cost()
         points_prompt = load_prompt("decision_points")
