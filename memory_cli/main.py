@@ -62,7 +62,8 @@ def ingest(
     task_type: Annotated[str | None, typer.Option(help="task type for records without one")] = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
-    """Store trajectories (OpenAI chat messages or generic steps); duplicates are skipped."""
+    """Store trajectories (OpenAI chat runs, generic steps) and conversations (session
+    transcripts, message lists); duplicates are skipped."""
     with fail_on_errors():
         settings, engine = load()
         seen = [0]
