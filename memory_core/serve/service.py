@@ -162,14 +162,15 @@ class MemoryService(WriteOperations):
         if not ids:
             return {}
         with Session(self.engine) as session:
-            cards = session.execute(
-                select(Card).where(
-                    col(Card.card_id).in_(list(ids)),
-                    col(Card.namespace) == namespace,
-                    col(Card.status) == CardStatus.active.value,
-                )
-            ).scalars()
-            return {c.card_id: c for c in cards}
+            # by primary key alone: given namespace and status too, SQLite (no statistics)
+            # picks the (namespace, status) index for 3+ ids and scans the namespace
+            # (23 ms of a 33 ms query at 100k cards)
+            cards = session.execute(select(Card).where(col(Card.card_id).in_(list(ids)))).scalars()
+            return {
+                c.card_id: c
+                for c in cards
+                if c.namespace == namespace and c.status == CardStatus.active.value
+            }
 
     def check_action(
         self, *, principal: Principal, request: CheckActionRequest, via: str = "api"
