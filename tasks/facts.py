@@ -5,7 +5,6 @@ from __future__ import annotations
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.runtime import task_run
-from pydantic import BaseModel
 
 from memory_core.facts.llm import build_fact_extractor
 from memory_core.facts.stage import FactsReport, extract_facts
@@ -13,27 +12,8 @@ from memory_core.settings import Settings
 from tasks.llm import transient_only
 from tasks.runtime import engine_for
 
-
-class FactsSummary(BaseModel):
-    """What the facts stage wrote (see memory_core.facts.stage.FactsReport)."""
-
-    trajectories: int = 0
-    statements: int = 0
-    found: int = 0
-    new: int = 0
-    refreshed: int = 0
-    superseded: int = 0
-    skipped_older: int = 0
-    refused: int = 0
-    llm_calls: int = 0
-    llm_cached: int = 0
-    llm_invalid: int = 0
-    errors: list[str] = []
-
-    @classmethod
-    def of(cls, report: FactsReport) -> FactsSummary:
-        """The summary of a stage report."""
-        return cls.model_validate(vars(report))
+# the stage's report is a pydantic model: the task returns it as it is
+FactsSummary = FactsReport
 
 
 def _name() -> str:
@@ -66,4 +46,4 @@ def facts_task(namespace: str | None, settings: Settings) -> FactsSummary:
         report.refreshed,
         report.superseded,
     )
-    return FactsSummary.of(report)
+    return report

@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import BaseModel
 from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Engine
@@ -35,9 +35,8 @@ MARKER = "facts_extracted"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-@dataclass
-class FactsReport:
-    """What one run of the facts stage did."""
+class FactsReport(BaseModel):
+    """What one run of the facts stage did (also the Prefect task's result)."""
 
     trajectories: int = 0
     statements: int = 0
@@ -50,7 +49,7 @@ class FactsReport:
     llm_calls: int = 0
     llm_cached: int = 0
     llm_invalid: int = 0
-    errors: list[str] = field(default_factory=list)
+    errors: list[str] = []
 
 
 def statements_of(row: Trajectory) -> list[Statement]:
