@@ -5,9 +5,10 @@ about linearly) and the precision of the merges against the known duplicate labe
 
 Cards are seeded in bulk: lessons spread over 500 tools and two kinds of state (pre-call and
 after-error); each duplicate repeats a lesson with other words and a nearby vector (cosine
-about 0.95) and another literal in its preconditions, as a second run of the same agent would;
-different lessons of one tool sit at cosine ~0.7 (hard negatives). Vectors are stored the way the stage
-stores them, so the run embeds nothing (embedding itself: ~260 texts/s with MiniLM on 2 cores).
+about 0.95) and another literal in its preconditions, as a second run of the same agent
+would; different lessons of one tool sit at cosine ~0.7 (hard negatives). Vectors are stored
+the way the stage stores them, so the run embeds nothing (embedding itself: ~260 texts/s with
+MiniLM on 2 cores).
 Writes bench/results/consolidate.json and consolidate.png.
 """
 
