@@ -16,6 +16,7 @@ from memory_cli import consolidate as consolidate_cmd
 from memory_cli import dead_letters as dead_letters_cmd
 from memory_cli import facts as facts_cmd
 from memory_cli import index as index_cmd
+from memory_cli import replay as replay_cmd
 from memory_cli import review as review_cmd
 from memory_cli import serve as serve_cmd
 from memory_cli.context import fail_on_errors, load, prefect_defaults
@@ -42,6 +43,7 @@ cards_cmd.app.command("history")(consolidate_cmd.history)
 app.add_typer(serve_cmd.keys_app, name="keys")
 app.command("serve")(serve_cmd.serve)
 app.command("mcp")(serve_cmd.mcp)
+app.command("replay")(replay_cmd.replay_cmd)
 
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
 

@@ -1,0 +1,338 @@
+"""Replay: what the memory would have told an agent at each tool call of runs it already made.
+
+For every tool call of every trajectory in a file, the task state known just before the call
+(the same `states_before_calls` retrospection uses) is put to the namespace's served set
+through the same retrieval the read API runs, and the call is classified:
+
+* hit: the call failed and a served card warned about that error;
+* miss: the call failed and no served card warned about it;
+* noise: the call succeeded and cards were served for it;
+* quiet: the call succeeded and nothing was served.
+
+A card warns about an error when one of its failure modes (or an error-code literal in its
+preconditions) carries the error's normalised signature or code. Nothing is written: the
+trajectories are parsed, never stored, and the retrieval is the pure function (no use is
+recorded, no snapshot cache is touched).
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel
+from sqlalchemy import select
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, col
+
+from memory_core.errors import InvalidInput
+from memory_core.ingest.formats import parse_record
+from memory_core.models.card import Card, CardStatus
+from memory_core.models.columns import utcnow
+from memory_core.models.trajectory import TrajectoryCreate
+from memory_core.serve.retrieval import retrieve
+from memory_core.serve.snapshot import Snapshot, load_snapshot
+from memory_core.settings import RankingWeights
+from memory_core.task_state import error_code, normalise_error, states_before_calls
+
+PRE_CALL = frozenset({"tool", "args"})  # the variables of the call about to be made
+MIN_CONTAINED = 12  # a signature shorter than this must equal a failure mode, not sit inside one
+_CODE_LITERAL = re.compile(r"error_code\s*==\s*['\"]?([\w.]+)")
+_LETTER = re.compile(r"[a-z]")
+
+
+class Verdict(StrEnum):
+    """What the memory did for one call."""
+
+    hit = "hit"
+    miss = "miss"
+    noise = "noise"
+    quiet = "quiet"
+
+
+class ServedCard(BaseModel):
+    """A card retrieval returned for a call, and whether it warned about the call's error."""
+
+    card_id: uuid.UUID
+    rank: int
+    scenario: str
+    score: float
+    warned: bool
+
+
+class CallReplay(BaseModel):
+    """One tool call: its state, its error (if any), what was served, the verdict."""
+
+    trajectory: str
+    call: int  # index among the trajectory's tool calls
+    step: int  # index among all its steps
+    tool: str
+    error: str | None = None
+    signature: str | None = None
+    code: str | None = None
+    verdict: Verdict
+    served: list[ServedCard]
+    state: dict[str, Any]
+
+
+class Totals(BaseModel):
+    """Counts over calls; hit_rate = hits / failed calls, noise_rate = noise / succeeded."""
+
+    trajectories: int = 0
+    calls: int = 0
+    failed: int = 0
+    hit: int = 0
+    miss: int = 0
+    noise: int = 0
+    quiet: int = 0
+
+    @property
+    def hit_rate(self) -> float | None:
+        """Share of failed calls the memory warned about."""
+        return round(self.hit / self.failed, 4) if self.failed else None
+
+    @property
+    def noise_rate(self) -> float | None:
+        """Share of calls that succeeded and still got cards."""
+        ok = self.calls - self.failed
+        return round(self.noise / ok, 4) if ok else None
+
+    def add(self, verdict: Verdict) -> None:
+        """Count one call."""
+        self.calls += 1
+        self.failed += verdict in (Verdict.hit, Verdict.miss)
+        setattr(self, verdict.value, getattr(self, verdict.value) + 1)
+
+
+class TrajectoryReplay(BaseModel):
+    """The calls of one trajectory and their totals."""
+
+    key: str
+    outcome: str
+    totals: Totals
+    calls: list[CallReplay]
+
+
+class ReplayReport(BaseModel):
+    """A replay of a file against one namespace."""
+
+    namespace: str
+    top_k: int
+    pre_call_only: bool
+    active_cards: int
+    trajectories: list[TrajectoryReplay]
+    totals: Totals
+    hit_rate: float | None
+    noise_rate: float | None
+    refused: list[dict[str, str]] = []
+
+
+def _norm(text: str) -> str:
+    return normalise_error(text) if text else ""
+
+
+def _matches(signature: str, mode: str) -> bool:
+    if not signature or not mode:
+        return False
+    if signature == mode:
+        return True
+    shorter, longer = sorted((signature, mode), key=len)
+    # an LLM card words the error inside a sentence; a bare "<n>" must not match every number
+    return len(shorter) >= MIN_CONTAINED and bool(_LETTER.search(shorter)) and shorter in longer
+
+
+def card_warns(card: Card, *, signature: str, code: str) -> bool:
+    """Whether the card warns about an error with this normalised signature (or code)."""
+    for fm in card.failure_modes:
+        mode = str(fm.get("mode", ""))
+        if _matches(signature, _norm(mode)):
+            return True
+        if code and code == error_code(mode):
+            return True
+    if code:
+        for p in card.preconditions:
+            if any(m.group(1).casefold() == code.casefold() for m in _CODE_LITERAL.finditer(p)):
+                return True
+    return False
+
+
+def served_cards(*, engine: Engine, namespace: str) -> tuple[Snapshot, dict[uuid.UUID, Card]]:
+    """The served set (as the API loads it) and its rows, read once for a whole replay."""
+    snapshot = load_snapshot(engine=engine, namespace=namespace)
+    with Session(engine) as session:
+        rows = session.execute(
+            select(Card).where(
+                col(Card.namespace) == namespace, col(Card.status) == CardStatus.active.value
+            )
+        ).scalars()
+        cards = {c.card_id: c for c in rows}
+        for c in cards.values():
+            session.expunge(c)
+    return snapshot, cards
+
+
+def ranked_cards(
+    *,
+    snapshot: Snapshot,
+    cards: dict[uuid.UUID, Card],
+    state: dict[str, Any],
+    top_k: int,
+    now: datetime,
+    weights: RankingWeights | None = None,
+    pre_call_only: bool = False,
+) -> list[tuple[Card, float]]:
+    """The cards the read API would return for this state, best first (nothing recorded)."""
+    found = retrieve(
+        snapshot=snapshot,
+        state=state,
+        now=now,
+        top_k=top_k if not pre_call_only else max(top_k * 4, 20),
+        weights=weights,
+    )
+    matches = found.matches
+    if pre_call_only:  # as check_action: only cards keyed on the call about to be made
+        matches = [m for m in matches if any(c.variables & PRE_CALL for c in m.entry.compiled)]
+    out = [(cards[m.entry.card_id], m.score.score) for m in matches if m.entry.card_id in cards]
+    return out[:top_k]
+
+
+def replay_trajectory(
+    trajectory: TrajectoryCreate,
+    *,
+    snapshot: Snapshot,
+    cards: dict[uuid.UUID, Card],
+    top_k: int,
+    now: datetime,
+    weights: RankingWeights | None = None,
+    pre_call_only: bool = False,
+) -> TrajectoryReplay:
+    """Classify every tool call of one parsed trajectory."""
+    calls = [s for s in trajectory.steps if s.type == "tool_call" and s.tool]
+    states = states_before_calls(
+        calls, task_type=trajectory.task_type, agent_id=trajectory.agent_id
+    )
+    totals = Totals(trajectories=1)
+    out: list[CallReplay] = []
+    for i, (call, state) in enumerate(zip(calls, states, strict=True)):
+        ranked = ranked_cards(
+            snapshot=snapshot,
+            cards=cards,
+            state=state,
+            top_k=top_k,
+            now=now,
+            weights=weights,
+            pre_call_only=pre_call_only,
+        )
+        sig = _norm(call.error) if call.error else None
+        code = error_code(call.error) if call.error else None
+        served = [
+            ServedCard(
+                card_id=c.card_id,
+                rank=r,
+                scenario=c.scenario,
+                score=round(score, 6),
+                warned=bool(call.error) and card_warns(c, signature=sig or "", code=code or ""),
+            )
+            for r, (c, score) in enumerate(ranked, start=1)
+        ]
+        if call.error:
+            verdict = Verdict.hit if any(s.warned for s in served) else Verdict.miss
+        else:
+            verdict = Verdict.noise if served else Verdict.quiet
+        totals.add(verdict)
+        out.append(
+            CallReplay(
+                trajectory=trajectory.key,
+                call=i,
+                step=call.index,
+                tool=call.tool or "",
+                error=call.error,
+                signature=sig,
+                code=code or None,
+                verdict=verdict,
+                served=served,
+                state={k: v for k, v in state.items() if k != "args"},
+            )
+        )
+    return TrajectoryReplay(
+        key=trajectory.key, outcome=trajectory.outcome.value, totals=totals, calls=out
+    )
+
+
+def parse_all(
+    records: Iterable[tuple[str, Any]],
+    *,
+    namespace: str,
+    task_type: str,
+    max_observation_chars: int = 4000,
+) -> tuple[list[TrajectoryCreate], list[dict[str, str]]]:
+    """Parse records as ingest would (nothing stored); refused ones are named with the reason."""
+    parsed: list[TrajectoryCreate] = []
+    refused: list[dict[str, str]] = []
+    for name, record in records:
+        if isinstance(record, InvalidInput):
+            refused.append({"record": name, "error": str(record)})
+            continue
+        try:
+            parsed.append(
+                parse_record(
+                    record,
+                    name=name,
+                    namespace=namespace,
+                    task_type=task_type,
+                    max_observation_chars=max_observation_chars,
+                )
+            )
+        except InvalidInput as exc:
+            refused.append({"record": name, "error": str(exc)})
+    return parsed, refused
+
+
+def replay(
+    *,
+    engine: Engine,
+    namespace: str,
+    trajectories: Sequence[TrajectoryCreate],
+    top_k: int = 5,
+    weights: RankingWeights | None = None,
+    pre_call_only: bool = False,
+    now: datetime | None = None,
+    refused: Sequence[dict[str, str]] = (),
+) -> ReplayReport:
+    """Replay parsed trajectories against the namespace's served cards; reads only."""
+    if top_k < 1:
+        raise InvalidInput("top_k must be at least 1", field="top_k")
+    snapshot, cards = served_cards(engine=engine, namespace=namespace)
+    now = now or utcnow()
+    runs = [
+        replay_trajectory(
+            t,
+            snapshot=snapshot,
+            cards=cards,
+            top_k=top_k,
+            now=now,
+            weights=weights,
+            pre_call_only=pre_call_only,
+        )
+        for t in trajectories
+    ]
+    totals = Totals()
+    for r in runs:
+        totals.trajectories += 1
+        for c in r.calls:
+            totals.add(c.verdict)
+    return ReplayReport(
+        namespace=namespace,
+        top_k=top_k,
+        pre_call_only=pre_call_only,
+        active_cards=len(snapshot.entries),
+        trajectories=runs,
+        totals=totals,
+        hit_rate=totals.hit_rate,
+        noise_rate=totals.noise_rate,
+        refused=list(refused),
+    )
