@@ -10,6 +10,7 @@ from flows.consolidate import run_consolidate
 from flows.decay import decay_params
 from flows.naming import run_name, thread_runner
 from flows.params import NightlyParams
+from flows.report import publish_summary
 from flows.retrospect import RetrospectSummary, run_retrospect
 from memory_core.settings import Settings
 from tasks.consolidate import ConsolidateSummary
@@ -48,7 +49,7 @@ def nightly(params: NightlyParams = NightlyParams()) -> NightlySummary:
     merged = run_consolidate(params.consolidate, settings)
     # last: the cap ranks the set that validation just grew
     faded = decay_task(decay_params(params.decay, settings), params.decay.namespace, settings)
-    return NightlySummary(
+    summary = NightlySummary(
         ingested=ingested,
         retrospect=retro,
         facts=facts,
@@ -56,3 +57,5 @@ def nightly(params: NightlyParams = NightlyParams()) -> NightlySummary:
         consolidation=merged,
         decay=faded,
     )
+    publish_summary(summary)  # the run's numbers on its page in the Prefect UI
+    return summary

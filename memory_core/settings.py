@@ -144,6 +144,19 @@ class Settings(BaseSettings):
     qdrant_collection: str = "hindsight_cards"
     consolidate: ConsolidateRules = ConsolidateRules()
 
+    # operations: the nightly deployment's schedule, the flows' task runner, log lines
+    nightly_cron: str = Field(default="0 2 * * *", description="the nightly deployment's cron")
+    nightly_timezone: str = "UTC"
+    task_runner: Literal["threads", "dask"] = Field(
+        default="threads", description="dask: prefect-dask, on dask_address or a local cluster"
+    )
+    dask_address: str | None = Field(
+        default=None, description="a Dask scheduler (tcp://host:8786); None: a local cluster"
+    )
+    log_format: Literal["text", "json"] = Field(
+        default="text", description="json: one JSON line per log event, with run and batch ids"
+    )
+
     @property
     def sqlalchemy_url(self) -> str:
         """The database URL, defaulting to a SQLite file under the data directory."""

@@ -63,3 +63,44 @@ def test_prefect_yaml_deployments_point_at_flows() -> None:
         assert dep["work_pool"]["name"] == "hindsight-process"
         for sched in dep.get("schedules", []):
             CronSchedule(cron=sched["cron"], timezone=sched["timezone"])
+
+
+def test_prefect_yaml_matches_the_python_deployments() -> None:
+    """`prefect deploy --all` and `hindsight deploy` create the same deployments."""
+    from flows.deployments import SPECS, WORK_POOL
+
+    spec = yaml.safe_load((REPO / "prefect.yaml").read_text())
+    by_name = {d["name"]: d for d in spec["deployments"]}
+    assert set(by_name) == {s.name for s in SPECS}
+    for s in SPECS:
+        d = by_name[s.name]
+        module, func = s.flow.split(":")
+        assert d["entrypoint"] == f"{module.replace('.', '/')}.py:{func}"
+        assert (d["description"], d["tags"], d["parameters"]) == (
+            s.description,
+            s.tags,
+            s.parameters,
+        ), s.name
+        assert d.get("concurrency_limit") == s.concurrency_limit, s.name
+        assert d["work_pool"]["name"] == WORK_POOL
+        assert bool(d.get("schedules")) == s.nightly_schedule, s.name
+    (nightly,) = by_name["nightly"]["schedules"]
+    default = Settings()
+    assert (nightly["cron"], nightly["timezone"]) == (
+        Settings.model_fields["nightly_cron"].default,
+        Settings.model_fields["nightly_timezone"].default,
+    )
+    assert default.nightly_cron == "0 2 * * *"  # 02:00 UTC unless HINDSIGHT_NIGHTLY_CRON says
+
+
+def test_every_flow_has_a_deployment_with_valid_parameters() -> None:
+    from flows.deployments import SPECS, flow_of
+
+    deployed = {flow_of(s).name for s in SPECS}
+    for path in sorted((REPO / "flows").glob("*.py")):
+        module = importlib.import_module(f"flows.{path.stem}")
+        for obj in vars(module).values():
+            if isinstance(obj, Flow) and obj.__module__ == module.__name__:
+                assert obj.name in deployed, f"flow {obj.name} has no deployment"
+    for s in SPECS:  # the default parameters validate against the flow's parameter model
+        flow_of(s).validate_parameters(s.parameters)
