@@ -19,6 +19,7 @@ from memory_cli import index as index_cmd
 from memory_cli import replay as replay_cmd
 from memory_cli import review as review_cmd
 from memory_cli import serve as serve_cmd
+from memory_cli import up as up_cmd
 from memory_cli.context import fail_on_errors, load, prefect_defaults
 from memory_cli.output import Format, console, polled_progress, print_json, table
 from memory_core import db
@@ -44,6 +45,8 @@ app.add_typer(serve_cmd.keys_app, name="keys")
 app.command("serve")(serve_cmd.serve)
 app.command("mcp")(serve_cmd.mcp)
 app.command("replay")(replay_cmd.replay_cmd)
+app.command("up")(up_cmd.up)
+app.command("deploy")(up_cmd.deploy)
 
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
 

@@ -1,0 +1,312 @@
+"""`hindsight up`: Hindsight as a service on one machine, and `hindsight deploy`.
+
+`up` starts a Prefect server, deploys the flows (the nightly one on its cron), and runs a
+process worker, the read API and the MCP server over HTTP, each in its own process group
+with its log under <data_dir>/logs. Ctrl-C (SIGINT) or SIGTERM stops them all: the worker
+first, then the servers; flow runs the worker started (Prefect gives each its own session)
+are found by a marker in their environment, so none is left behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Annotated
+
+import typer
+
+from memory_cli.context import fail_on_errors, load
+from memory_cli.output import console, err_console, table
+from memory_core.errors import HindsightError
+from memory_core.settings import Settings
+
+MARKER = "HINDSIGHT_UP_ID"  # in every child's environment: finds the flow runs it started
+
+
+class StartFailed(HindsightError):
+    """A service did not come up."""
+
+
+@dataclass
+class Child:
+    """One service: its process (own process group) and its log file."""
+
+    name: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+    _file: IO[bytes] = field(repr=False)
+
+
+@dataclass
+class Services:
+    """The started services, stopped in reverse order."""
+
+    env: dict[str, str]
+    logs: Path
+    children: list[Child] = field(default_factory=list)
+
+    def start(self, name: str, argv: list[str]) -> Child:
+        """Start one service in a new session (Ctrl-C in the terminal reaches only `up`)."""
+        log = self.logs / f"{name}.log"
+        handle = log.open("ab")
+        proc = subprocess.Popen(
+            argv,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        child = Child(name, proc, log, handle)
+        self.children.append(child)
+        return child
+
+    def exited(self) -> Child | None:
+        """A service that stopped by itself, if any."""
+        return next((c for c in self.children if c.proc.poll() is not None), None)
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        """SIGTERM to each process group (last started first), SIGKILL after the grace time;
+        then whatever still carries this run's marker (flow runs in their own sessions)."""
+        for child in reversed(self.children):
+            _signal_group(child.proc.pid, signal.SIGTERM)
+            try:
+                child.proc.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                _signal_group(child.proc.pid, signal.SIGKILL)
+                child.proc.wait()
+            # the group may outlive its leader (a server's own children)
+            _signal_group(child.proc.pid, signal.SIGKILL)
+            child._file.close()
+        for pid in marked_processes(self.env[MARKER]):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def marked_processes(marker: str) -> list[int]:
+    """Processes whose environment carries HINDSIGHT_UP_ID=marker (Linux /proc; else none)."""
+    needle = f"{MARKER}={marker}".encode()
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError):
+            if needle in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+    return [pid for pid in found if pid != os.getpid()]
+
+
+def wait_http(
+    url: str,
+    *,
+    timeout_s: float,
+    child: Child | None = None,
+    stop: list[int] | None = None,
+    any_status: bool = False,
+) -> float:
+    """Seconds until GET url answers 200 (any HTTP status with any_status), or a stop was
+    asked for; StartFailed when the child dies or time runs out."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout_s:
+        if stop:
+            break
+        if child is not None and child.proc.poll() is not None:
+            raise StartFailed(f"{child.name} exited ({child.proc.returncode}); see {child.log}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                if resp.status == 200:
+                    break
+        except urllib.error.HTTPError:
+            if any_status:
+                break
+        except (urllib.error.URLError, OSError):
+            pass  # not listening yet
+        time.sleep(0.25)
+    else:
+        raise StartFailed(f"{url} did not answer within {timeout_s:.0f} s")
+    return time.monotonic() - start
+
+
+def _bin(name: str) -> str:
+    """A console script of this environment (prefect, hindsight), beside this Python."""
+    path = Path(sys.executable).parent / name
+    return str(path) if path.exists() else name
+
+
+def child_env(settings: Settings, api_url: str) -> dict[str, str]:
+    """The environment every service shares: settings by absolute path, this Prefect API."""
+    env = dict(os.environ)
+    data_dir = settings.data_dir.resolve()
+    env["HINDSIGHT_DATA_DIR"] = str(data_dir)
+    env["PREFECT_API_URL"] = api_url
+    env.setdefault("PREFECT_HOME", str(data_dir / "prefect"))
+    env.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    # the worker asks for due runs every 10 s by default: a triggered run starts sooner
+    env.setdefault("PREFECT_WORKER_QUERY_SECONDS", "2")
+    env[MARKER] = uuid.uuid4().hex
+    return env
+
+
+@contextlib.contextmanager
+def _stop_signals() -> Iterator[list[int]]:
+    """SIGINT and SIGTERM end the wait loop instead of raising inside a child wait."""
+    got: list[int] = []
+    previous = {
+        sig: signal.signal(sig, lambda signum, _frame: got.append(signum))
+        for sig in (signal.SIGINT, signal.SIGTERM)
+    }
+    try:
+        yield got
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def deploy_quietly(settings: Settings, api_url: str) -> int:
+    """The work pool and every deployment on the given Prefect API; how many."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from flows.deployments import deploy_all
+
+    with temporary_settings({PREFECT_API_URL: api_url}), contextlib.redirect_stdout(io.StringIO()):
+        return len(deploy_all(settings))
+
+
+def up(
+    prefect_port: Annotated[int, typer.Option(help="the Prefect server and UI")] = 4200,
+    host: Annotated[str | None, typer.Option(help="default: the setting (127.0.0.1)")] = None,
+    port: Annotated[int | None, typer.Option(help="the API; default: the setting (8765)")] = None,
+    mcp_port: Annotated[int | None, typer.Option(help="MCP over HTTP; default 8766")] = None,
+    worker: Annotated[bool, typer.Option(help="run a process worker")] = True,
+    start_timeout: Annotated[float, typer.Option(help="seconds for each service")] = 120.0,
+) -> None:
+    """Run Hindsight as a service: the Prefect server and UI, the scheduled deployments and a
+    worker, the read API and the MCP server over HTTP. Ctrl-C stops everything."""
+    with fail_on_errors():
+        settings, _ = load()  # migrates the schema once, before any service reads it
+        host = host or settings.serve.host
+        api_port = port if port is not None else settings.serve.port
+        mcp = mcp_port if mcp_port is not None else settings.serve.mcp_port
+        prefect_url = f"http://{host}:{prefect_port}"
+        env = child_env(settings, f"{prefect_url}/api")
+        logs = settings.data_dir.resolve() / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        Path(env["PREFECT_HOME"]).mkdir(parents=True, exist_ok=True)
+        services = Services(env=env, logs=logs)
+        with _stop_signals() as stop:
+            try:
+                ports = (prefect_port, api_port, mcp)
+                _start_all(services, settings, host, ports, worker, stop, start_timeout)
+                if not stop:
+                    _show(services, prefect_url, host, api_port, mcp, settings)
+                while not stop:
+                    dead = services.exited()
+                    if dead is not None:
+                        raise StartFailed(
+                            f"{dead.name} exited ({dead.proc.returncode}); see {dead.log}"
+                        )
+                    time.sleep(0.5)
+                err_console.print("stopping ...")
+            finally:
+                services.stop()
+        console.print("all services stopped")
+
+
+def _start_all(
+    services: Services,
+    settings: Settings,
+    host: str,
+    ports: tuple[int, int, int],
+    worker: bool,
+    stop: list[int],
+    timeout_s: float,
+) -> None:
+    prefect_port, api_port, mcp_port = ports
+    prefect_url = f"http://{host}:{prefect_port}"
+    server = services.start(
+        "prefect-server",
+        [_bin("prefect"), "server", "start", "--host", host, "--port", str(prefect_port)],
+    )
+    api = services.start(
+        "api", [_bin("hindsight"), "serve", "--host", host, "--port", str(api_port)]
+    )
+    mcp = services.start(
+        "mcp", [_bin("hindsight"), "mcp", "--http", "--host", host, "--port", str(mcp_port)]
+    )
+    with console.status("starting the Prefect server ..."):
+        took = wait_http(f"{prefect_url}/api/health", timeout_s=timeout_s, child=server, stop=stop)
+    console.print(f"Prefect server up in {took:.1f} s")
+    if stop:
+        return
+    with console.status("deploying the flows ..."):
+        n = deploy_quietly(settings, f"{prefect_url}/api")
+    console.print(
+        f"{n} deployments on work pool hindsight-process; nightly at "
+        f"'{settings.nightly_cron}' ({settings.nightly_timezone})"
+    )
+    if worker and not stop:
+        from flows.deployments import WORK_POOL
+
+        services.start(
+            "worker",
+            [_bin("prefect"), "worker", "start", "--pool", WORK_POOL, "--type", "process"],
+        )
+    wait_http(f"http://{host}:{api_port}/healthz", timeout_s=timeout_s, child=api, stop=stop)
+    # the MCP endpoint answers only MCP requests: a 4xx on GET means it listens
+    mcp_url = f"http://{host}:{mcp_port}/mcp"
+    wait_http(mcp_url, timeout_s=timeout_s, child=mcp, stop=stop, any_status=True)
+
+
+def _show(
+    services: Services, prefect_url: str, host: str, api_port: int, mcp_port: int, s: Settings
+) -> None:
+    urls = {
+        "prefect-server": f"{prefect_url} (UI), {prefect_url}/api",
+        "worker": "pool hindsight-process",
+        "api": f"http://{host}:{api_port} (docs: /docs, metrics: /metrics)",
+        "mcp": f"http://{host}:{mcp_port}/mcp",
+    }
+    rows = [[c.name, str(c.proc.pid), urls.get(c.name, ""), str(c.log)] for c in services.children]
+    table("hindsight up", ["service", "pid", "where", "log"], rows)
+    console.print(f"data: {s.data_dir.resolve()}  -  Ctrl-C stops everything")
+
+
+def deploy() -> None:
+    """Create the work pool and every deployment on the Prefect API in $PREFECT_API_URL (the
+    nightly one on HINDSIGHT_NIGHTLY_CRON); safe to repeat."""
+    with fail_on_errors():
+        settings = Settings()
+        from prefect.settings import PREFECT_API_URL
+
+        from flows.deployments import SPECS, WORK_POOL, deploy_all
+
+        if not PREFECT_API_URL.value():
+            raise StartFailed("set PREFECT_API_URL to the Prefect server (http://host:4200/api)")
+        with contextlib.redirect_stdout(io.StringIO()):
+            deploy_all(settings)
+        rows = [
+            [
+                f"{s.name}/{s.name}",
+                WORK_POOL,
+                f"{settings.nightly_cron} {settings.nightly_timezone}"
+                if s.nightly_schedule
+                else "",
+                ",".join(s.tags),
+            ]
+            for s in SPECS
+        ]
+        table("deployments", ["deployment", "work pool", "schedule", "tags"], rows)
