@@ -139,6 +139,37 @@ def test_broken_stored_precondition_is_never_served(engine) -> None:
         add_card(engine, preconditions=["tool =="])
 
 
+def test_served_rows_are_read_once_and_follow_uses_and_feedback(engine) -> None:
+    card = add_card(engine, preconditions=['tool == "search"'], use_count=3)
+    svc = MemoryService(engine=engine, settings=_settings(engine))
+    principal = _principal(engine, svc, ["read"])
+    plain = QueryRequest(task_state={"tool": "search"}, record_use=False)
+    # the lean answer of the HTTP route is the model's answer, field for field
+    lean = svc.query_json(principal=principal, request=plain)
+    full = svc.query(principal=principal, request=plain).model_dump(mode="json")
+    for answer in (lean, full):  # recency moves with the clock
+        score = answer["cards"][0]["score"]
+        score["recency"], score["score"] = round(score["recency"], 5), round(score["score"], 5)
+    assert lean == full
+    assert lean["cards"][0]["card"]["use_count"] == 3
+    reads = []
+    svc._active_rows = lambda ns, ids: reads.append(ids) or {}  # type: ignore[method-assign]
+    used = svc.query_json(principal=principal, request=QueryRequest(task_state={"tool": "search"}))
+    assert reads == []  # served from the snapshot's rows
+    assert used["cards"][0]["card"]["use_count"] == 3  # as it was before this use
+    again = svc.query(principal=principal, request=plain)
+    assert again.cards[0].card.use_count == 4 and again.cards[0].card.last_used_at is not None
+    del svc._active_rows
+    from memory_core.serve.schemas import FeedbackRequest
+
+    svc.feedback(
+        principal=principal, card_id=card.card_id, request=FeedbackRequest(outcome="failure")
+    )
+    after = svc.query_json(principal=principal, request=plain)["cards"][0]["card"]
+    assert after["failure_count"] == 1 and after["confidence"] < card.confidence
+    svc.close()
+
+
 def _settings(engine):
     from memory_core.settings import Settings
 

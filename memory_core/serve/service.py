@@ -3,10 +3,14 @@ principal, checks its scope, and works only inside the principal's namespace."""
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
+from pydantic import TypeAdapter
 from sqlalchemy import select, text
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
@@ -18,7 +22,7 @@ from memory_core.errors import InvalidInput, NotFound
 from memory_core.models.card import Card, CardPublic, CardStatus, CardVersion
 from memory_core.models.columns import utcnow
 from memory_core.serve.keys import KeyRing, Principal
-from memory_core.serve.retrieval import prompt_block, public_checks, retrieve
+from memory_core.serve.retrieval import Ranked, Retrieval, prompt_block, public_checks, retrieve
 from memory_core.serve.schemas import (
     CardHit,
     CheckActionRequest,
@@ -29,13 +33,36 @@ from memory_core.serve.schemas import (
     QueryRequest,
     QueryResult,
 )
-from memory_core.serve.snapshot import SnapshotCache
+from memory_core.serve.snapshot import Snapshot, SnapshotCache
 from memory_core.serve.uses import UseRecorder
 from memory_core.serve.writes import WriteOperations
 from memory_core.settings import Settings
 
 MAX_PAGE = 200
+ROW_CACHE = 50_000  # served rows kept per snapshot (about 3 KB each)
 _PRE_CALL = frozenset({"tool", "args"})
+_DATETIME = TypeAdapter(datetime)
+
+
+@dataclass(slots=True)
+class _Hit:
+    """A match and its card as served (JSON-ready), with the use id when one was recorded."""
+
+    match: Ranked
+    card: dict[str, Any]
+    use_id: uuid.UUID | None = None
+
+
+def _card_hits(hits: Sequence[_Hit], *, explain: bool) -> list[CardHit]:
+    return [
+        CardHit(
+            card=CardPublic.model_validate(h.card),
+            score=h.match.score,
+            use_id=h.use_id,
+            checks=public_checks(h.match.checks) if explain else None,
+        )
+        for h in hits
+    ]
 
 
 def _use_context(state: dict[str, Any], via: str) -> dict[str, Any]:
@@ -89,9 +116,11 @@ class MemoryService(WriteOperations):
         """Cards whose preconditions hold on the task state, best first (explained on request)."""
         principal.require("read")
         hits, retrieval = self._retrieve(principal, request, via=via)
-        result = QueryResult(cards=hits)
+        result = QueryResult(cards=_card_hits(hits, explain=request.explain))
         if request.prompt_tokens is not None:
-            result.prompt = prompt_block([h.card for h in hits], max_tokens=request.prompt_tokens)
+            result.prompt = prompt_block(
+                [h.card for h in result.cards], max_tokens=request.prompt_tokens
+            )
         if request.explain:
             result.explain = Explanation(
                 active_cards=retrieval.active_cards,
@@ -108,6 +137,29 @@ class MemoryService(WriteOperations):
             )
         return result
 
+    def query_json(
+        self, *, principal: Principal, request: QueryRequest, via: str = "api"
+    ) -> dict[str, Any]:
+        """`query` as JSON-ready data, the same as `query(...).model_dump(mode="json")`: a plain
+        query (no explain, no prompt) is built from the served rows without model round trips."""
+        if request.explain or request.prompt_tokens is not None:
+            return self.query(principal=principal, request=request, via=via).model_dump(mode="json")
+        principal.require("read")
+        hits, _ = self._retrieve(principal, request, via=via)
+        return {
+            "cards": [
+                {
+                    "card": h.card,
+                    "score": h.match.score.model_dump(mode="json"),
+                    "use_id": str(h.use_id) if h.use_id is not None else None,
+                    "checks": None,
+                }
+                for h in hits
+            ],
+            "prompt": None,
+            "explain": None,
+        }
+
     def _retrieve(
         self,
         principal: Principal,
@@ -115,7 +167,7 @@ class MemoryService(WriteOperations):
         *,
         via: str,
         needs: frozenset[str] = frozenset(),
-    ) -> tuple[list[CardHit], Any]:
+    ) -> tuple[list[_Hit], Retrieval]:
         ns = principal.namespace
         snap = self.snapshots.get(ns)
         now = utcnow()
@@ -133,9 +185,10 @@ class MemoryService(WriteOperations):
         if needs:  # only cards keyed on the call about to be made
             matches = [m for m in matches if any(c.variables & needs for c in m.entry.compiled)]
         matches = matches[: request.top_k]
-        rows = self._active_rows(ns, [m.entry.card_id for m in matches])
+        rows = self._served_rows(snap, [m.entry.card_id for m in matches])
         matches = [m for m in matches if m.entry.card_id in rows]
-        use_ids: dict[uuid.UUID, uuid.UUID] = {}
+        # the cards as they were before this use (the rows are updated below)
+        hits = [_Hit(m, dict(rows[m.entry.card_id])) for m in matches]
         if request.record_use and matches:
             use_ids = self.uses.record(
                 namespace=ns,
@@ -143,20 +196,35 @@ class MemoryService(WriteOperations):
                 context=_use_context(request.task_state, via),
                 now=now,
             )
-            for m in matches:  # ranking follows the uses before the rows are written
-                m.entry.use_count += 1
-                m.entry.seen_at = now
-                snap.max_uses = max(snap.max_uses, m.entry.use_count)
-        hits = [
-            CardHit(
-                card=to_public(rows[m.entry.card_id]),
-                score=m.score,
-                use_id=use_ids.get(m.entry.card_id),
-                checks=public_checks(m.checks) if request.explain else None,
-            )
-            for m in matches
-        ]
+            used_at = _DATETIME.dump_python(now, mode="json")
+            for h in hits:  # ranking follows the uses before the rows are written
+                e = h.match.entry
+                h.use_id = use_ids.get(e.card_id)
+                e.use_count += 1
+                e.seen_at = now
+                snap.max_uses = max(snap.max_uses, e.use_count)
+                # what the use writer is about to write, so the served row stays current
+                row = rows[e.card_id]
+                row["use_count"] += 1
+                row["last_used_at"] = used_at
+                row["decay_tier"] = 0
         return hits, retrieval
+
+    def _served_rows(self, snap: Snapshot, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Any]:
+        """The public rows of these cards: from the snapshot, else read once (active only).
+
+        A card retired in another process is still served until the snapshot is replaced
+        (within the refresh interval), as its preconditions are: both come from the snapshot.
+        """
+        cached = snap.rows
+        missing = [cid for cid in ids if cid not in cached]
+        if missing:
+            for cid, card in self._active_rows(snap.namespace, missing).items():
+                cached[cid] = to_public(card).model_dump(mode="json")
+            if len(cached) > ROW_CACHE:  # drop the oldest half
+                for cid in list(itertools.islice(cached, len(cached) // 2)):
+                    cached.pop(cid, None)
+        return {cid: cached[cid] for cid in ids if cid in cached}
 
     def _active_rows(self, namespace: str, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Card]:
         if not ids:
@@ -180,6 +248,7 @@ class MemoryService(WriteOperations):
         q = QueryRequest(task_state=state, top_k=request.top_k)
         principal.require("read")
         hits, _ = self._retrieve(principal, q, via=via, needs=_PRE_CALL)
+        cards = _card_hits(hits, explain=False)
         warnings = [
             {
                 "card_id": str(h.card.card_id),
@@ -187,10 +256,10 @@ class MemoryService(WriteOperations):
                 "mode": fm.get("mode", ""),
                 "handling": fm.get("handling", ""),
             }
-            for h in hits
+            for h in cards
             for fm in h.card.failure_modes
         ]
-        return CheckActionResult(tool=request.tool, warnings=warnings, cards=hits)
+        return CheckActionResult(tool=request.tool, warnings=warnings, cards=cards)
 
     # -- reads -------------------------------------------------------------------------
 

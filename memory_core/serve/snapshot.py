@@ -56,6 +56,9 @@ class Snapshot:
     fingerprint: Fingerprint
     loaded_at: float = field(default_factory=time.monotonic)
     max_uses: int = 0
+    # served cards as the API shows them (JSON-ready), read once per snapshot: a hot card is
+    # answered from memory; the snapshot's replacement (any change) drops them
+    rows: dict[uuid.UUID, dict[str, Any]] = field(default_factory=dict)
 
     def candidates(self, state_keys: dict[str, AtomKey | None]) -> list[Entry]:
         """Cards one of whose key atoms the state satisfies, plus the unindexed ones."""

@@ -49,7 +49,9 @@ class WriteOperations:
             actor=principal.actor,
             failures_to_review=self.settings.failures_to_review,
         )
-        entry = self.snapshots.get(principal.namespace).entries.get(card_id)
+        snap = self.snapshots.get(principal.namespace)
+        snap.rows.pop(card_id, None)  # counts and confidence changed: read it again
+        entry = snap.entries.get(card_id)
         if entry is not None:
             entry.confidence = fb.confidence
             entry.broken = entry.broken or fb.status != CardStatus.active.value
