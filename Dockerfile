@@ -1,5 +1,11 @@
-# One image for every Hindsight service (worker, flows, later the API and MCP server).
+# One image for every Hindsight service: the worker (and the flows it runs), the read API and
+# the MCP server (docker-compose.yml). Extras by build argument: "dask" (the default) for
+# HINDSIGHT_TASK_RUNNER=dask; add "embeddings" for the local embedding model (several hundred
+# MB; pass --build-arg PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu for the CPU
+# build of torch, or a plain torch pulls CUDA).
 FROM python:3.11-slim
+ARG EXTRAS=dask
+ARG PIP_EXTRA_INDEX_URL
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 \
     HINDSIGHT_DATA_DIR=/data PREFECT_SERVER_ANALYTICS_ENABLED=false
 WORKDIR /app
@@ -10,7 +16,7 @@ COPY memory_api ./memory_api
 COPY tasks ./tasks
 COPY flows ./flows
 COPY prefect.yaml ./
-RUN pip install -c constraints.txt .
+RUN pip install -c constraints.txt ".[${EXTRAS}]"
 VOLUME /data
 ENTRYPOINT ["hindsight"]
 CMD ["--help"]

@@ -12,6 +12,8 @@ from prefect.runtime import flow_run
 from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 from prefect.task_runners import ThreadPoolTaskRunner
 
+from memory_core.settings import Settings
+
 
 def run_name(flow_name: str) -> Callable[[], str]:
     """A namer giving '<flow> <namespace or all> <UTC time>'."""
@@ -28,9 +30,26 @@ def run_name(flow_name: str) -> Callable[[], str]:
     return _name
 
 
-def thread_runner() -> Any:
-    """The task runner of the flows: threads, since tasks wait on the database and the LLM."""
+def task_runner(settings: Settings | None = None) -> Any:
+    """The flows' task runner, by HINDSIGHT_TASK_RUNNER: threads (the default: tasks wait on
+    the database and the LLM), or Dask through prefect-dask, on HINDSIGHT_DASK_ADDRESS or, with
+    no address, on a temporary local cluster per flow run."""
+    settings = settings or Settings()
+    if settings.task_runner == "dask":
+        # heavy (distributed): imported only when asked for
+        from prefect_dask.task_runners import DaskTaskRunner
+
+        if settings.dask_address:
+            return DaskTaskRunner(address=settings.dask_address)
+        return DaskTaskRunner()
     return ThreadPoolTaskRunner(max_workers=32)
+
+
+def thread_runner() -> Any:
+    """The task runner the flows are decorated with: evaluated when a flow module is imported,
+    which a worker does afresh for every flow run it starts. To choose at call time:
+    `flow.with_options(task_runner=task_runner(settings))`."""
+    return task_runner()
 
 
 @contextmanager

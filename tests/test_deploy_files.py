@@ -26,9 +26,9 @@ def _setting_names() -> set[str]:
 def test_compose_services_health_volumes_and_settings() -> None:
     compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
     services = compose["services"]
-    assert {"postgres", "prefect-server", "worker"} <= set(services)
-    for name in ("postgres", "prefect-server"):
-        assert services[name]["healthcheck"]["test"], name
+    assert {"postgres", "qdrant", "prefect-server", "worker", "api", "mcp"} <= set(services)
+    for name, svc in services.items():  # every service says when it is healthy
+        assert svc["healthcheck"]["test"], name
     for name, svc in services.items():
         for dep, cond in (svc.get("depends_on") or {}).items():
             assert dep in services and cond["condition"] == "service_healthy", (name, dep)
@@ -43,6 +43,62 @@ def test_compose_services_health_volumes_and_settings() -> None:
             if "PASSWORD" in key or "password" in str(value).split("@")[0]:
                 assert "${" in str(value), f"{name}: {key} has a literal secret"
     assert services["worker"]["build"] == "."
+    # state lives in named volumes (the Prefect server's in PostgreSQL)
+    assert "postgres-data:/var/lib/postgresql/data" in services["postgres"]["volumes"]
+    assert "qdrant-data:/qdrant/storage" in services["qdrant"]["volumes"]
+    assert set(compose["volumes"]) >= {"postgres-data", "qdrant-data", "hindsight-data"}
+
+
+def test_compose_runs_what_the_code_expects() -> None:
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    services = compose["services"]
+    assert services["qdrant"]["image"].startswith("qdrant/qdrant:")
+    assert "prefect server start" in services["prefect-server"]["command"]
+    prefect_db = services["prefect-server"]["environment"]["PREFECT_API_DATABASE_CONNECTION_URL"]
+    assert prefect_db.startswith("postgresql+asyncpg://") and "@postgres:" in prefect_db
+    assert services["api"]["command"][0] == "serve"
+    assert services["mcp"]["command"][:2] == ["mcp", "--http"]
+    worker = " ".join(services["worker"]["command"])
+    assert "hindsight db upgrade" in worker and "hindsight deploy" in worker
+    assert "--pool hindsight-process" in worker
+    for name in ("worker", "api", "mcp"):
+        env = services[name]["environment"]
+        assert env["HINDSIGHT_DATABASE_URL"].startswith("postgresql://")
+        assert env["HINDSIGHT_QDRANT_URL"] == "http://qdrant:6333"
+        assert env["PREFECT_API_URL"] == "http://prefect-server:4200/api"
+        for ef in services[name].get("env_file", []):
+            assert ef["required"] is False  # optional: the stack starts without an LLM
+
+
+def _interpolated(value: str) -> str:
+    """A compose value as the container sees it: ${X:-default} gives the default."""
+    value = re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", value)
+    return re.sub(r"\$\{\w+:\?[^}]*\}", "secret", value)
+
+
+def test_compose_settings_parse_as_the_containers_read_them(monkeypatch) -> None:
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    for name in ("worker", "api", "mcp"):
+        for key, value in compose["services"][name]["environment"].items():
+            if key.startswith("HINDSIGHT_"):
+                monkeypatch.setenv(key, _interpolated(str(value)))
+        settings = Settings()  # raises on a value pydantic cannot read
+        assert settings.qdrant_url == "http://qdrant:6333", name
+        assert settings.nightly_cron == "0 2 * * *"
+        if name == "mcp":
+            assert "mcp:*" in settings.serve.allowed_hosts
+
+
+def test_dockerfile_extras_exist() -> None:
+    import tomllib
+
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    for line in (REPO / "Dockerfile").read_text().splitlines():
+        if line.startswith("ARG EXTRAS="):
+            for extra in line.split("=", 1)[1].split(","):
+                assert extra in extras, extra
 
 
 def test_dockerfile_copies_what_exists() -> None:
