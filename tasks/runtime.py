@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from functools import lru_cache
 
 from sqlalchemy.engine import Engine
@@ -17,6 +18,12 @@ def _engine(url: str, settings_json: str) -> Engine:
     return db.make_engine(settings)
 
 
+# Alembic's upgrade swaps module globals (alembic.context): two threads migrating at once fail
+# with KeyError 'script'. Seen on a fresh Dask worker whose first two tasks start together.
+_FIRST_USE = threading.Lock()
+
+
 def engine_for(settings: Settings) -> Engine:
     """The engine for these settings, migrated to the latest schema once per process."""
-    return _engine(settings.sqlalchemy_url, settings.model_dump_json())
+    with _FIRST_USE:
+        return _engine(settings.sqlalchemy_url, settings.model_dump_json())
