@@ -16,6 +16,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.exc import SQLAlchemyError
 
 from memory_api.errors import BodyLimit, install_error_handlers
+from memory_api.metrics import install_metrics
 from memory_core.decay.feedback import Feedback
 from memory_core.errors import InvalidInput
 from memory_core.facts.search import FactHit
@@ -58,6 +59,7 @@ def create_app(service: MemoryService) -> FastAPI:
     )
     app.add_middleware(BodyLimit, max_bytes=service.settings.serve.max_body_bytes)
     install_error_handlers(app)
+    install_metrics(app, service)  # GET /metrics; requests timed by a plain ASGI wrapper
 
     async def caller(
         creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],

@@ -197,6 +197,8 @@ def test_ui_health_api_and_mcp_answer(ops: Ops) -> None:
     status, body = _get(f"{ops.prefect}/")
     assert status == 200 and b"<html" in body.lower()  # the Prefect UI
     assert _get(f"{ops.api}/healthz")[0] == 200
+    status, body = _get(f"{ops.api}/metrics")
+    assert status == 200 and b"hindsight_http_requests_total" in body
     req = urllib.request.Request(f"{ops.mcp}/mcp", method="GET")
     with pytest.raises(urllib.error.HTTPError) as err:  # listening; MCP wants a session
         urllib.request.urlopen(req, timeout=5)
@@ -251,6 +253,11 @@ def test_nightly_deployment_runs_on_the_worker(ops: Ops) -> None:
     (failed,) = _failed_task_runs(run.id, expect=1)
     assert failed.name.startswith("llm-extract ")
     assert "401" in (failed.state.message or "") or "LLMRefused" in (failed.state.message or "")
+    # HINDSIGHT_LOG_FORMAT=json: the flow run's process logs JSON lines with run and batch ids
+    lines = (ops.settings.data_dir / "logs" / "worker.log").read_text().splitlines()
+    events = [json.loads(line) for line in lines if line.startswith('{"time"')]
+    mine = [e for e in events if e.get("flow_run_id") == str(run.id)]
+    assert any("batch" in e and "task_run_id" in e for e in mine), lines[-20:]
     print(f"nightly through the worker: {took:.1f} s")
 
 
