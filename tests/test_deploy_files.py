@@ -160,3 +160,15 @@ def test_every_flow_has_a_deployment_with_valid_parameters() -> None:
                 assert obj.name in deployed, f"flow {obj.name} has no deployment"
     for s in SPECS:  # the default parameters validate against the flow's parameter model
         flow_of(s).validate_parameters(s.parameters)
+
+
+def test_dead_letter_alert_is_a_valid_automation() -> None:
+    import uuid
+
+    from prefect.events.schemas.automations import AutomationCore
+
+    text = (REPO / "deploy" / "dead-letter-alert.yaml").read_text()
+    automation = AutomationCore.model_validate(
+        yaml.safe_load(text.replace("<BLOCK_ID>", str(uuid.uuid4())))
+    )
+    assert automation.trigger.expect == {"prefect.task-run.Failed"}  # type: ignore[union-attr]

@@ -13,11 +13,13 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +62,45 @@ def _get(url: str, timeout: float = 5.0) -> tuple[int, bytes]:
         return resp.status, resp.read()
 
 
+class Sink:
+    """A webhook receiver: the alert a Prefect automation sends lands here."""
+
+    def __init__(self) -> None:
+        received: list[str] = []
+        self.received = received
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                return
+
+            def do_POST(self) -> None:
+                received.append(self.rfile.read(int(self.headers["Content-Length"])).decode())
+                self.send_response(204)
+                self.end_headers()
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/alert"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+def _install_dead_letter_alert(url: str) -> None:
+    """deploy/dead-letter-alert.yaml, with a custom webhook block as its notification."""
+    import yaml
+    from prefect.blocks.notifications import CustomWebhookNotificationBlock
+    from prefect.events.schemas.automations import AutomationCore
+
+    block = CustomWebhookNotificationBlock(
+        name="alert", url=url, method="POST", json_data={"text": "{{subject}}: {{body}}"}
+    )
+    block_id = block.save("hindsight-alert", overwrite=True)
+    text = (REPO / "deploy" / "dead-letter-alert.yaml").read_text()
+    automation = AutomationCore.model_validate(
+        yaml.safe_load(text.replace("<BLOCK_ID>", str(block_id)))
+    )
+    with get_client(sync_client=True) as client:
+        client.create_automation(automation)
+
+
 @dataclass
 class Ops:
     proc: subprocess.Popen[bytes]
@@ -72,6 +113,7 @@ class Ops:
     refuse: list[bool]
     marker: str
     log: Path
+    sink: Sink = field(default_factory=Sink)
 
 
 @pytest.fixture(scope="module")
@@ -163,11 +205,13 @@ def ops(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ops]:
         log=log,
     )
     with temporary_settings({PREFECT_API_URL: f"{result.prefect}/api"}):
+        _install_dead_letter_alert(result.sink.url)
         yield result
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGINT)
         proc.wait(60)
     llm.__exit__(None, None, None)
+    result.sink.server.shutdown()
 
 
 def _artifacts(flow_run_id: uuid.UUID) -> dict[str, Any]:
@@ -258,6 +302,12 @@ def test_nightly_deployment_runs_on_the_worker(ops: Ops) -> None:
     events = [json.loads(line) for line in lines if line.startswith('{"time"')]
     mine = [e for e in events if e.get("flow_run_id") == str(run.id)]
     assert any("batch" in e and "task_run_id" in e for e in mine), lines[-20:]
+    # the automation of deploy/dead-letter-alert.yaml told someone, once
+    deadline = time.monotonic() + 30
+    while not ops.sink.received and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert len(ops.sink.received) == 1, ops.sink.received
+    assert "llm-extract" in ops.sink.received[0] and "401" in ops.sink.received[0]
     print(f"nightly through the worker: {took:.1f} s")
 
 
