@@ -15,8 +15,10 @@ $(VENV)/.installed: pyproject.toml constraints.txt | $(BIN)/python
 	$(PIP) -e ".[embeddings]"
 	touch $@
 
+# llama-cpp-python (the local test model's server) compiles once and pip caches the wheel; it is
+# built portable (no -march=native): a cached native build crashed (SIGSEGV) on another CPU
 $(VENV)/.installed-dev: pyproject.toml constraints.txt $(VENV)/.installed
-	$(PIP) -e ".[dev,embeddings]"
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(PIP) -e ".[dev,embeddings]"
 	touch $@
 
 install: $(VENV)/.installed

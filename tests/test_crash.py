@@ -49,7 +49,11 @@ def _kill_until_caught_mid_batch(engine, env: dict[str, str], runs: int, step: i
             if trajectory_counts(engine=engine).get("done", 0) >= done_before + step:
                 break
             time.sleep(0.005)
-        time.sleep(rng.uniform(0.0, 0.2))
+        time.sleep(rng.uniform(0.0, 0.05))
+        # then strike the moment it holds claims (a batch of rule extraction takes only ms)
+        until = time.monotonic() + 2
+        while time.monotonic() < until and not trajectory_counts(engine=engine).get("processing"):
+            time.sleep(0.002)
         assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
