@@ -1,0 +1,47 @@
+"""Recall over stored messages: each turn a memory item, found with its neighbours' words."""
+
+from __future__ import annotations
+
+from memory_core.ingest.store import ingest
+from memory_core.recall import RecallIndex, light_stem, load_items, search_memory
+
+
+def _conversation() -> dict:
+    return {
+        "id": "c1",
+        "conversation": {
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": "Ann", "dia_id": "D1:1", "text": "What did you do at the weekend?"},
+                {"speaker": "Bob", "dia_id": "D1:2", "text": "I went sailing on the lake."},
+                {"speaker": "Ann", "dia_id": "D1:3", "text": "Lovely. I painted all day."},
+            ],
+            "session_2_date_time": "9:00 am on 20 June, 2023",
+            "session_2": [
+                {"speaker": "Bob", "dia_id": "D2:1", "text": "My new job starts on Monday."},
+            ],
+        },
+    }
+
+
+def test_turns_are_items_with_date_and_speaker(engine) -> None:
+    ingest(engine=engine, records=[("c1", _conversation())], namespace="n", task_type="default")
+    items = load_items(engine=engine, namespace="n")
+    assert [i.turn_id for i in items] == ["D1:1", "D1:2", "D1:3", "D2:1"]
+    assert items[1].rendered() == "[1:56 pm on 8 May, 2023] Bob: I went sailing on the lake."
+    index = RecallIndex(items)  # keywords only
+    assert index.prev.tolist() == [False, True, True, False]  # a new session is not context
+    # the answer is in the reply: the question's words sit in the turn before it
+    alone = index.rankings("weekend")
+    assert [items[i].turn_id for i in alone["keyword_turn"]] == ["D1:1"]
+    found = [h.item.turn_id for h in index.search("weekend", top_k=3)]
+    assert found[0] == "D1:1" and "D1:2" in found and "D2:1" not in found
+    assert search_memory(engine=engine, namespace="n", text="new job", top_k=1)[0].item.turn_id == (
+        "D2:1"
+    )
+    assert search_memory(engine=engine, namespace="other", text="job") == []
+
+
+def test_light_stem() -> None:
+    assert {light_stem(w) for w in ("painted", "painting", "paints")} == {"paint"}
+    assert light_stem("running") == "run" and light_stem("class") == "class"
