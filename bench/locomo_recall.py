@@ -6,7 +6,7 @@ turns are retrieved and scored against the question's `evidence` turn ids
 (recall@k = share of the evidence turns in the top k, averaged over questions).
 
 Systems, all on the same turns rendered the same way ("[date] speaker: text"):
-* bm25:        bm25s over turns (English stopwords, light stemming); `bm25 (no stem)` too
+* bm25:        bm25s over turns (English stopwords, Snowball stemming); `bm25 (no stem)` too
 * dense:       all-MiniLM-L6-v2 over turns, cosine
 * rrf:         reciprocal-rank fusion of the two
 * hindsight:   memory_core.recall (turn + context scales, facts), what the product serves
@@ -48,9 +48,9 @@ def _bm25_ranks(texts: list[str], queries: list[str], stem: bool) -> list[list[i
     import bm25s
     import numpy as np
 
-    from memory_core.recall import _stem_all
+    from memory_core.recall import stem_words
 
-    stemmer = _stem_all if stem else None
+    stemmer = stem_words if stem else None
     tokens = bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False)
     bm = bm25s.BM25()
     bm.index(tokens, show_progress=False)

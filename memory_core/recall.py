@@ -4,7 +4,7 @@ The items are the message steps of the namespace's stored trajectories and conve
 (the trajectory table stays the source of truth; nothing new is stored). Each item is
 rendered with its date and speaker, and searched at three scales fused by reciprocal rank:
 
-* the turn alone: keyword (BM25, light stemming) and vector (the configured embedder);
+* the turn alone: keyword (BM25, Snowball English stemming) and vector (the configured embedder);
 * the turn in its context: vector similarity smoothed over its neighbours, and keyword
   search over windows of one and two turns either side (an answer often lives in the reply
   to a question, or a name in the turn before);
@@ -17,7 +17,7 @@ dated session). Vectors are derived data, cached per text under the data directo
 from __future__ import annotations
 
 import hashlib
-import re
+import threading
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +26,7 @@ from pathlib import Path
 
 import bm25s
 import numpy as np
+import Stemmer
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
@@ -39,49 +40,16 @@ NEIGHBOUR_WEIGHT = 0.5  # a neighbour's vector similarity counts half
 WINDOWS = (1, 2)  # keyword context windows: this many turns either side
 CANDIDATES = 200  # per ranker, before fusion
 
-_VOWEL = re.compile(r"[aeiouy]")
-_SUFFIXES = (
-    ("ational", "ate"),
-    ("ization", "ize"),
-    ("fulness", "ful"),
-    ("ousness", "ous"),
-    ("iveness", "ive"),
-    ("ations", "ate"),
-    ("ation", "ate"),
-    ("ments", "ment"),
-    ("ingly", ""),
-    ("edly", ""),
-    ("ies", "y"),
-    ("ied", "y"),
-    ("ness", ""),
-    ("ing", ""),
-    ("ed", ""),
-    ("ly", ""),
-    ("es", "e"),
-    ("s", ""),
-)
+_stemmer_per_thread = threading.local()  # a Stemmer instance is not thread-safe
 
 
-def light_stem(word: str) -> str:
-    """A small English suffix stripper ("painted", "painting", "paints" -> "paint"); no
-    dependency, good enough for keyword recall."""
-    if len(word) <= 3 or not word.isalpha():
-        return word
-    if word.endswith(("ss", "us", "is")):
-        return word
-    for suffix, repl in _SUFFIXES:
-        if word.endswith(suffix):
-            base = word[: -len(suffix)] + repl
-            if len(base) < 3 or not _VOWEL.search(base):
-                return word
-            if suffix in ("ing", "ed") and len(base) >= 4 and base[-1] == base[-2]:
-                base = base if base[-1] in "lsz" else base[:-1]  # "running" -> "run"
-            return base
-    return word
-
-
-def _stem_all(words: list[str]) -> list[str]:
-    return [light_stem(w) for w in words]
+def stem_words(words: list[str]) -> list[str]:
+    """The Snowball English stems of the words ("painted", "painting", "paints" -> "paint")."""
+    stemmer = getattr(_stemmer_per_thread, "stemmer", None)
+    if stemmer is None:
+        stemmer = _stemmer_per_thread.stemmer = Stemmer.Stemmer("english")
+    stems: list[str] = stemmer.stemWords(words)
+    return stems
 
 
 @dataclass(frozen=True)
@@ -191,14 +159,14 @@ class ItemHit:
 class _Keywords:
     def __init__(self, texts: Sequence[str]) -> None:
         self.tokens = bm25s.tokenize(
-            list(texts), stopwords="en", stemmer=_stem_all, show_progress=False
+            list(texts), stopwords="en", stemmer=stem_words, show_progress=False
         )
         self.bm25 = bm25s.BM25()
         self.bm25.index(self.tokens, show_progress=False)
 
     def scores(self, text: str) -> np.ndarray | None:
         words = bm25s.tokenize(
-            [text], stopwords="en", stemmer=_stem_all, return_ids=False, show_progress=False
+            [text], stopwords="en", stemmer=stem_words, return_ids=False, show_progress=False
         )[0]
         words = [w for w in words if w in self.tokens.vocab]
         if not words:

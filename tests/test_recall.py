@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from memory_core.ingest.store import ingest
-from memory_core.recall import RecallIndex, light_stem, load_items, search_memory
+from memory_core.recall import RecallIndex, load_items, search_memory, stem_words
 
 
 def _conversation() -> dict:
@@ -42,6 +42,6 @@ def test_turns_are_items_with_date_and_speaker(engine) -> None:
     assert search_memory(engine=engine, namespace="other", text="job") == []
 
 
-def test_light_stem() -> None:
-    assert {light_stem(w) for w in ("painted", "painting", "paints")} == {"paint"}
-    assert light_stem("running") == "run" and light_stem("class") == "class"
+def test_stem_words() -> None:
+    assert set(stem_words(["painted", "painting", "paints"])) == {"paint"}
+    assert stem_words(["running", "class"]) == ["run", "class"]
