@@ -108,7 +108,7 @@ def run(path: Path, ks: list[int]) -> dict[str, Any]:
         timing["ingest_and_facts_s"] += time.perf_counter() - t0
         t0 = time.perf_counter()
         items = load_items(engine=engine, namespace=ns)
-        index = RecallIndex(items, embedder=embedder)
+        index = RecallIndex(items=items, embedder=embedder)
         timing["index_s"] += time.perf_counter() - t0
         counts["turns"] += len(items)
         texts = [it.rendered() for it in items]
@@ -130,9 +130,11 @@ def run(path: Path, ks: list[int]) -> dict[str, Any]:
         for qi, q in enumerate(qa):
             t0 = time.perf_counter()
             facts = fact_ranking(engine=engine, namespace=ns, text=q["question"], index=index)
-            hs = index.search(q["question"], top_k=max(ks), vector=qvec[qi], extra={"facts": facts})
+            hs = index.search(
+                text=q["question"], top_k=max(ks), vector=qvec[qi], extra={"facts": facts}
+            )
             timing["hindsight_s"] += time.perf_counter() - t0
-            hs_plain = index.search(q["question"], top_k=max(ks), vector=qvec[qi])
+            hs_plain = index.search(text=q["question"], top_k=max(ks), vector=qvec[qi])
             position = {id(it): i for i, it in enumerate(items)}
             systems = {
                 "bm25": bm25[qi],

@@ -29,12 +29,12 @@ def test_turns_are_items_with_date_and_speaker(engine) -> None:
     items = load_items(engine=engine, namespace="n")
     assert [i.turn_id for i in items] == ["D1:1", "D1:2", "D1:3", "D2:1"]
     assert items[1].rendered() == "[1:56 pm on 8 May, 2023] Bob: I went sailing on the lake."
-    index = RecallIndex(items)  # keywords only
+    index = RecallIndex(items=items)  # keywords only
     assert index.prev.tolist() == [False, True, True, False]  # a new session is not context
     # the answer is in the reply: the question's words sit in the turn before it
-    alone = index.rankings("weekend")
+    alone = index.rankings(text="weekend")
     assert [items[i].turn_id for i in alone["keyword_turn"]] == ["D1:1"]
-    found = [h.item.turn_id for h in index.search("weekend", top_k=3)]
+    found = [h.item.turn_id for h in index.search(text="weekend", top_k=3)]
     assert found[0] == "D1:1" and "D1:2" in found and "D2:1" not in found
     assert search_memory(engine=engine, namespace="n", text="new job", top_k=1)[0].item.turn_id == (
         "D2:1"
