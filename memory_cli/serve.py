@@ -21,6 +21,9 @@ KEY_ENV = "HINDSIGHT_API_KEY"
 def serve(
     host: Annotated[str | None, typer.Option(help="default: the setting (127.0.0.1)")] = None,
     port: Annotated[int | None, typer.Option(help="default: the setting (8765)")] = None,
+    workers: Annotated[
+        int, typer.Option(min=1, help="processes; each holds its own snapshot of the cards")
+    ] = 1,
 ) -> None:
     """Run the read API (OpenAPI docs at /docs)."""
     import uvicorn
@@ -30,9 +33,12 @@ def serve(
 
     with fail_on_errors():
         settings, engine = load()
-        app = create_app(MemoryService(engine=engine, settings=settings))
+        app = create_app(MemoryService(engine=engine, settings=settings), freeze_gc=True)
+    # httptools and uvloop (uvicorn[standard]) are picked when installed, as they are
     uvicorn.run(
-        app,
+        app if workers == 1 else "memory_api.app:app_from_env",
+        factory=workers > 1,
+        workers=workers,
         host=host or settings.serve.host,
         port=port if port is not None else settings.serve.port,
         log_level="warning",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from sqlmodel import Session
 
@@ -145,7 +147,7 @@ def test_served_rows_are_read_once_and_follow_uses_and_feedback(engine) -> None:
     principal = _principal(engine, svc, ["read"])
     plain = QueryRequest(task_state={"tool": "search"}, record_use=False)
     # the lean answer of the HTTP route is the model's answer, field for field
-    lean = svc.query_json(principal=principal, request=plain)
+    lean = json.loads(svc.query_json(principal=principal, request=plain))
     full = svc.query(principal=principal, request=plain).model_dump(mode="json")
     for answer in (lean, full):  # recency moves with the clock
         score = answer["cards"][0]["score"]
@@ -154,7 +156,9 @@ def test_served_rows_are_read_once_and_follow_uses_and_feedback(engine) -> None:
     assert lean["cards"][0]["card"]["use_count"] == 3
     reads = []
     svc._active_rows = lambda ns, ids: reads.append(ids) or {}  # type: ignore[method-assign]
-    used = svc.query_json(principal=principal, request=QueryRequest(task_state={"tool": "search"}))
+    used = json.loads(
+        svc.query_json(principal=principal, request=QueryRequest(task_state={"tool": "search"}))
+    )
     assert reads == []  # served from the snapshot's rows
     assert used["cards"][0]["card"]["use_count"] == 3  # as it was before this use
     again = svc.query(principal=principal, request=plain)
@@ -165,7 +169,7 @@ def test_served_rows_are_read_once_and_follow_uses_and_feedback(engine) -> None:
     svc.feedback(
         principal=principal, card_id=card.card_id, request=FeedbackRequest(outcome="failure")
     )
-    after = svc.query_json(principal=principal, request=plain)["cards"][0]["card"]
+    after = json.loads(svc.query_json(principal=principal, request=plain))["cards"][0]["card"]
     assert after["failure_count"] == 1 and after["confidence"] < card.confidence
     svc.close()
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import orjson
 from pydantic import TypeAdapter
 from sqlalchemy import select, text
 from sqlalchemy.engine import Engine
@@ -33,30 +34,30 @@ from memory_core.serve.schemas import (
     QueryRequest,
     QueryResult,
 )
-from memory_core.serve.snapshot import Snapshot, SnapshotCache
+from memory_core.serve.snapshot import ServedRow, Snapshot, SnapshotCache
 from memory_core.serve.uses import UseRecorder
 from memory_core.serve.writes import WriteOperations
 from memory_core.settings import Settings
 
 MAX_PAGE = 200
-ROW_CACHE = 50_000  # served rows kept per snapshot (about 3 KB each)
+ROW_CACHE = 50_000  # served rows kept per snapshot (about 1 KB each)
 _PRE_CALL = frozenset({"tool", "args"})
 _DATETIME = TypeAdapter(datetime)
 
 
 @dataclass(slots=True)
 class _Hit:
-    """A match and its card as served (JSON-ready), with the use id when one was recorded."""
+    """A match and its card as served, with the use id when one was recorded."""
 
     match: Ranked
-    card: dict[str, Any]
+    card: bytes  # JSON
     use_id: uuid.UUID | None = None
 
 
 def _card_hits(hits: Sequence[_Hit], *, explain: bool) -> list[CardHit]:
     return [
         CardHit(
-            card=CardPublic.model_validate(h.card),
+            card=CardPublic.model_validate_json(h.card),
             score=h.match.score,
             use_id=h.use_id,
             checks=public_checks(h.match.checks) if explain else None,
@@ -137,28 +138,30 @@ class MemoryService(WriteOperations):
             )
         return result
 
-    def query_json(
-        self, *, principal: Principal, request: QueryRequest, via: str = "api"
-    ) -> dict[str, Any]:
-        """`query` as JSON-ready data, the same as `query(...).model_dump(mode="json")`: a plain
-        query (no explain, no prompt) is built from the served rows without model round trips."""
+    def query_json(self, *, principal: Principal, request: QueryRequest, via: str = "api") -> bytes:
+        """`query` as JSON, the same as `query(...).model_dump_json()` parses to: a plain query
+        (no explain, no prompt) joins the served rows' JSON without model round trips."""
         if request.explain or request.prompt_tokens is not None:
-            return self.query(principal=principal, request=request, via=via).model_dump(mode="json")
+            return (
+                self.query(principal=principal, request=request, via=via).model_dump_json().encode()
+            )
         principal.require("read")
         hits, _ = self._retrieve(principal, request, via=via)
-        return {
-            "cards": [
-                {
-                    "card": h.card,
-                    "score": h.match.score.model_dump(mode="json"),
-                    "use_id": str(h.use_id) if h.use_id is not None else None,
-                    "checks": None,
-                }
-                for h in hits
-            ],
-            "prompt": None,
-            "explain": None,
-        }
+        return orjson.dumps(
+            {
+                "cards": [
+                    {
+                        "card": orjson.Fragment(h.card),
+                        "score": h.match.score.model_dump(mode="json"),
+                        "use_id": str(h.use_id) if h.use_id is not None else None,
+                        "checks": None,
+                    }
+                    for h in hits
+                ],
+                "prompt": None,
+                "explain": None,
+            }
+        )
 
     def _retrieve(
         self,
@@ -188,7 +191,7 @@ class MemoryService(WriteOperations):
         rows = self._served_rows(snap, [m.entry.card_id for m in matches])
         matches = [m for m in matches if m.entry.card_id in rows]
         # the cards as they were before this use (the rows are updated below)
-        hits = [_Hit(m, dict(rows[m.entry.card_id])) for m in matches]
+        hits = [_Hit(m, rows[m.entry.card_id].json()) for m in matches]
         if request.record_use and matches:
             use_ids = self.uses.record(
                 namespace=ns,
@@ -205,12 +208,12 @@ class MemoryService(WriteOperations):
                 snap.max_uses = max(snap.max_uses, e.use_count)
                 # what the use writer is about to write, so the served row stays current
                 row = rows[e.card_id]
-                row["use_count"] += 1
-                row["last_used_at"] = used_at
-                row["decay_tier"] = 0
+                row.use_count += 1
+                row.last_used_at = used_at
+                row.decay_tier = 0
         return hits, retrieval
 
-    def _served_rows(self, snap: Snapshot, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Any]:
+    def _served_rows(self, snap: Snapshot, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, ServedRow]:
         """The public rows of these cards: from the snapshot, else read once (active only).
 
         A card retired in another process is still served until the snapshot is replaced
@@ -220,7 +223,7 @@ class MemoryService(WriteOperations):
         missing = [cid for cid in ids if cid not in cached]
         if missing:
             for cid, card in self._active_rows(snap.namespace, missing).items():
-                cached[cid] = to_public(card).model_dump(mode="json")
+                cached[cid] = ServedRow.of(to_public(card).model_dump(mode="json"))
             if len(cached) > ROW_CACHE:  # drop the oldest half
                 for cid in list(itertools.islice(cached, len(cached) // 2)):
                     cached.pop(cid, None)

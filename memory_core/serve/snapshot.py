@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import orjson
 from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
@@ -45,6 +46,38 @@ class Entry:
     broken: bool = False  # a stored precondition no longer compiles: never served
 
 
+@dataclass(slots=True)
+class ServedRow:
+    """A served card as JSON: what only a change of the card alters, encoded once (bytes, which
+    the garbage collector never scans), and the use fields, which every use moves."""
+
+    head: bytes  # the JSON object of the other fields, without its closing brace
+    use_count: int
+    last_used_at: str | None
+    decay_tier: int
+
+    @classmethod
+    def of(cls, public: dict[str, Any]) -> ServedRow:
+        """From a card's JSON-ready public form."""
+        rest = dict(public)
+        use_count, last, tier = (
+            rest.pop("use_count"),
+            rest.pop("last_used_at"),
+            rest.pop("decay_tier"),
+        )
+        return cls(orjson.dumps(rest)[:-1], use_count, last, tier)
+
+    def json(self) -> bytes:
+        """The card's JSON object."""
+        last = b"null" if self.last_used_at is None else orjson.dumps(self.last_used_at)
+        return b'%s,"use_count":%d,"last_used_at":%s,"decay_tier":%d}' % (
+            self.head,
+            self.use_count,
+            last,
+            self.decay_tier,
+        )
+
+
 @dataclass
 class Snapshot:
     """Active cards of one namespace with the atom index over them."""
@@ -56,9 +89,9 @@ class Snapshot:
     fingerprint: Fingerprint
     loaded_at: float = field(default_factory=time.monotonic)
     max_uses: int = 0
-    # served cards as the API shows them (JSON-ready), read once per snapshot: a hot card is
-    # answered from memory; the snapshot's replacement (any change) drops them
-    rows: dict[uuid.UUID, dict[str, Any]] = field(default_factory=dict)
+    # served cards as the API shows them, read once per snapshot: a hot card is answered from
+    # memory; the snapshot's replacement (any change to the namespace's cards) drops them
+    rows: dict[uuid.UUID, ServedRow] = field(default_factory=dict)
 
     def candidates(self, state_keys: dict[str, AtomKey | None]) -> list[Entry]:
         """Cards one of whose key atoms the state satisfies, plus the unindexed ones."""
@@ -174,6 +207,7 @@ class SnapshotCache:
         self._snapshots: dict[str, Snapshot] = {}
         self._lock = threading.Lock()
         self._refreshing: set[str] = set()
+        self.on_load: Callable[[], None] | None = None  # after a snapshot was loaded
 
     def get(self, namespace: str) -> Snapshot:
         """The namespace's snapshot (loaded now the first time, refreshed in the background)."""
@@ -184,10 +218,15 @@ class SnapshotCache:
                 if snap is None:
                     snap = self._loader(engine=self._engine, namespace=namespace)
                     self._snapshots[namespace] = snap
+                    self._loaded()
             return snap
         if time.monotonic() - snap.loaded_at > self._refresh_s:
             self._refresh_later(namespace)
         return snap
+
+    def _loaded(self) -> None:
+        if self.on_load is not None:
+            self.on_load()
 
     def invalidate(self, namespaces: Sequence[str] | None = None) -> None:
         """Drop snapshots (after a write through this process): the next read reloads."""
@@ -213,6 +252,7 @@ class SnapshotCache:
             snap = self._loader(engine=self._engine, namespace=namespace)
             with self._lock:
                 self._snapshots[namespace] = snap
+            self._loaded()
         finally:
             with self._lock:
                 self._refreshing.discard(namespace)
