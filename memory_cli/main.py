@@ -16,6 +16,7 @@ from memory_cli import consolidate as consolidate_cmd
 from memory_cli import dead_letters as dead_letters_cmd
 from memory_cli import facts as facts_cmd
 from memory_cli import index as index_cmd
+from memory_cli import memory as memory_cmd
 from memory_cli import replay as replay_cmd
 from memory_cli import review as review_cmd
 from memory_cli import serve as serve_cmd
@@ -33,6 +34,7 @@ db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 app.add_typer(cards_cmd.app, name="cards")
 app.add_typer(facts_cmd.app, name="facts")
+app.add_typer(memory_cmd.app, name="memory")
 app.add_typer(dead_letters_cmd.app, name="dead-letters")
 app.add_typer(review_cmd.validate_app, name="validate")
 app.add_typer(review_cmd.review_app, name="review")

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 from memory_core.ingest.store import ingest
 from memory_core.recall import RecallIndex, load_items, search_memory, stem_words
+from tests.test_cli import hindsight
 
 
 def _conversation() -> dict:
@@ -45,3 +48,33 @@ def test_turns_are_items_with_date_and_speaker(engine) -> None:
 def test_stem_words() -> None:
     assert set(stem_words(["painted", "painting", "paints"])) == {"paint"}
     assert stem_words(["running", "class"]) == ["run", "class"]
+
+
+def test_memory_search_command(env_for, tmp_path) -> None:
+    conv = tmp_path / "conversation.json"
+    conv.write_text(json.dumps(_conversation()))
+    hindsight(env_for, "ingest", str(conv), "--namespace", "talk")
+    out = hindsight(env_for, "memory", "search", "sailing", "--namespace", "talk", "-f", "json")
+    hits = json.loads(out.stdout)
+    assert hits[0]["turn_id"] == "D1:2" and hits[0]["speaker"] == "Bob"
+    assert hits[0]["said_at"].startswith("2023-05-08T13:56")
+    assert hits[0]["text"] == "I went sailing on the lake." and hits[0]["score"] > 0
+    keywords_only = {**env_for, "HINDSIGHT_EMBEDDER": "none"}
+    shown = hindsight(keywords_only, "memory", "search", "new job", "--namespace", "talk")
+    assert shown.stderr.count("keywords only") == 1
+    assert "9:00 am on 20 June, 2023" in shown.stdout and "My new job starts" in shown.stdout
+    top1 = hindsight(
+        keywords_only,
+        "memory",
+        "search",
+        "job",
+        "--namespace",
+        "talk",
+        "--top-k",
+        "1",
+        "-f",
+        "json",
+    )
+    assert [h["turn_id"] for h in json.loads(top1.stdout)] == ["D2:1"]
+    empty = hindsight(keywords_only, "memory", "search", "job", "-f", "json")  # default namespace
+    assert json.loads(empty.stdout) == []
