@@ -12,7 +12,7 @@ from typing import Any
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import event
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session, create_engine
 
 from memory_core.settings import Settings
@@ -27,10 +27,20 @@ def make_engine(settings: Settings) -> Engine:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         engine = create_engine(url, connect_args={"timeout": 60})
         event.listen(engine, "connect", _sqlite_pragmas)
-        # pysqlite's own BEGIN handling defers the write lock; take it at BEGIN instead
-        event.listen(engine, "begin", lambda conn: conn.exec_driver_sql("BEGIN IMMEDIATE"))
+        event.listen(engine, "begin", _sqlite_begin)
         return engine
     return create_engine(url, pool_pre_ping=True)
+
+
+READ_ONLY = {"hindsight_read_only": True}  # execution options of a connection that only reads
+
+
+def _sqlite_begin(conn: Connection) -> None:
+    # pysqlite's own BEGIN handling defers the write lock; take it at BEGIN instead. A read-only
+    # connection takes none: under WAL it reads a consistent snapshot and never waits behind
+    # a writer (a served query must not sleep in SQLite's busy handler)
+    read_only = conn.get_execution_options().get("hindsight_read_only")
+    conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:

@@ -46,36 +46,24 @@ class Entry:
     broken: bool = False  # a stored precondition no longer compiles: never served
 
 
-@dataclass(slots=True)
-class ServedRow:
-    """A served card as JSON: what only a change of the card alters, encoded once (bytes, which
-    the garbage collector never scans), and the use fields, which every use moves."""
+# A served card as JSON: (the other fields as a JSON object without its closing brace,
+# use_count, last_used_at, decay_tier). What only a change of the card alters is encoded once;
+# the use fields move with every use. A plain tuple of bytes, ints and strings, so the garbage
+# collector stops tracking it: thousands of cached rows add nothing to its full passes.
+ServedRow = tuple[bytes, int, str | None, int]
+USE_FIELDS = frozenset({"use_count", "last_used_at", "decay_tier"})
 
-    head: bytes  # the JSON object of the other fields, without its closing brace
-    use_count: int
-    last_used_at: str | None
-    decay_tier: int
 
-    @classmethod
-    def of(cls, public: dict[str, Any]) -> ServedRow:
-        """From a card's JSON-ready public form."""
-        rest = dict(public)
-        use_count, last, tier = (
-            rest.pop("use_count"),
-            rest.pop("last_used_at"),
-            rest.pop("decay_tier"),
-        )
-        return cls(orjson.dumps(rest)[:-1], use_count, last, tier)
+def served_row(card_json: bytes, use_count: int, last_used_at: str | None, tier: int) -> ServedRow:
+    """From a card's JSON without the use fields."""
+    return (card_json.rstrip()[:-1], use_count, last_used_at, tier)
 
-    def json(self) -> bytes:
-        """The card's JSON object."""
-        last = b"null" if self.last_used_at is None else orjson.dumps(self.last_used_at)
-        return b'%s,"use_count":%d,"last_used_at":%s,"decay_tier":%d}' % (
-            self.head,
-            self.use_count,
-            last,
-            self.decay_tier,
-        )
+
+def row_json(row: ServedRow) -> bytes:
+    """The card's JSON object."""
+    head, use_count, last_used_at, tier = row
+    last = b"null" if last_used_at is None else orjson.dumps(last_used_at)
+    return b'%s,"use_count":%d,"last_used_at":%s,"decay_tier":%d}' % (head, use_count, last, tier)
 
 
 @dataclass
