@@ -59,9 +59,17 @@ class ScriptedLLM:
                     n = len(server.requests)
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                self._counted = True
                 try:
                     self._answer(body, n)
                 finally:
+                    self._release()
+
+            def _release(self) -> None:
+                # a call ends when its answer starts going out: the client may send its next
+                # call before this thread gets here again, and that must not count as overlap
+                if getattr(self, "_counted", False):
+                    self._counted = False
                     with server._lock:
                         server.in_flight -= 1
 
@@ -111,6 +119,7 @@ class ScriptedLLM:
 
             def _send(self, status: int, payload: dict[str, Any]) -> None:
                 data = json.dumps(payload).encode()
+                self._release()
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
