@@ -115,6 +115,9 @@ def write_drafts(
                 "version": 1,
             }
         )
+    # every write takes its row locks in one global order (signature, then card id), so
+    # concurrent workers wait for each other instead of deadlocking (seen on PostgreSQL)
+    rows.sort(key=lambda r: r["signature"])
     ins = _insert(session, Card).on_conflict_do_nothing(
         index_elements=["namespace", "signature"], index_where=_LIVE_SQL
     )
@@ -165,6 +168,7 @@ def write_drafts(
         for sig, evs in evidence.items()
         for e in evs
     ]
+    ev_rows.sort(key=lambda r: (str(r["card_id"]), str(r["trajectory_id"]), r["step"]))
     ev_ins = _insert(session, CardEvidence).on_conflict_do_nothing(
         index_elements=["card_id", "trajectory_id", "step"]
     )
@@ -208,6 +212,6 @@ def _bump(session: Session, counts: dict[uuid.UUID, tuple[int, bool]], now: Any)
             # the first piece of evidence of a new card is already in its base confidence
             "keep": (1 - EVIDENCE_GAIN) ** (n - 1 if is_new else n),
         }
-        for cid, (n, is_new) in counts.items()
+        for cid, (n, is_new) in sorted(counts.items(), key=lambda kv: str(kv[0]))
     ]
     session.connection().execute(stmt, params)
