@@ -9,7 +9,8 @@ import typer
 from memory_cli.context import fail_on_errors, load
 from memory_cli.output import Format, console, print_json, table
 from memory_core.ingest.store import iter_sources
-from memory_core.replay import ReplayReport, Verdict, parse_all, replay
+from memory_core.replay import parse_all, replay
+from memory_core.replay_report import ReplayReport, Verdict
 
 _SHOWN = (Verdict.hit, Verdict.miss)
 

@@ -21,10 +21,8 @@ import re
 import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
@@ -34,6 +32,14 @@ from memory_core.ingest.formats import parse_record
 from memory_core.models.card import Card, CardStatus
 from memory_core.models.columns import utcnow
 from memory_core.models.trajectory import TrajectoryCreate
+from memory_core.replay_report import (
+    CallReplay,
+    ReplayReport,
+    ServedCard,
+    Totals,
+    TrajectoryReplay,
+    Verdict,
+)
 from memory_core.serve.retrieval import retrieve
 from memory_core.serve.snapshot import Snapshot, load_snapshot
 from memory_core.settings import RankingWeights
@@ -43,92 +49,6 @@ PRE_CALL = frozenset({"tool", "args"})  # the variables of the call about to be 
 MIN_CONTAINED = 12  # a signature shorter than this must equal a failure mode, not sit inside one
 _CODE_LITERAL = re.compile(r"error_code\s*==\s*['\"]?([\w.]+)")
 _LETTER = re.compile(r"[a-z]")
-
-
-class Verdict(StrEnum):
-    """What the memory did for one call."""
-
-    hit = "hit"
-    miss = "miss"
-    noise = "noise"
-    quiet = "quiet"
-
-
-class ServedCard(BaseModel):
-    """A card retrieval returned for a call, and whether it warned about the call's error."""
-
-    card_id: uuid.UUID
-    rank: int
-    scenario: str
-    score: float
-    warned: bool
-
-
-class CallReplay(BaseModel):
-    """One tool call: its state, its error (if any), what was served, the verdict."""
-
-    trajectory: str
-    call: int  # index among the trajectory's tool calls
-    step: int  # index among all its steps
-    tool: str
-    error: str | None = None
-    signature: str | None = None
-    code: str | None = None
-    verdict: Verdict
-    served: list[ServedCard]
-    state: dict[str, Any]
-
-
-class Totals(BaseModel):
-    """Counts over calls; hit_rate = hits / failed calls, noise_rate = noise / succeeded."""
-
-    trajectories: int = 0
-    calls: int = 0
-    failed: int = 0
-    hit: int = 0
-    miss: int = 0
-    noise: int = 0
-    quiet: int = 0
-
-    @property
-    def hit_rate(self) -> float | None:
-        """Share of failed calls the memory warned about."""
-        return round(self.hit / self.failed, 4) if self.failed else None
-
-    @property
-    def noise_rate(self) -> float | None:
-        """Share of calls that succeeded and still got cards."""
-        ok = self.calls - self.failed
-        return round(self.noise / ok, 4) if ok else None
-
-    def add(self, verdict: Verdict) -> None:
-        """Count one call."""
-        self.calls += 1
-        self.failed += verdict in (Verdict.hit, Verdict.miss)
-        setattr(self, verdict.value, getattr(self, verdict.value) + 1)
-
-
-class TrajectoryReplay(BaseModel):
-    """The calls of one trajectory and their totals."""
-
-    key: str
-    outcome: str
-    totals: Totals
-    calls: list[CallReplay]
-
-
-class ReplayReport(BaseModel):
-    """A replay of a file against one namespace."""
-
-    namespace: str
-    top_k: int
-    pre_call_only: bool
-    active_cards: int
-    trajectories: list[TrajectoryReplay]
-    totals: Totals
-    hit_rate: float | None
-    noise_rate: float | None
-    refused: list[dict[str, str]] = []
 
 
 def _norm(text: str) -> str:

@@ -12,7 +12,8 @@ from sqlmodel import Session, SQLModel
 
 from memory_core.ingest.store import ingest
 from memory_core.models.card import Card
-from memory_core.replay import Verdict, card_warns, parse_all, replay
+from memory_core.replay import card_warns, parse_all, replay
+from memory_core.replay_report import Verdict
 from memory_core.validate.stage import validate_drafts
 from tests.helpers.data import REPO, tau_runs
 from tests.helpers.pipeline import retrospect_all
