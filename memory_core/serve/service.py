@@ -16,21 +16,18 @@ from sqlalchemy import select, text
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
-from memory_core.cards.query import get_card as _get_card
-from memory_core.cards.query import list_cards as _list_cards
 from memory_core.cards.query import to_public
 from memory_core.db import READ_ONLY
-from memory_core.errors import InvalidInput, NotFound
-from memory_core.models.card import Card, CardPublic, CardStatus, CardVersion
+from memory_core.models.card import Card, CardPublic, CardStatus
 from memory_core.models.columns import utcnow
 from memory_core.serve.keys import KeyRing, Principal
+from memory_core.serve.reads import ReadOperations
 from memory_core.serve.retrieval import Ranked, Retrieval, prompt_block, public_checks, retrieve
 from memory_core.serve.schemas import (
     CardHit,
     CheckActionRequest,
     CheckActionResult,
     Explanation,
-    HistoryEntry,
     NearMiss,
     QueryRequest,
     QueryResult,
@@ -47,7 +44,6 @@ from memory_core.serve.uses import UseRecorder
 from memory_core.serve.writes import WriteOperations
 from memory_core.settings import Settings
 
-MAX_PAGE = 200
 ROW_CACHE = 50_000  # served rows kept per snapshot (about 1 KB each)
 _PRE_CALL = frozenset({"tool", "args"})
 _DATETIME = TypeAdapter(datetime)
@@ -85,7 +81,7 @@ def _use_context(state: dict[str, Any], via: str) -> dict[str, Any]:
     return {"via": via, "state": dict(list(kept.items())[:20])}
 
 
-class MemoryService(WriteOperations):
+class MemoryService(ReadOperations, WriteOperations):
     """Retrieval, reads and writes of one database, for many namespaces."""
 
     def __init__(self, *, engine: Engine, settings: Settings) -> None:
@@ -279,66 +275,3 @@ class MemoryService(WriteOperations):
             for fm in h.card.failure_modes
         ]
         return CheckActionResult(tool=request.tool, warnings=warnings, cards=cards)
-
-    # -- reads -------------------------------------------------------------------------
-
-    def get_card(self, *, principal: Principal, card_id: uuid.UUID) -> CardPublic:
-        """One card of the caller's namespace, with its evidence."""
-        principal.require("read")
-        with Session(self.engine) as session:
-            return _get_card(session=session, namespace=principal.namespace, card_id=card_id)
-
-    def list_cards(
-        self,
-        *,
-        principal: Principal,
-        statuses: Sequence[str] | None = None,
-        kind: str | None = None,
-        text: str | None = None,
-        min_confidence: float | None = None,
-        limit: int = 50,
-        offset: int = 0,
-    ) -> list[CardPublic]:
-        """Cards of the caller's namespace, most recently updated first."""
-        principal.require("read")
-        if not 1 <= limit <= MAX_PAGE or offset < 0:
-            raise InvalidInput(f"limit must be 1..{MAX_PAGE}, offset >= 0", field="limit")
-        with Session(self.engine) as session:
-            cards = _list_cards(
-                session=session,
-                namespace=principal.namespace,
-                statuses=statuses,
-                kind=kind,
-                text=text,
-                min_confidence=min_confidence,
-                limit=limit,
-                offset=offset,
-            )
-        return [to_public(c) for c in cards]
-
-    def recent(self, *, principal: Principal, limit: int = 10) -> list[CardPublic]:
-        """The most recently changed active cards."""
-        return self.list_cards(principal=principal, statuses=["active"], limit=limit)
-
-    def history(self, *, principal: Principal, card_id: uuid.UUID) -> list[HistoryEntry]:
-        """Every version of a card, oldest first: what changed, who, why."""
-        principal.require("read")
-        with Session(self.engine) as session:
-            card = session.get(Card, card_id)
-            if card is None or card.namespace != principal.namespace:
-                raise NotFound(f"no card {card_id} in namespace {principal.namespace!r}")
-            versions = session.execute(
-                select(CardVersion)
-                .where(col(CardVersion.card_id) == card_id)
-                .order_by(col(CardVersion.version), col(CardVersion.created_at))
-            ).scalars()
-            return [
-                HistoryEntry(
-                    version=v.version,
-                    reason=v.reason,
-                    actor=v.actor,
-                    created_at=v.created_at,
-                    snapshot=v.snapshot,
-                )
-                for v in versions
-            ]

@@ -1,0 +1,87 @@
+"""The reading half of the service: one card, listings, recent cards, a card's history."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+from sqlalchemy import select
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, col
+
+from memory_core.cards.query import get_card as _get_card
+from memory_core.cards.query import list_cards as _list_cards
+from memory_core.cards.query import to_public
+from memory_core.errors import InvalidInput, NotFound
+from memory_core.models.card import Card, CardPublic, CardVersion
+from memory_core.serve.keys import Principal
+from memory_core.serve.schemas import HistoryEntry
+
+MAX_PAGE = 200  # cards per listed page
+
+
+class ReadOperations:
+    """Reads of the caller's namespace; each checks the key's read scope."""
+
+    engine: Engine
+
+    def get_card(self, *, principal: Principal, card_id: uuid.UUID) -> CardPublic:
+        """One card of the caller's namespace, with its evidence."""
+        principal.require("read")
+        with Session(self.engine) as session:
+            return _get_card(session=session, namespace=principal.namespace, card_id=card_id)
+
+    def list_cards(
+        self,
+        *,
+        principal: Principal,
+        statuses: Sequence[str] | None = None,
+        kind: str | None = None,
+        text: str | None = None,
+        min_confidence: float | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> list[CardPublic]:
+        """Cards of the caller's namespace, most recently updated first."""
+        principal.require("read")
+        if not 1 <= limit <= MAX_PAGE or offset < 0:
+            raise InvalidInput(f"limit must be 1..{MAX_PAGE}, offset >= 0", field="limit")
+        with Session(self.engine) as session:
+            cards = _list_cards(
+                session=session,
+                namespace=principal.namespace,
+                statuses=statuses,
+                kind=kind,
+                text=text,
+                min_confidence=min_confidence,
+                limit=limit,
+                offset=offset,
+            )
+        return [to_public(c) for c in cards]
+
+    def recent(self, *, principal: Principal, limit: int = 10) -> list[CardPublic]:
+        """The most recently changed active cards."""
+        return self.list_cards(principal=principal, statuses=["active"], limit=limit)
+
+    def history(self, *, principal: Principal, card_id: uuid.UUID) -> list[HistoryEntry]:
+        """Every version of a card, oldest first: what changed, who, why."""
+        principal.require("read")
+        with Session(self.engine) as session:
+            card = session.get(Card, card_id)
+            if card is None or card.namespace != principal.namespace:
+                raise NotFound(f"no card {card_id} in namespace {principal.namespace!r}")
+            versions = session.execute(
+                select(CardVersion)
+                .where(col(CardVersion.card_id) == card_id)
+                .order_by(col(CardVersion.version), col(CardVersion.created_at))
+            ).scalars()
+            return [
+                HistoryEntry(
+                    version=v.version,
+                    reason=v.reason,
+                    actor=v.actor,
+                    created_at=v.created_at,
+                    snapshot=v.snapshot,
+                )
+                for v in versions
+            ]
