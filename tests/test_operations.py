@@ -37,7 +37,7 @@ from sqlalchemy import select
 from sqlmodel import Session
 
 from flows.report import DEAD_LETTER_KEY, SUMMARY_KEY
-from memory_cli.up import MARKER, marked_processes
+from memory_cli.processes import MARKER, marked_processes
 from memory_core import db
 from memory_core.ingest.store import ingest, iter_sources
 from memory_core.models.card import Card
