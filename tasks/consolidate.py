@@ -7,7 +7,6 @@ from typing import Any
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
-from prefect.client.schemas.objects import State
 from prefect.runtime import task_run
 from pydantic import BaseModel
 
@@ -15,13 +14,13 @@ from memory_core.consolidate.judge import PairJudge, llm_judge
 from memory_core.consolidate.stage import consolidate
 from memory_core.embed.base import Embedder
 from memory_core.embed.factory import build_embedder
-from memory_core.errors import ConcurrentUpdate, IndexUnavailable
+from memory_core.errors import IndexUnavailable
 from memory_core.index.factory import open_index
 from memory_core.index.sync import rebuild_index, stored_models
 from memory_core.llm.cache import SQLAnswerCache
 from memory_core.retrospect.factory import build_llm
 from memory_core.settings import Settings
-from tasks.runtime import engine_for
+from tasks.runtime import concurrent_update, engine_for
 
 
 class ConsolidateSummary(BaseModel):
@@ -79,10 +78,6 @@ def _judge(settings: Settings) -> PairJudge | None:
     return llm_judge(llm=llm, cache=SQLAnswerCache(engine_for(settings)))
 
 
-def _concurrent(_task: object, _run: object, state: State) -> bool:
-    return isinstance(state.result(raise_on_failure=False), ConcurrentUpdate)
-
-
 def _name() -> str:
     dry = " (dry run)" if task_run.parameters.get("dry_run") else ""
     return f"consolidate {task_run.parameters['namespace']}{dry}"
@@ -94,7 +89,7 @@ def _name() -> str:
     cache_policy=NO_CACHE,
     retries=2,
     retry_delay_seconds=[2, 8],
-    retry_condition_fn=_concurrent,
+    retry_condition_fn=concurrent_update,
 )
 def consolidate_task(namespace: str, dry_run: bool, settings: Settings) -> ConsolidateSummary:
     """Plan, check and apply the merges of one namespace in one transaction."""

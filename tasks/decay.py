@@ -7,14 +7,12 @@ from datetime import datetime
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
-from prefect.client.schemas.objects import State
 from prefect.runtime import task_run
 from pydantic import BaseModel
 
 from memory_core.decay import Change, DecayParams, run_decay
-from memory_core.errors import ConcurrentUpdate
 from memory_core.settings import Settings
-from tasks.runtime import engine_for
+from tasks.runtime import concurrent_update, engine_for
 
 
 class DecaySummary(BaseModel):
@@ -29,11 +27,6 @@ class DecaySummary(BaseModel):
     changes: list[Change] = []
 
 
-def _concurrent(_task: object, _run: object, state: State) -> bool:
-    """Retry only when cards changed under the run (PostgreSQL): the retry plans afresh."""
-    return isinstance(state.result(raise_on_failure=False), ConcurrentUpdate)
-
-
 def _name() -> str:
     dry = " (dry run)" if getattr(task_run.parameters.get("params"), "dry_run", False) else ""
     return f"decay {task_run.parameters.get('namespace') or 'all namespaces'}{dry}"
@@ -45,7 +38,7 @@ def _name() -> str:
     cache_policy=NO_CACHE,
     retries=2,
     retry_delay_seconds=[2, 8],
-    retry_condition_fn=_concurrent,
+    retry_condition_fn=concurrent_update,
 )
 def decay_task(params: DecayParams, namespace: str | None, settings: Settings) -> DecaySummary:
     """Plan the rules, then (unless a dry run) apply them in one transaction."""

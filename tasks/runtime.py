@@ -5,9 +5,11 @@ from __future__ import annotations
 import threading
 from functools import lru_cache
 
+from prefect.client.schemas.objects import State
 from sqlalchemy.engine import Engine
 
 from memory_core import db
+from memory_core.errors import ConcurrentUpdate
 from memory_core.settings import Settings
 
 
@@ -27,3 +29,8 @@ def engine_for(settings: Settings) -> Engine:
     """The engine for these settings, migrated to the latest schema once per process."""
     with _FIRST_USE:
         return _engine(settings.sqlalchemy_url, settings.model_dump_json())
+
+
+def concurrent_update(_task: object, _run: object, state: State) -> bool:
+    """Retry only when cards changed under the run: the retry plans afresh from fresh rows."""
+    return isinstance(state.result(raise_on_failure=False), ConcurrentUpdate)
