@@ -1,5 +1,6 @@
 """Property test: random sequences of add / consolidate / state a fact / decay keep the
-invariants: one live card per lineage, contiguous versions, no evidence lost."""
+invariants: one live card per lineage, contiguous versions, no evidence lost, and no
+history or archive row without its card (those tables have no foreign key, see 0009)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from memory_core.consolidate.stage import consolidate
 from memory_core.db import session_scope
 from memory_core.decay import DecayParams, run_decay
 from memory_core.facts.store import FactIn, write_fact
-from memory_core.models.card import Card, CardEvidence, CardVersion
+from memory_core.models.card import Card, CardArchive, CardEvidence, CardVersion
 from memory_core.models.columns import utcnow
 from memory_core.models.trajectory import Trajectory
 from memory_core.settings import ConsolidateRules, RankingWeights
@@ -87,6 +88,9 @@ def _check(engine) -> None:
         evidence = defaultdict(set)
         for e in s.execute(select(CardEvidence)).scalars():
             evidence[e.card_id].add((e.trajectory_id, e.step))
+        archived = set(s.execute(select(CardArchive.card_id)).scalars())
+    assert set(versions) <= set(cards), "history rows without their card"
+    assert archived <= set(cards), "archive rows without their card"
 
     def end(cid: uuid.UUID) -> uuid.UUID:
         seen = set()

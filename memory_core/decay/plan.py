@@ -23,13 +23,13 @@ from sqlalchemy import (
     Uuid,
     and_,
     case,
+    delete,
     exists,
     func,
     insert,
     literal,
     over,
     select,
-    union_all,
 )
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
@@ -251,17 +251,14 @@ def build_plan(
         conn.exec_driver_sql("ANALYZE decay_plan")  # temporary tables get no autovacuum stats
 
 
-def final_changes() -> Any:
-    """One row per changed card, its state at the end of the run: the archive row when the
-    card leaves (it carries the decay too), else its decay row."""
+def keep_final_rows(conn: Connection) -> None:
+    """Leave one plan row per card, its state at the end of the run: a card that decays and
+    then leaves keeps only its archive row (which carries the decay too)."""
     a = PLAN.alias("a")
-    leaving = select(PLAN).where(PLAN.c.rule != "decay")
-    staying = (
-        select(PLAN)
-        .outerjoin(a, and_(a.c.card_id == PLAN.c.card_id, a.c.rule != "decay"))
-        .where(PLAN.c.rule == "decay", a.c.card_id.is_(None))
-    )
-    return union_all(leaving, staying).subquery("final")
+    leaving = exists().where(a.c.card_id == PLAN.c.card_id, a.c.rule != "decay")
+    conn.execute(delete(PLAN).where(PLAN.c.rule == "decay", leaving))
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("ANALYZE decay_plan")
 
 
 RULE_ORDER: dict[Rule, int] = {"decay": 0, "unused": 1, "cap": 2}

@@ -1,7 +1,8 @@
 """The decay stage: plan the rules, then apply the plan set-based, in one transaction.
 
-Apply is three statements whatever the number of cards: history rows, archive rows, and
-one update of the changed cards, each an INSERT…SELECT or UPDATE…FROM the plan.
+Apply first cuts the plan to one row per card, then runs three statements whatever the
+number of cards: history rows, archive rows, and one update of the changed cards, each an
+INSERT…SELECT or UPDATE…FROM the plan.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
 from memory_core.decay.params import Change, DecayParams, DecayReport
-from memory_core.decay.plan import CARD, PLAN, RULE_ORDER, build_plan, final_changes
+from memory_core.decay.plan import CARD, PLAN, RULE_ORDER, build_plan, keep_final_rows
 from memory_core.decay.sql import json_object, run_uuids, ts
 from memory_core.errors import ConcurrentUpdate
 from memory_core.models.card import CardArchive, CardVersion
@@ -24,7 +25,7 @@ from memory_core.models.columns import new_id, utcnow
 from memory_core.settings import RankingWeights
 
 ACTOR = "decay"
-PG_WORK_MEM = "64MB"
+PG_WORK_MEM = "256MB"
 _ARCHIVING = ("unused", "cap")
 
 
@@ -107,7 +108,8 @@ def _changes(conn: Connection, limit: int | None) -> list[Change]:
 
 def _apply(conn: Connection, *, run_id: uuid.UUID, now: datetime) -> None:
     dialect = conn.dialect.name
-    f = final_changes().c
+    keep_final_rows(conn)
+    f = PLAN.c
     # history: one version row per changed card, the snapshot holding what the run changed
     conn.execute(
         insert(CardVersion).from_select(
@@ -130,7 +132,6 @@ def _apply(conn: Connection, *, run_id: uuid.UUID, now: datetime) -> None:
             ).order_by(f.card_id),  # index inserts and key checks in key order
         )
     )
-    p = PLAN.c
     conn.execute(
         insert(CardArchive).from_select(
             [
@@ -145,18 +146,18 @@ def _apply(conn: Connection, *, run_id: uuid.UUID, now: datetime) -> None:
                 "archived_at",
             ],
             select(
-                run_uuids(dialect, run_id, p.card_id),
-                p.card_id,
-                p.namespace,
+                run_uuids(dialect, run_id, f.card_id),
+                f.card_id,
+                f.namespace,
                 literal(run_id),
-                p.rule,
-                p.reason,
-                p.confidence_after,
-                p.score,
+                f.rule,
+                f.reason,
+                f.confidence_after,
+                f.score,
                 ts(now),
             )
-            .where(p.rule.in_(_ARCHIVING))
-            .order_by(p.card_id),
+            .where(f.rule.in_(_ARCHIVING))
+            .order_by(f.card_id),
         )
     )
     # time decay alone leaves updated_at: retrieval's recency reads it for unused cards, and
