@@ -104,6 +104,7 @@ def test_sigkill_mid_batch_loses_nothing_and_duplicates_nothing(engine, env_for,
         "HINDSIGHT_LEASE_SECONDS": str(LEASE_S),
         "HINDSIGHT_RETROSPECT_BATCH_SIZE": "40",
         "PYTHONPATH": str(REPO),
+        "EXTRACT_DELAY_S": "0.004",  # a batch holds its claims for 160 ms or more
     }
     _kill_until_caught_mid_batch(engine, env, runs, step=80)
     _finish(env)
