@@ -170,7 +170,7 @@ def create_app(service: MemoryService, *, freeze_gc: bool = False) -> FastAPI:
 
     @app.post("/v1/facts/search", tags=["facts"])
     def search_facts(body: FactSearchRequest, who: Caller) -> list[FactHit]:
-        """Facts by keyword (and vector) relevance with decay-aware ranking."""
+        """Facts by keyword relevance (BM25) with decay-aware ranking."""
         return service.search_facts(
             principal=who,
             text=body.text,

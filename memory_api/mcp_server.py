@@ -135,8 +135,8 @@ def create_mcp(
         text: Annotated[str, Field(min_length=1, max_length=2000, description="the question")],
         top_k: Annotated[int, Field(ge=1, le=50)] = 5,
     ) -> list[FactHit]:
-        """Search remembered facts (about users, projects, environments) by meaning and
-        keywords. Use it before asking the user something they may have said already."""
+        """Search remembered facts (about users, projects, environments) by keywords. Use it
+        before asking the user something they may have said already."""
         return call(ctx, lambda who: service.search_facts(principal=who, text=text, top_k=top_k))
 
     @mcp.tool(annotations=WRITE)
@@ -149,7 +149,8 @@ def create_mcp(
         ] = None,
     ) -> Feedback:
         """After a task: report whether following a card worked. Success raises its
-        confidence, failure lowers it; repeated failures send it to human review."""
+        confidence, failure lowers it; repeated failures send it to human review. Pass the
+        use_id query_memory_cards returned (without one the key needs write scope)."""
         return call(
             ctx,
             lambda who: service.feedback(

@@ -133,6 +133,7 @@ def test_auth_on_every_route(api, engine) -> None:
     other = add_card(engine, namespace="team-b", scenario="secret plan", preconditions=[])
     mine = add_card(engine, scenario="mine", preconditions=[], status="review")
     cid, oid = mine.card_id, other.card_id
+    use = str(uuid.uuid4())  # an outcome for a use: a read key may report it (404 here)
     routes = [
         ("POST", "/v1/cards/query", {"task_state": {}}, "read"),
         ("POST", "/v1/cards/check", {"tool": "search"}, "read"),
@@ -140,7 +141,8 @@ def test_auth_on_every_route(api, engine) -> None:
         ("GET", "/v1/cards/recent", None, "read"),
         ("GET", f"/v1/cards/{cid}", None, "read"),
         ("GET", f"/v1/cards/{cid}/history", None, "read"),
-        ("POST", f"/v1/cards/{cid}/feedback", {"outcome": "success"}, "read"),
+        ("POST", f"/v1/cards/{cid}/feedback", {"outcome": "success", "use_id": use}, "read"),
+        ("POST", f"/v1/cards/{cid}/feedback", {"outcome": "success"}, "write"),
         ("POST", "/v1/facts/search", {"text": "x"}, "read"),
         ("POST", "/v1/cards", CARD, "write"),
         ("POST", "/v1/facts", {"key": "k", "value": "v"}, "write"),

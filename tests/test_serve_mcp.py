@@ -134,6 +134,9 @@ async def test_tool_auth_scopes_and_namespaces(settings, engine) -> None:
             r = await client.call_tool(name, calls[name])
             assert r.is_error and "forbidden" in r.content[0].text, name
         r = await client.call_tool("update_card_confidence", calls["update_card_confidence"])
+        assert r.is_error and "'write' is needed" in r.content[0].text  # an outcome of no use
+        served = {**calls["update_card_confidence"], "use_id": str(uuid.uuid4())}
+        r = await client.call_tool("update_card_confidence", served)
         assert r.is_error and "notfound" in r.content[0].text  # team-b's card is not here
         res = _data(await client.call_tool("query_memory_cards", {"task_state": {}}))
         assert [h["card"]["scenario"] for h in res["cards"]] == ["a only"]

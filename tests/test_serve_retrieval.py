@@ -166,8 +166,10 @@ def test_served_rows_are_read_once_and_follow_uses_and_feedback(engine) -> None:
     del svc._active_rows
     from memory_core.serve.schemas import FeedbackRequest
 
-    svc.feedback(
-        principal=principal, card_id=card.card_id, request=FeedbackRequest(outcome="failure")
+    svc.feedback(  # a read key reports the outcome of the use it was served
+        principal=principal,
+        card_id=card.card_id,
+        request=FeedbackRequest(outcome="failure", use_id=used["cards"][0]["use_id"]),
     )
     after = json.loads(svc.query_json(principal=principal, request=plain))["cards"][0]["card"]
     assert after["failure_count"] == 1 and after["confidence"] < card.confidence

@@ -37,7 +37,9 @@ class WriteOperations:
     ) -> Feedback:
         """The outcome of a task that used the card: confidence up or down, review after
         repeated failures."""
-        principal.require("read")  # reporting how advice worked out is part of reading it
+        # a reader reports how a use it was served worked out (one outcome per use); an
+        # outcome tied to no use needs write, else any reader could push cards to review
+        principal.require("read" if request.use_id is not None else "write")
         if request.use_id is not None:
             self.uses.flush()  # the use row may still be queued
         fb = record_feedback(
@@ -76,7 +78,7 @@ class WriteOperations:
     def search_facts(
         self, *, principal: Principal, text: str, top_k: int = 5, include_superseded: bool = False
     ) -> list[FactHit]:
-        """Facts of the namespace by keyword (and vector, when configured) relevance."""
+        """Facts of the namespace by keyword relevance (BM25) and the decay-aware score."""
         principal.require("read")
         return search_facts(
             engine=self.engine,
