@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
@@ -17,6 +17,8 @@ from sqlmodel import SQLModel
 
 from memory_core import db
 from memory_core.settings import Settings
+from tests.helpers import fake_model
+from tests.helpers.scripted_llm import ScriptedLLM
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 PG_ADMIN = os.environ.get(
@@ -100,3 +102,25 @@ def flow_env(settings, monkeypatch, prefect_harness):
     else:
         monkeypatch.delenv("HINDSIGHT_DATABASE_URL", raising=False)
     return settings
+
+
+@pytest.fixture
+def llm_env(flow_env, monkeypatch) -> Callable[..., ScriptedLLM]:
+    """Start a scripted server and point HINDSIGHT_LLM_* at it."""
+    servers: list[ScriptedLLM] = []
+
+    def start(responder=fake_model.respond, **env: str) -> ScriptedLLM:
+        server = ScriptedLLM(responder, latency_s=float(env.pop("latency", 0))).__enter__()
+        servers.append(server)
+        monkeypatch.setenv("HINDSIGHT_LLM_BASE_URL", server.url)
+        monkeypatch.setenv("HINDSIGHT_LLM_MODEL", "scripted-1")
+        monkeypatch.setenv("HINDSIGHT_LLM_API_KEY", "sk-test")
+        monkeypatch.setenv("HINDSIGHT_LLM_RETRY_DELAYS_S", "[0.05, 0.05, 0.05]")
+        monkeypatch.setenv("HINDSIGHT_LLM_MODE", "instead")
+        for k, v in env.items():
+            monkeypatch.setenv(f"HINDSIGHT_{k.upper()}", v)
+        return server
+
+    yield start
+    for s in servers:
+        s.__exit__(None, None, None)

@@ -13,17 +13,17 @@ from flows.decay import decay
 from flows.params import DecayFlowParams
 from memory_core.settings import DecayRules
 from memory_core.status import card_counts
+from tests.helpers.decay import NOW, card_row, cards_by_id, dump_state, insert_cards
 from tests.test_cli import hindsight
-from tests.test_decay import NOW, _card, _cards, _dump, _insert
 
 
 def test_decay_flow_plans_then_applies_and_names_its_run(flow_env, engine) -> None:
-    fresh, faded, cold = _insert(engine, [_card(3), _card(45), _card(100)])
-    extra = _insert(engine, [_card(1 + i / 10, confidence=0.2) for i in range(3)])
+    fresh, faded, cold = insert_cards(engine, [card_row(3), card_row(45), card_row(100)])
+    extra = insert_cards(engine, [card_row(1 + i / 10, confidence=0.2) for i in range(3)])
     rules = DecayRules(cap=3)
-    before = _dump(engine)
+    before = dump_state(engine)
     dry = decay(DecayFlowParams(dry_run=True, now=NOW, rules=rules))
-    assert _dump(engine) == before
+    assert dump_state(engine) == before
     assert (dry.decayed, dry.archived_unused, dry.archived_cap) == (2, 1, 2)
     assert {c.card_id for c in dry.changes} == {faded, cold, extra[1], extra[2]}
 
@@ -31,7 +31,7 @@ def test_decay_flow_plans_then_applies_and_names_its_run(flow_env, engine) -> No
     done = state.result()
     assert (done.decayed, done.archived_unused, done.archived_cap) == (2, 1, 2)
     assert done.changes == [] and done.run_id is not None
-    cards = _cards(engine)
+    cards = cards_by_id(engine)
     assert cards[fresh].status == "active" and cards[cold].status == "archived"
     assert [cards[c].status for c in extra] == ["active", "archived", "archived"]
     with get_client(sync_client=True) as client:
@@ -46,11 +46,11 @@ def test_decay_flow_plans_then_applies_and_names_its_run(flow_env, engine) -> No
 
 
 def test_decay_archive_and_feedback_commands(env_for, engine) -> None:
-    ok, faded, cold = _insert(engine, [_card(2), _card(40), _card(120)])
+    ok, faded, cold = insert_cards(engine, [card_row(2), card_row(40), card_row(120)])
     now = (NOW + timedelta(hours=1)).isoformat()
-    before = _dump(engine)
+    before = dump_state(engine)
     dry = json.loads(hindsight(env_for, "decay", "--dry-run", "--now", now, "-f", "json").stdout)
-    assert _dump(engine) == before
+    assert dump_state(engine) == before
     assert dry["dry_run"] and (dry["decayed"], dry["archived_unused"]) == (2, 1)
     assert {(c["card_id"], c["rule"]) for c in dry["changes"]} == {
         (str(faded), "decay"),
@@ -59,7 +59,7 @@ def test_decay_archive_and_feedback_commands(env_for, engine) -> None:
     }
     table = hindsight(env_for, "decay", "--dry-run", "--now", now).stdout
     assert "nothing written" in table and "tier 1" in table and "archived" in table
-    assert _dump(engine) == before
+    assert dump_state(engine) == before
 
     applied = hindsight(env_for, "decay", "--now", now).stdout
     assert "archived: unused" in applied
@@ -69,7 +69,7 @@ def test_decay_archive_and_feedback_commands(env_for, engine) -> None:
     assert [(e["card_id"], e["reason"]) for e in listed] == [(str(cold), "unused")]
     assert "unused 90+ days" in hindsight(env_for, "archive", "list").stdout
     out = hindsight(env_for, "archive", "restore", str(cold), "--by", "ana").stdout
-    assert "active again" in out and _cards(engine)[cold].status == "active"
+    assert "active again" in out and cards_by_id(engine)[cold].status == "active"
     again = hindsight(env_for, "archive", "restore", str(cold), check=False)
     assert again.returncode == 2 and "not archived" in " ".join(again.stderr.split())
     missing = hindsight(env_for, "archive", "restore", "not-a-uuid", check=False)
@@ -78,7 +78,7 @@ def test_decay_archive_and_feedback_commands(env_for, engine) -> None:
     for _ in range(2):
         hindsight(env_for, "cards", "feedback", str(ok), "failure")
     last = hindsight(env_for, "cards", "feedback", str(ok), "failure").stdout
-    assert "sent to review" in last and _cards(engine)[ok].status == "review"
+    assert "sent to review" in last and cards_by_id(engine)[ok].status == "review"
     good = json.loads(
         hindsight(env_for, "cards", "feedback", str(faded), "success", "-f", "json").stdout
     )

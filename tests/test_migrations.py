@@ -27,3 +27,21 @@ def test_models_match_the_migrations(settings, engine) -> None:
     with engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), SQLModel.metadata)
     assert diff == []
+
+
+def test_card_rewrites_skip_key_checks_and_keep_page_room(settings, engine) -> None:
+    """0009: history and archive rows have no foreign key; card pages keep 20 % free
+    (PostgreSQL); the superseded_by index holds only superseded cards."""
+    insp = inspect(engine)
+    assert insp.get_foreign_keys("card_version") == []
+    assert insp.get_foreign_keys("card_archive") == []
+    assert insp.get_foreign_keys("card_evidence") != []  # the others keep theirs
+    (by,) = [i for i in insp.get_indexes("card") if i["name"] == "ix_card_superseded_by"]
+    where = by["dialect_options"].get(f"{engine.dialect.name}_where")
+    assert "superseded_by IS NOT NULL" in str(where)
+    if engine.dialect.name == "postgresql":
+        with engine.connect() as conn:
+            options = conn.exec_driver_sql(
+                "SELECT reloptions FROM pg_class WHERE relname = 'card'"
+            ).scalar_one()
+        assert options == ["fillfactor=80"]

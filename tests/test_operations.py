@@ -10,16 +10,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +25,6 @@ from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import (
     ArtifactFilter,
     ArtifactFilterFlowRunId,
-    FlowRunFilter,
-    FlowRunFilterId,
 )
 from prefect.deployments import run_deployment
 from prefect.settings import PREFECT_API_URL, temporary_settings
@@ -45,60 +40,12 @@ from memory_core.settings import Settings
 from memory_core.status import trajectory_counts
 from tests.helpers import fake_model
 from tests.helpers.data import REPO
+from tests.helpers.flows import failed_task_runs
+from tests.helpers.net import WebhookSink, free_port, http_get, install_dead_letter_alert
 from tests.helpers.scripted_llm import Reply, ScriptedLLM
 
 BIN = Path(sys.executable).parent
 POISON = "poison_probe"  # the tool name of the one trajectory the LLM refuses (HTTP 401)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _get(url: str, timeout: float = 5.0) -> tuple[int, bytes]:
-    with urllib.request.urlopen(url, timeout=timeout) as resp:
-        return resp.status, resp.read()
-
-
-class Sink:
-    """A webhook receiver: the alert a Prefect automation sends lands here."""
-
-    def __init__(self) -> None:
-        received: list[str] = []
-        self.received = received
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                return
-
-            def do_POST(self) -> None:
-                received.append(self.rfile.read(int(self.headers["Content-Length"])).decode())
-                self.send_response(204)
-                self.end_headers()
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/alert"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-
-def _install_dead_letter_alert(url: str) -> None:
-    """deploy/dead-letter-alert.yaml, with a custom webhook block as its notification."""
-    import yaml
-    from prefect.blocks.notifications import CustomWebhookNotificationBlock
-    from prefect.events.schemas.automations import AutomationCore
-
-    block = CustomWebhookNotificationBlock(
-        name="alert", url=url, method="POST", json_data={"text": "{{subject}}: {{body}}"}
-    )
-    block_id = block.save("hindsight-alert", overwrite=True)
-    text = (REPO / "deploy" / "dead-letter-alert.yaml").read_text()
-    automation = AutomationCore.model_validate(
-        yaml.safe_load(text.replace("<BLOCK_ID>", str(block_id)))
-    )
-    with get_client(sync_client=True) as client:
-        client.create_automation(automation)
 
 
 @dataclass
@@ -113,7 +60,7 @@ class Ops:
     refuse: list[bool]
     marker: str
     log: Path
-    sink: Sink = field(default_factory=Sink)
+    sink: WebhookSink = field(default_factory=WebhookSink)
 
 
 @pytest.fixture(scope="module")
@@ -147,7 +94,7 @@ def ops(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ops]:
         return fake_model.respond(body, n)
 
     llm = ScriptedLLM(responder).__enter__()
-    ports = {name: _free_port() for name in ("prefect", "api", "mcp")}
+    ports = {name: free_port() for name in ("prefect", "api", "mcp")}
     marker = uuid.uuid4().hex
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HINDSIGHT_", "PREFECT_"))}
     env.update(
@@ -205,7 +152,7 @@ def ops(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ops]:
         log=log,
     )
     with temporary_settings({PREFECT_API_URL: f"{result.prefect}/api"}):
-        _install_dead_letter_alert(result.sink.url)
+        install_dead_letter_alert(result.sink.url)
         yield result
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGINT)
@@ -222,26 +169,13 @@ def _artifacts(flow_run_id: uuid.UUID) -> dict[str, Any]:
     return {a.key: a for a in found}
 
 
-def _failed_task_runs(flow_run_id: uuid.UUID, expect: int, timeout_s: float = 30) -> list[Any]:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        with get_client(sync_client=True) as client:
-            runs = client.read_task_runs(
-                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))
-            )
-        failed = [t for t in runs if t.state and t.state.is_failed()]
-        if len(failed) >= expect or time.monotonic() > deadline:
-            return failed
-        time.sleep(0.5)
-
-
 def test_ui_health_api_and_mcp_answer(ops: Ops) -> None:
-    status, body = _get(f"{ops.prefect}/api/health")
+    status, body = http_get(f"{ops.prefect}/api/health")
     assert status == 200 and json.loads(body) is True
-    status, body = _get(f"{ops.prefect}/")
+    status, body = http_get(f"{ops.prefect}/")
     assert status == 200 and b"<html" in body.lower()  # the Prefect UI
-    assert _get(f"{ops.api}/healthz")[0] == 200
-    status, body = _get(f"{ops.api}/metrics")
+    assert http_get(f"{ops.api}/healthz")[0] == 200
+    status, body = http_get(f"{ops.api}/metrics")
     assert status == 200 and b"hindsight_http_requests_total" in body
     req = urllib.request.Request(f"{ops.mcp}/mcp", method="GET")
     with pytest.raises(urllib.error.HTTPError) as err:  # listening; MCP wants a session
@@ -294,7 +228,7 @@ def test_nightly_deployment_runs_on_the_worker(ops: Ops) -> None:
     assert trajectory_counts(engine=engine) == {"done": 12, "dead_letter": 1}
     engine.dispose()
     # the dead letter is a failed task run, with its error, on the nightly run's page
-    (failed,) = _failed_task_runs(run.id, expect=1)
+    (failed,) = failed_task_runs(run.id, expect=1)
     assert failed.name.startswith("llm-extract ")
     assert "401" in (failed.state.message or "") or "LLMRefused" in (failed.state.message or "")
     # HINDSIGHT_LOG_FORMAT=json: the flow run's process logs JSON lines with run and batch ids
