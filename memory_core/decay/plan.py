@@ -247,8 +247,6 @@ def build_plan(
     plan_decay(conn, params=params, now=now, ns=namespace)
     plan_unused(conn, params=params, now=now, ns=namespace)
     plan_cap(conn, params=params, weights=weights, now=now, ns=namespace, dialect=dialect)
-    if dialect == "postgresql":
-        conn.exec_driver_sql("ANALYZE decay_plan")  # temporary tables get no autovacuum stats
 
 
 def keep_final_rows(conn: Connection) -> None:
@@ -258,6 +256,7 @@ def keep_final_rows(conn: Connection) -> None:
     leaving = exists().where(a.c.card_id == PLAN.c.card_id, a.c.rule != "decay")
     conn.execute(delete(PLAN).where(PLAN.c.rule == "decay", leaving))
     if conn.dialect.name == "postgresql":
+        # temporary tables get no autovacuum stats; the apply statements join on this one
         conn.exec_driver_sql("ANALYZE decay_plan")
 
 

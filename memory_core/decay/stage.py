@@ -129,7 +129,7 @@ def _apply(conn: Connection, *, run_id: uuid.UUID, now: datetime) -> None:
                 f.reason,
                 literal(ACTOR),
                 ts(now),
-            ).order_by(f.card_id),  # index inserts and key checks in key order
+            ).order_by(f.card_id),  # unique-index inserts and checks in key order
         )
     )
     conn.execute(

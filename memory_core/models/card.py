@@ -37,6 +37,7 @@ class CardStatus(StrEnum):
 # at most one live card per (namespace, signature): the same lesson is one card
 LIVE_STATUSES = ("draft", "review", "active", "quarantined")
 _LIVE_SQL = "status IN ('draft', 'review', 'active', 'quarantined')"
+_SUPERSEDED_SQL = "superseded_by IS NOT NULL"
 CARD_FILLFACTOR = 80
 
 
@@ -113,8 +114,8 @@ class Card(CardBase, table=True):
         Index(
             "ix_card_superseded_by",
             "superseded_by",
-            sqlite_where=text("superseded_by IS NOT NULL"),
-            postgresql_where=text("superseded_by IS NOT NULL"),
+            sqlite_where=text(_SUPERSEDED_SQL),
+            postgresql_where=text(_SUPERSEDED_SQL),
         ),
         # uses, feedback and decay rewrite card rows often: free room on each page lets
         # PostgreSQL keep the new version there (a HOT update, no index writes)
