@@ -17,7 +17,12 @@ def run_consolidate(params: ConsolidateParams, settings: Settings) -> Consolidat
     names = [params.namespace] if params.namespace else live_namespaces(engine=engine_for(settings))
     total = ConsolidateSummary(dry_run=params.dry_run)
     for ns in names:
-        total.add(consolidate_task(ns, params.dry_run, settings))
+        # one namespace failing (a conflict that outlived the retries) leaves the others to run
+        state = consolidate_task(ns, params.dry_run, settings, return_state=True)
+        if state.is_completed():
+            total.add(state.result())
+        else:
+            total.failures.append(f"consolidate {ns}: {state.message}")
     return total
 
 

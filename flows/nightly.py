@@ -1,9 +1,15 @@
 """The nightly flow: ingest the given inputs, retrospect over everything pending, validate,
-consolidate (merge near-duplicates), then decay (fade, archive, cap)."""
+consolidate (merge near-duplicates), then decay (fade, archive, cap).
+
+Every stage runs whatever failed before it, and the summary is always published. The run ends
+Failed ("18 dead letters: retry this run to re-drive them") when anything was dead-lettered
+or failed, so the UI's red is true; retrying it re-drives what it parked, then runs again.
+"""
 
 from __future__ import annotations
 
 from prefect import flow
+from prefect.client.schemas.objects import State
 from pydantic import BaseModel
 
 from flows.consolidate import run_consolidate
@@ -12,6 +18,7 @@ from flows.naming import run_name, thread_runner
 from flows.params import NightlyParams
 from flows.report import publish_summary
 from flows.retrospect import RetrospectSummary, run_retrospect
+from flows.stages import RunOutcome, count_dead_letters, final_state, redrive_if_retry, stage
 from memory_core.settings import Settings
 from tasks.consolidate import ConsolidateSummary
 from tasks.decay import DecaySummary, decay_task
@@ -21,7 +28,7 @@ from tasks.validate import ValidationSummary, validate_task
 
 
 class NightlySummary(BaseModel):
-    """What one nightly run did, stage by stage."""
+    """What one nightly run did, stage by stage, and what failed or came back."""
 
     ingested: list[IngestSummary] = []
     retrospect: RetrospectSummary = RetrospectSummary()
@@ -29,6 +36,49 @@ class NightlySummary(BaseModel):
     validation: ValidationSummary = ValidationSummary()
     consolidation: ConsolidateSummary = ConsolidateSummary()
     decay: DecaySummary = DecaySummary()
+    outcome: RunOutcome = RunOutcome()
+
+
+def run_nightly(params: NightlyParams, settings: Settings) -> NightlySummary:
+    """Every stage in order, each isolated: a failure is recorded and the next one runs."""
+    out = RunOutcome()
+    s = NightlySummary(outcome=out)
+    stage("redrive", lambda: redrive_if_retry(settings, out), None, out)
+    namespace = params.namespace or settings.namespace
+    task_type = params.task_type or settings.default_task_type
+    for src in params.input:
+        got = stage(
+            f"ingest {src}",
+            lambda src=src: ingest_source(src, namespace, task_type, settings),  # type: ignore[misc]
+            None,
+            out,
+        )
+        if got is not None:
+            s.ingested.append(got)
+    s.retrospect = stage(
+        "retrospect", lambda: run_retrospect(params.retrospect, settings), s.retrospect, out
+    )
+    s.facts = stage(
+        "facts", lambda: facts_task(params.retrospect.namespace, settings), s.facts, out
+    )
+    # the LLM part of a run's facts waits for the next run (or this run's retry)
+    out.dead_letters += [f"facts of {e}"[:300] for e in s.facts.llm_failed]
+    s.validation = stage(
+        "validate", lambda: validate_task(params.retrospect.namespace, settings), s.validation, out
+    )
+    s.consolidation = stage(
+        "consolidate", lambda: run_consolidate(params.consolidate, settings), s.consolidation, out
+    )
+    out.failures += s.consolidation.failures
+    # last: the cap ranks the set that validation just grew
+    s.decay = stage(
+        "decay",
+        lambda: decay_task(decay_params(params.decay, settings), params.decay.namespace, settings),
+        s.decay,
+        out,
+    )
+    stage("dead letters", lambda: count_dead_letters(settings, out), None, out)
+    return s
 
 
 @flow(
@@ -37,25 +87,8 @@ class NightlySummary(BaseModel):
     log_prints=True,
     task_runner=thread_runner(),
 )
-def nightly(params: NightlyParams = NightlyParams()) -> NightlySummary:
+def nightly(params: NightlyParams = NightlyParams()) -> State[BaseModel]:
     """Run the stages in order; each reads what the previous one committed."""
-    settings = Settings()
-    namespace = params.namespace or settings.namespace
-    task_type = params.task_type or settings.default_task_type
-    ingested = [ingest_source(src, namespace, task_type, settings) for src in params.input]
-    retro = run_retrospect(params.retrospect, settings)
-    facts = facts_task(params.retrospect.namespace, settings)
-    checked = validate_task(params.retrospect.namespace, settings)
-    merged = run_consolidate(params.consolidate, settings)
-    # last: the cap ranks the set that validation just grew
-    faded = decay_task(decay_params(params.decay, settings), params.decay.namespace, settings)
-    summary = NightlySummary(
-        ingested=ingested,
-        retrospect=retro,
-        facts=facts,
-        validation=checked,
-        consolidation=merged,
-        decay=faded,
-    )
-    publish_summary(summary)  # the run's numbers on its page in the Prefect UI
-    return summary
+    summary = run_nightly(params, Settings())
+    publish_summary(summary)  # the run's numbers on its page in the Prefect UI, always
+    return final_state(summary.outcome, summary)

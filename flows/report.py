@@ -15,17 +15,21 @@ DEAD_LETTER_KEY = "nightly-dead-letters"
 
 def summary_rows(summary: NightlySummary) -> list[dict[str, Any]]:
     """One row per number an operator looks at after a nightly run."""
-    r, f, v, c, d = (
+    r, f, v, c, d, o = (
         summary.retrospect,
         summary.facts,
         summary.validation,
         summary.consolidation,
         summary.decay,
+        summary.outcome,
     )
     rows = [
         ("trajectories ingested", sum(i.stored for i in summary.ingested)),
         ("trajectories retrospected", r.trajectories),
-        ("dead letters", r.dead_letters),
+        ("dead letters", len(o.dead_letters)),
+        ("stage failures", len(o.failures)),
+        ("re-driven by this retry", o.redriven),
+        ("recovered by this retry", o.recovered),
         ("deferred (token budget)", r.deferred),
         ("cards created", r.cards_created),
         ("evidence added", r.evidence_added),
@@ -56,13 +60,33 @@ def publish_summary(summary: NightlySummary) -> None:
         key=SUMMARY_KEY,
         description="Hindsight nightly run: trajectories in, cards out, per stage.",
     )
-    dead = summary.retrospect.dead_letters
-    if dead:
+    o = summary.outcome
+    if o.dead_letters or o.failures:
         create_markdown_artifact(
-            f"**{dead} trajectories were dead-lettered.** Their failed `llm-extract` task "
-            "runs on this flow run's page carry the errors. After fixing the cause, "
-            "re-drive them: run the `redrive-dead-letters` deployment, or "
-            "`hindsight dead-letters redrive`.",
+            dead_letter_text(o.dead_letters, o.failures),
             key=DEAD_LETTER_KEY,
-            description="Dead letters in this nightly run",
+            description="Dead letters and failures in this nightly run",
         )
+
+
+def dead_letter_text(dead: list[str], failures: list[str], shown: int = 50) -> str:
+    """What was parked or failed, by name, and what to do about it (markdown)."""
+    lines = []
+    if dead:
+        lines.append(
+            f"**{len(dead)} dead letters.** Their rule lessons are stored; the LLM part of "
+            "each waits. The failed `llm-extract` task runs on this flow run's page carry "
+            "the errors."
+        )
+        lines += [f"* `{x}`" for x in dead[:shown]]
+        if len(dead) > shown:
+            lines.append(f"* ... and {len(dead) - shown} more (`hindsight dead-letters list`)")
+    if failures:
+        lines.append(f"\n**{len(failures)} stage failures** (the stages after them still ran):")
+        lines += [f"* `{x}`" for x in failures[:shown]]
+    lines.append(
+        "\nAfter fixing the cause (say, the LLM server is back), **retry this flow run** "
+        "(the Retry button): it re-drives these dead letters, then runs every stage again. "
+        "The `redrive-dead-letters` deployment and `hindsight dead-letters redrive` do the same."
+    )
+    return "\n".join(lines)

@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from flows.naming import run_name, thread_runner
 from flows.params import RetrospectParams
+from flows.stages import RunOutcome, count_dead_letters, final_state, redrive_if_retry, stage
 from memory_core.errors import LLMTransient
 from memory_core.retrospect.claims import worker_id
 from memory_core.retrospect.drafts import Extraction
@@ -74,7 +75,8 @@ def _failure(state: State, settings: Settings) -> str:
         if isinstance(exc, LLMTransient)
         else "not retried"
     )
-    return f"{type(exc).__name__}: {exc} ({tries})"
+    # the run's rule lesson is stored already: only its LLM part waits for a re-drive
+    return f"LLM part: {type(exc).__name__}: {exc} ({tries})"
 
 
 def _within_budget(
@@ -102,20 +104,25 @@ def _run_llm(params: RetrospectParams, settings: Settings) -> RetrospectSummary:
     summary, worker, spent = RetrospectSummary(), worker_id(), 0
     while params.max_batches is None or summary.batches < params.max_batches:
         n = summary.batches + 1
-        refs = claim_refs(n, params.namespace, worker, settings)
+        claimed = claim_refs(n, params.namespace, worker, settings)
+        refs = claimed.refs
         if not refs:
             break
-        chosen, deferred = _within_budget(refs, spent, settings)
+        # the rule lessons are already stored; what is left is the LLM part of each run
+        usable = [ref for ref in refs if ref.id not in claimed.failed]
+        chosen, deferred = _within_budget(usable, spent, settings)
         futures = {ref.id: extract.submit(ref.id, ref.key, settings) for ref in chosen}
         wait(list(futures.values()))
         extractions: dict[uuid.UUID, Extraction] = {}
-        failed: dict[uuid.UUID, str] = {}
+        failed: dict[uuid.UUID, str] = dict(claimed.failed)
         for rid, future in futures.items():
             if future.state.is_completed():
                 extractions[rid] = future.result()
             else:
                 failed[rid] = _failure(future.state, settings)
         batch = finish_refs(n, refs, worker, extractions, failed, deferred, settings)
+        batch.cards_created += claimed.rule_cards
+        batch.evidence_added += claimed.rule_evidence
         summary.add(batch)
         spent += batch.tokens_sent + batch.tokens_received
         if deferred:
@@ -128,12 +135,23 @@ def _run_llm(params: RetrospectParams, settings: Settings) -> RetrospectSummary:
     return summary
 
 
+class RetrospectRun(RetrospectSummary):
+    """A retrospect flow run: the counts, and what failed or came back on a retry."""
+
+    outcome: RunOutcome = RunOutcome()
+
+
 @flow(
     name="retrospect",
     flow_run_name=run_name("retrospect"),
     log_prints=True,
     task_runner=thread_runner(),
 )
-def retrospect(params: RetrospectParams = RetrospectParams()) -> RetrospectSummary:
-    """Distil cards from every pending trajectory (rules; with an LLM configured, the LLM too)."""
-    return run_retrospect(params, Settings())
+def retrospect(params: RetrospectParams = RetrospectParams()) -> State[BaseModel]:
+    """Distil cards from every pending trajectory (rules; with an LLM configured, the LLM too).
+    Failed when a run was dead-lettered; retrying the flow run re-drives those."""
+    settings, out = Settings(), RunOutcome()
+    stage("redrive", lambda: redrive_if_retry(settings, out), None, out)
+    done = stage("retrospect", lambda: run_retrospect(params, settings), RetrospectSummary(), out)
+    stage("dead letters", lambda: count_dead_letters(settings, out), None, out)
+    return final_state(out, RetrospectRun(**done.model_dump(), outcome=out))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, TypeVar
 
 import typer
 from sqlmodel import Session
@@ -28,6 +28,8 @@ from memory_core.cards.query import example_state
 from memory_core.ingest.store import ingest as ingest_records
 from memory_core.ingest.store import iter_sources
 from memory_core.status import card_counts, trajectory_counts
+
+S = TypeVar("S")
 
 app = typer.Typer(help=__doc__, no_args_is_help=True, pretty_exceptions_enable=False)
 db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
@@ -120,8 +122,12 @@ def retrospect(
         from flows.retrospect import retrospect as retrospect_flow
 
         with polled_progress("retrospect", lambda: _progress(engine, namespace)):
-            summary = retrospect_flow(RetrospectParams(namespace=namespace))
-        _show_summary(summary.model_dump(), fmt)
+            state = retrospect_flow(RetrospectParams(namespace=namespace), return_state=True)
+        from flows.retrospect import RetrospectRun
+
+        summary = _summary(state, RetrospectRun)
+        _show_summary(summary.model_dump(exclude={"outcome"}), fmt)
+        _exit_if_failed(state, summary.outcome, fmt)
 
 
 @app.command()
@@ -146,9 +152,13 @@ def nightly(
             task_type=task_type,
         )
         with polled_progress("nightly", lambda: _progress(engine, None)):
-            summary = nightly_flow(params)
+            state = nightly_flow(params, return_state=True)
+        from flows.nightly import NightlySummary
+
+        summary = _summary(state, NightlySummary)
         if fmt is Format.json:
             print_json(summary)
+            _exit_if_failed(state, summary.outcome, fmt)
             return
         for ing in summary.ingested:
             console.print(
@@ -164,8 +174,7 @@ def nightly(
         m = summary.consolidation
         console.print(
             f"consolidate: {m.merges} merges absorbing {m.absorbed} near-duplicates, "
-            f"{m.facts_superseded} facts superseded"
-            + (f"; index: {m.index}" if m.index else "")
+            f"{m.facts_superseded} facts superseded" + (f"; index: {m.index}" if m.index else "")
         )
         d = summary.decay
         console.print(
@@ -175,13 +184,14 @@ def nightly(
         ns = namespace or settings.namespace
         cards_cmd.show_cards_table(engine, ns, title=f"cards in namespace {ns!r}", limit=20)
         with Session(engine) as session:
-            state = example_state(session=session, namespace=ns) or {"tool": "<tool name>"}
+            example = example_state(session=session, namespace=ns) or {"tool": "<tool name>"}
         ns_opt = "" if ns == settings.namespace else f" --namespace {shlex.quote(ns)}"
         console.print(
             "\nquery them with:\n  hindsight cards query"
-            f"{ns_opt} --state {shlex.quote(json.dumps(state))} --explain",
+            f"{ns_opt} --state {shlex.quote(json.dumps(example))} --explain",
             soft_wrap=True,
         )
+        _exit_if_failed(state, summary.outcome, fmt)
 
 
 @app.command()
@@ -200,6 +210,28 @@ def status(
             return
         table("trajectories", list(t) or ["(none)"], [list(t.values())])
         table("cards", list(c) or ["(none)"], [list(c.values())])
+
+
+def _summary(state: Any, kind: type[S]) -> S:
+    """The flow run's summary, Completed or Failed; a run that crashed raises its error."""
+    result = state.result(raise_on_failure=False)
+    if isinstance(result, BaseException):
+        raise result
+    if not isinstance(result, kind):
+        raise TypeError(f"the flow returned {type(result).__name__}, not {kind.__name__}")
+    return result
+
+
+def _exit_if_failed(state: Any, outcome: Any, fmt: Format) -> None:
+    """A run that dead-lettered or failed says so, names them, and exits 1 (cron notices)."""
+    if not state.is_failed():
+        return
+    if fmt is not Format.json:
+        console.print(f"[red]{state.message}[/red]")
+        for line in [*outcome.failures, *outcome.dead_letters][:20]:
+            console.print(f"  {line}", soft_wrap=True)
+        console.print("re-drive them with: hindsight dead-letters redrive")
+    raise typer.Exit(1)
 
 
 def _progress(engine: object, namespace: str | None) -> tuple[int, int]:

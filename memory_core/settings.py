@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -83,6 +85,12 @@ class DecayRules(BaseModel):
         return tiers
 
 
+def _digest(value: Any) -> str:
+    if isinstance(value, SecretStr):
+        return "sha256:" + hashlib.sha256(value.get_secret_value().encode()).hexdigest()
+    return str(value)
+
+
 class Settings(BaseSettings):
     """Hindsight settings; env prefix HINDSIGHT_, nested fields with a double underscore."""
 
@@ -140,7 +148,7 @@ class Settings(BaseSettings):
     embed_api_key: SecretStr | None = None
     # the vector index: the embedded engine under data_dir/index, or a Qdrant server by URL
     qdrant_url: str | None = None
-    qdrant_api_key: str | None = None
+    qdrant_api_key: SecretStr | None = None
     qdrant_collection: str = "hindsight_cards"
     consolidate: ConsolidateRules = ConsolidateRules()
 
@@ -156,6 +164,14 @@ class Settings(BaseSettings):
     log_format: Literal["text", "json"] = Field(
         default="text", description="json: one JSON line per log event, with run and batch ids"
     )
+
+    def cache_key(self) -> str:
+        """A key for per-process caches: every field, each secret as a digest of its value.
+
+        A dump (model_dump_json) masks secrets as '**********': settings rebuilt from it would
+        send that literal as the key, so caches keep the object and use this as the key only.
+        """
+        return json.dumps(self.model_dump(), default=_digest, sort_keys=True)
 
     @property
     def sqlalchemy_url(self) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any
 
 from prefect import get_run_logger, task
@@ -10,7 +9,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.runtime import task_run
 from pydantic import BaseModel
 
-from memory_core.consolidate.judge import PairJudge, llm_judge
+from memory_core.consolidate.judge import PairJudge, grounded_judge, llm_judge
 from memory_core.consolidate.stage import consolidate
 from memory_core.embed.base import Embedder
 from memory_core.embed.factory import build_embedder
@@ -20,7 +19,7 @@ from memory_core.index.sync import rebuild_index, stored_models
 from memory_core.llm.cache import SQLAnswerCache
 from memory_core.retrospect.factory import build_llm
 from memory_core.settings import Settings
-from tasks.runtime import concurrent_update, engine_for
+from tasks.runtime import PerSettings, concurrent_update, engine_for
 
 
 class ConsolidateSummary(BaseModel):
@@ -39,6 +38,7 @@ class ConsolidateSummary(BaseModel):
     index: str = ""  # how the vector index was brought in line (or why it was not)
     dry_run: bool = False
     plan: list[dict[str, Any]] = []
+    failures: list[str] = []  # namespaces whose task failed (the others went on)
 
     def add(self, other: ConsolidateSummary) -> None:
         """Count another namespace in."""
@@ -57,17 +57,16 @@ class ConsolidateSummary(BaseModel):
         self.similarity = other.similarity or self.similarity
         self.index = "; ".join(x for x in (self.index, other.index) if x)
         self.plan += other.plan
+        self.failures += other.failures
 
 
-@lru_cache(maxsize=2)
-def _embedder(settings_json: str) -> Embedder | None:
-    # one model per process: loading MiniLM takes seconds
-    return build_embedder(Settings.model_validate_json(settings_json))
+# one model per process: loading MiniLM takes seconds
+_embedder = PerSettings(build_embedder, maxsize=2)
 
 
 def embedder_for(settings: Settings) -> Embedder | None:
     """The process's embedder for these settings (None: signature and word overlap only)."""
-    return _embedder(settings.model_dump_json())
+    return _embedder(settings)
 
 
 def _judge(settings: Settings) -> PairJudge | None:
@@ -75,7 +74,8 @@ def _judge(settings: Settings) -> PairJudge | None:
     llm = build_llm(settings)
     if llm is None:
         return None
-    return llm_judge(llm=llm, cache=SQLAnswerCache(engine_for(settings)))
+    engine = engine_for(settings)
+    return grounded_judge(judge=llm_judge(llm=llm, cache=SQLAnswerCache(engine)), engine=engine)
 
 
 def _name() -> str:

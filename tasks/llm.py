@@ -15,7 +15,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.objects import State
 from prefect.concurrency.sync import concurrency
-from prefect.runtime import task_run
+from prefect.runtime import flow_run, task_run
 from pydantic import BaseModel
 from sqlmodel import Session
 
@@ -23,13 +23,14 @@ from memory_core.errors import LLMTransient, NotFound
 from memory_core.models.trajectory import Trajectory
 from memory_core.retrospect.claims import claim_batch
 from memory_core.retrospect.drafts import Extraction, Extractor
-from memory_core.retrospect.factory import build_extractor
+from memory_core.retrospect.factory import build_llm_extractor, build_rule_extractor
 from memory_core.retrospect.prefilter import FilterLimits, estimate_tokens, render
 from memory_core.retrospect.prompts import load_prompt
+from memory_core.retrospect.rules_first import write_rule_lessons
 from memory_core.retrospect.stage import finish_batch, view_of
 from memory_core.settings import Settings
 from tasks.retrospect import BatchSummary
-from tasks.runtime import engine_for
+from tasks.runtime import PerSettings, engine_for
 
 LLM_LIMIT = "hindsight-llm"  # the global concurrency limit on LLM calls
 
@@ -74,15 +75,28 @@ def _gate(settings: Settings) -> Callable[[], AbstractContextManager[Any]]:
     return gate
 
 
-@lru_cache(maxsize=4)
-def _extractor(settings_json: str) -> Extractor:
-    settings = Settings.model_validate_json(settings_json)
-    return build_extractor(settings, engine_for(settings), gate=_gate(settings))
+def _build_extractor(settings: Settings) -> Extractor:
+    built = build_llm_extractor(settings, engine_for(settings), gate=_gate(settings))
+    if built is None:
+        raise ValueError("LLM extraction needs HINDSIGHT_LLM_BASE_URL")
+    return built
+
+
+_extractor = PerSettings(_build_extractor)
 
 
 def extractor_for(settings: Settings) -> Extractor:
-    """One extractor (and LLM client) per process and settings."""
-    return _extractor(settings.model_dump_json())
+    """One LLM extractor (and client) per process and settings; the rules ran at claim time."""
+    return _extractor(settings)
+
+
+class ClaimedBatch(BaseModel):
+    """A claimed batch: its runs, and the rule lessons written for them at once."""
+
+    refs: list[ClaimRef] = []
+    rule_cards: int = 0
+    rule_evidence: int = 0
+    failed: dict[uuid.UUID, str] = {}  # runs the rule extractor choked on (no LLM for them)
 
 
 def _estimate(row: Trajectory, settings: Settings) -> int:
@@ -107,15 +121,28 @@ def _claim_name() -> str:
 @task(name="claim-batch", task_run_name=_claim_name, cache_policy=NO_CACHE)
 def claim_refs(
     batch_no: int, namespace: str | None, worker: str, settings: Settings
-) -> list[ClaimRef]:
-    """Lease a batch of pending trajectories; estimate what each will cost."""
+) -> ClaimedBatch:
+    """Lease a batch of pending trajectories, write their rule lessons at once (they never wait
+    on the LLM), and estimate what each LLM extraction will cost."""
+    engine = engine_for(settings)
     rows = claim_batch(
-        engine=engine_for(settings),
+        engine=engine,
         worker=worker,
         batch_size=settings.retrospect_batch_size,
         lease=timedelta(seconds=settings.lease_seconds),
         namespace=namespace,
     )
+    rules = build_rule_extractor(settings)
+    done = (
+        write_rule_lessons(engine=engine, rows=rows, extractor=rules, worker=worker)
+        if rules is not None and rows
+        else None
+    )
+    failed = done.failed if done else {}
+    if done and done.written:
+        get_run_logger().info(
+            "rule lessons of %d runs written first: %d new cards", done.written, done.cards_created
+        )
     refs = [
         ClaimRef(
             id=r.id,
@@ -127,7 +154,12 @@ def claim_refs(
         for r in rows
     ]
     # longest first, so the two-call runs do not all queue up at the end of the batch
-    return sorted(refs, key=lambda ref: (-ref.likely_calls, -ref.estimate))
+    return ClaimedBatch(
+        refs=sorted(refs, key=lambda ref: (-ref.likely_calls, -ref.estimate)),
+        rule_cards=done.cards_created if done else 0,
+        rule_evidence=done.evidence_added if done else 0,
+        failed=failed,
+    )
 
 
 def transient_only(_task: object, _run: object, state: State) -> bool:
@@ -181,7 +213,8 @@ def finish_refs(
     deferred: list[uuid.UUID],
     settings: Settings,
 ) -> BatchSummary:
-    """Write the batch's cards; mark runs done, dead-letter, or pending again (budget)."""
+    """Write the batch's LLM cards; mark runs done, dead-letter, or pending again (budget).
+    A dead letter remembers this flow run: retrying the run re-drives it."""
     logger = get_run_logger()
     for rid, why in failed.items():
         logger.error("dead letter %s: %s", rid, why)
@@ -194,5 +227,6 @@ def finish_refs(
         extractions=extractions,
         failed=failed,
         deferred=deferred,
+        run_id=str(flow_run.id) if flow_run.id else None,
     )
     return BatchSummary.of(result)

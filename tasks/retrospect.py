@@ -7,7 +7,7 @@ from datetime import timedelta
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.client.schemas.objects import State
-from prefect.runtime import task_run
+from prefect.runtime import flow_run, task_run
 from pydantic import BaseModel
 
 from memory_core.errors import LeaseLost
@@ -66,6 +66,7 @@ def retrospect_batch(
         batch_size=settings.retrospect_batch_size,
         lease=timedelta(seconds=settings.lease_seconds),
         namespace=namespace,
+        run_id=str(flow_run.id) if flow_run.id else None,
     )
     logger = get_run_logger()
     for err in result.errors:

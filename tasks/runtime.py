@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import threading
-from functools import lru_cache
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Generic, TypeVar
 
 from prefect.client.schemas.objects import State
 from sqlalchemy.engine import Engine
@@ -12,12 +14,46 @@ from memory_core import db
 from memory_core.errors import ConcurrentUpdate
 from memory_core.settings import Settings
 
+V = TypeVar("V")
 
-@lru_cache(maxsize=8)
-def _engine(url: str, settings_json: str) -> Engine:
-    settings = Settings.model_validate_json(settings_json)
+
+class PerSettings(Generic[V]):
+    """One value per process and settings, built from the settings object itself.
+
+    Keyed on Settings.cache_key (secrets as digests): never rebuilt from a dump, whose secrets
+    read '**********'.
+    """
+
+    def __init__(self, build: Callable[[Settings], V], maxsize: int = 4) -> None:
+        self._build = build
+        self._maxsize = maxsize
+        self._values: OrderedDict[str, V] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __call__(self, settings: Settings) -> V:
+        key = settings.cache_key()
+        with self._lock:
+            if key in self._values:
+                self._values.move_to_end(key)
+                return self._values[key]
+            value = self._build(settings)
+            self._values[key] = value
+            while len(self._values) > self._maxsize:
+                self._values.popitem(last=False)
+            return value
+
+    def clear(self) -> None:
+        """Forget every value (tests)."""
+        with self._lock:
+            self._values.clear()
+
+
+def _migrated_engine(settings: Settings) -> Engine:
     db.upgrade(settings)
     return db.make_engine(settings)
+
+
+_engine = PerSettings(_migrated_engine, maxsize=8)
 
 
 # Alembic's upgrade swaps module globals (alembic.context): two threads migrating at once fail
@@ -28,7 +64,7 @@ _FIRST_USE = threading.Lock()
 def engine_for(settings: Settings) -> Engine:
     """The engine for these settings, migrated to the latest schema once per process."""
     with _FIRST_USE:
-        return _engine(settings.sqlalchemy_url, settings.model_dump_json())
+        return _engine(settings)
 
 
 def concurrent_update(_task: object, _run: object, state: State) -> bool:

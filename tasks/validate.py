@@ -23,6 +23,7 @@ class ValidationSummary(BaseModel):
     rejected: int = 0
     rule_failures: dict[str, int] = {}
     docs_index: str | None = None
+    deferred: int = 0  # failing LLM drafts kept as drafts: regeneration waits for the LLM
 
 
 def _name() -> str:
@@ -49,6 +50,8 @@ def validate_task(namespace: str | None, settings: Settings) -> ValidationSummar
         report.review,
         report.rejected,
     )
+    if report.deferred:
+        logger.warning("%d failing LLM drafts wait for the LLM to regenerate them", report.deferred)
     for rule, n in report.rule_failures.items():
         logger.warning("%d card(s) failed %r", n, rule)
     return ValidationSummary(
@@ -58,4 +61,5 @@ def validate_task(namespace: str | None, settings: Settings) -> ValidationSummar
         rejected=report.rejected,
         rule_failures=report.rule_failures,
         docs_index=report.docs_index,
+        deferred=report.deferred,
     )

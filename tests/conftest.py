@@ -110,7 +110,9 @@ def llm_env(flow_env, monkeypatch) -> Callable[..., ScriptedLLM]:
     servers: list[ScriptedLLM] = []
 
     def start(responder=fake_model.respond, **env: str) -> ScriptedLLM:
-        server = ScriptedLLM(responder, latency_s=float(env.pop("latency", 0))).__enter__()
+        server = ScriptedLLM(
+            responder, latency_s=float(env.pop("latency", 0)), api_key="sk-test"
+        ).__enter__()
         servers.append(server)
         monkeypatch.setenv("HINDSIGHT_LLM_BASE_URL", server.url)
         monkeypatch.setenv("HINDSIGHT_LLM_MODEL", "scripted-1")

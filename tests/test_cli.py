@@ -121,7 +121,9 @@ def test_llm_failures_become_dead_letters_an_operator_can_redrive(env_for) -> No
             "HINDSIGHT_LLM_RETRY_DELAYS_S": "[0.05]",
             "HINDSIGHT_LLM_MODE": "instead",
         }
-        out = json.loads(hindsight(env, "retrospect", "-f", "json").stdout)
+        failed = hindsight(env, "retrospect", "-f", "json", check=False)
+        assert failed.returncode == 1, failed.stderr[-2000:]  # a dead letter: cron notices
+        out = json.loads(failed.stdout)
         assert out["dead_letters"] == 1 and len(server.requests) == 2
         listed = json.loads(hindsight(env, "dead-letters", "list", "-f", "json").stdout)
         assert [d["key"] for d in listed] == ["dl-1"] and "after 2 tries" in listed[0]["error"]

@@ -93,7 +93,7 @@ def ops(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ops]:
             return Reply(json.dumps({"facts": []}))  # fact extraction: nothing to remember
         return fake_model.respond(body, n)
 
-    llm = ScriptedLLM(responder).__enter__()
+    llm = ScriptedLLM(responder, api_key="sk-test").__enter__()  # a keyed endpoint
     ports = {name: free_port() for name in ("prefect", "api", "mcp")}
     marker = uuid.uuid4().hex
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HINDSIGHT_", "PREFECT_"))}

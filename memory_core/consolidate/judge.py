@@ -9,12 +9,14 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
+from sqlalchemy.engine import Engine
 
 from memory_core.consolidate.plan import CardRow
 from memory_core.errors import HindsightError
 from memory_core.llm.cache import AnswerCache, cache_key
 from memory_core.llm.client import LLMClient
 from memory_core.llm.structured import ask
+from memory_core.retrospect.grounding import check_grounding, evidence_views
 
 log = logging.getLogger(__name__)
 PROMPT_ID = "judge.v1"
@@ -74,3 +76,31 @@ def llm_judge(*, llm: LLMClient, cache: AnswerCache | None = None) -> PairJudge:
         return result.value
 
     return judge
+
+
+def grounded_judge(*, judge: PairJudge, engine: Engine) -> PairJudge:
+    """A judged merge is held to the checks every LLM-made card passes: "same" stands only
+    when each card's preconditions hold on some state of the other's runs (the survivor then
+    speaks for all the evidence it absorbs); otherwise the pair is left apart."""
+
+    def check(older: CardRow, newer: CardRow) -> PairJudgement | None:
+        verdict = judge(older, newer)
+        if verdict is None or verdict.relation != "same":
+            return verdict
+        runs = evidence_views(engine=engine, card_ids=[older.card_id, newer.card_id])
+        for card, other in ((older, newer), (newer, older)):
+            views = runs.get(other.card_id, [])
+            if not views:
+                continue  # no stored run to check against (evidence archived): nothing to say
+            g = check_grounding(preconditions=card.preconditions, tools=(), texts=(), views=views)
+            if g.status is not None:
+                log.info(
+                    "judged same, not merged: %s / %s: %s", older.card_id, newer.card_id, g.flags
+                )
+                return PairJudgement(
+                    relation="unrelated",
+                    reason=f"judged the same, but {'; '.join(g.flags)} of the other card"[:500],
+                )
+        return verdict
+
+    return check

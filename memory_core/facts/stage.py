@@ -16,13 +16,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel
-from sqlalchemy import bindparam, func, select, update
+from sqlalchemy import and_, bindparam, func, or_, select, update
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
 from memory_core.db import session_scope
-from memory_core.errors import InvalidInput, LLMOutputInvalid
+from memory_core.errors import InvalidInput, LLMOutputInvalid, LLMRefused, LLMTransient
 from memory_core.facts.extract import RULES_VERSION, is_person, rule_facts
 from memory_core.facts.llm import LLMFactExtractor
 from memory_core.facts.rules import Statement
@@ -49,6 +49,9 @@ class FactsReport(BaseModel):
     llm_calls: int = 0
     llm_cached: int = 0
     llm_invalid: int = 0
+    # runs whose LLM part failed (outage, refusal): their rule facts are written, the run
+    # stays unmarked so the next run (or a retry) asks the LLM again
+    llm_failed: list[str] = []
     errors: list[str] = []
 
 
@@ -78,10 +81,23 @@ def statements_of(row: Trajectory) -> list[Statement]:
     return out
 
 
-def _pending(session: Session, namespace: str | None, limit: int) -> list[Trajectory]:
+def _pending(
+    session: Session,
+    namespace: str | None,
+    limit: int,
+    after: tuple[datetime, uuid.UUID] | None = None,
+) -> list[Trajectory]:
     q = select(Trajectory).where(col(Trajectory.extra)[MARKER].as_string().is_(None))
     if namespace is not None:
         q = q.where(col(Trajectory.namespace) == namespace)
+    if after is not None:  # past the rows this run already saw (some stay unmarked)
+        at, rid = after
+        q = q.where(
+            or_(
+                col(Trajectory.created_at) > at,
+                and_(col(Trajectory.created_at) == at, col(Trajectory.id) > rid),
+            )
+        )
     q = q.order_by(col(Trajectory.created_at), col(Trajectory.id)).limit(limit)
     return list(session.execute(q).scalars())
 
@@ -154,12 +170,15 @@ def extract_facts(
     report = FactsReport()
     version = RULES_VERSION + (f"+{llm.version}" if llm else "")
     batches = 0
+    after: tuple[datetime, uuid.UUID] | None = None
     while max_batches is None or batches < max_batches:
         with Session(engine) as session:
-            rows = _pending(session, namespace, batch_size)
+            rows = _pending(session, namespace, batch_size, after)
         if not rows:
             break
         batches += 1
+        after = (rows[-1].created_at, rows[-1].id)
+        unfinished: set[uuid.UUID] = set()
         found: list[tuple[datetime, int, int, str, FactIn, str]] = []
         for order, row in enumerate(rows):
             statements = statements_of(row)
@@ -174,6 +193,10 @@ def extract_facts(
                     report.llm_invalid += 1
                     report.errors.append(f"{row.key}: {exc}")
                     continue
+                except (LLMTransient, LLMRefused) as exc:  # this run only; the rest go on
+                    report.llm_failed.append(f"{row.key}: {type(exc).__name__}: {exc}")
+                    unfinished.add(row.id)
+                    continue
                 report.llm_calls += result.calls
                 report.llm_cached += result.cached
                 for i, fact in result.facts:
@@ -184,5 +207,7 @@ def extract_facts(
         for *_, ns, fact, actor in found:
             _write(engine, ns, fact, actor, report)
         report.trajectories += len(rows)
-        _mark(engine, [r.id for r in rows], {"version": version, "at": utcnow().isoformat()})
+        done = [r.id for r in rows if r.id not in unfinished]
+        if done:
+            _mark(engine, done, {"version": version, "at": utcnow().isoformat()})
     return report

@@ -19,7 +19,9 @@ def open_index(settings: Settings, *, dim: int, recreate: bool = False) -> Vecto
 
         return ServerIndex.connect(
             url=settings.qdrant_url,
-            api_key=settings.qdrant_api_key,
+            api_key=(
+                settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
+            ),
             collection=settings.qdrant_collection,
             dim=dim,
             recreate=recreate,

@@ -88,6 +88,9 @@ class Trajectory(SQLModel, table=True):
     lease_until: datetime | None = Field(default=None, sa_column=utc_column(nullable=True))
     attempts: int = 0
     error: str | None = None
+    # when the rule drafts were written: an LLM failure then parks only the LLM part
+    rules_at: datetime | None = Field(default=None, sa_column=utc_column(nullable=True))
+    dead_letter_run: str | None = Field(default=None, max_length=64)  # the flow run that parked it
     cards_written: int = 0
     tokens_sent: int = 0
     tokens_saved: int = 0

@@ -55,21 +55,27 @@ def build_llm(
     )
 
 
-def build_extractor(
+def build_rule_extractor(settings: Settings) -> Extractor | None:
+    """The rule extractor, unless the LLM replaces it (HINDSIGHT_LLM_MODE=instead)."""
+    if settings.llm_base_url and settings.llm_mode == "instead":
+        return None
+    return RuleExtractor(default_task_type=settings.default_task_type)
+
+
+def build_llm_extractor(
     settings: Settings,
     engine: Engine,
     *,
     gate: Callable[[], AbstractContextManager[Any]] | None = None,
-) -> Extractor:
-    """The rule extractor; with HINDSIGHT_LLM_BASE_URL set, the LLM too (after the rules)."""
-    rules = RuleExtractor(default_task_type=settings.default_task_type)
+) -> Extractor | None:
+    """The LLM extractor alone (None without HINDSIGHT_LLM_BASE_URL)."""
     llm = build_llm(settings, gate=gate)
     if llm is None:
-        return rules
+        return None
     from memory_core.llm.cache import SQLAnswerCache
     from memory_core.retrospect.llm_extractor import LLMExtractor
 
-    extractor = LLMExtractor(
+    return LLMExtractor(
         llm=llm,
         cache=SQLAnswerCache(engine),
         limits=FilterLimits(
@@ -77,4 +83,17 @@ def build_extractor(
             max_system_chars=settings.llm_max_system_chars,
         ),
     )
-    return extractor if settings.llm_mode == "instead" else ChainedExtractors(rules, extractor)
+
+
+def build_extractor(
+    settings: Settings,
+    engine: Engine,
+    *,
+    gate: Callable[[], AbstractContextManager[Any]] | None = None,
+) -> Extractor:
+    """The rule extractor; with HINDSIGHT_LLM_BASE_URL set, the LLM too (after the rules)."""
+    rules = build_rule_extractor(settings)
+    extractor = build_llm_extractor(settings, engine, gate=gate)
+    if extractor is None:
+        return rules or RuleExtractor(default_task_type=settings.default_task_type)
+    return extractor if rules is None else ChainedExtractors(rules, extractor)

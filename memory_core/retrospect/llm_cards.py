@@ -2,25 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from memory_core.errors import InvalidPrecondition
-from memory_core.models.card import CardStatus, EvidenceTriple
-from memory_core.preconditions import compile_all, holds_all, make_context
+from memory_core.models.card import EvidenceTriple
 from memory_core.retrospect.drafts import DraftCard, TrajectoryView
+from memory_core.retrospect.grounding import check_grounding
 from memory_core.retrospect.llm_answers import CardAnswer, DecisionPoint
-from memory_core.task_state import CONDITION_KEYS, planning_state, states_before_calls
-
-# instruction-like text that has no business inside advice distilled from a run
-_INJECTION = re.compile(
-    r"ignore (all |any |the )?(previous|prior|above|earlier) (instructions|rules)"
-    r"|disregard (all |the )?(previous|prior|above|system)"
-    r"|(new|updated) (system )?instructions?\s*:"
-    r"|you (must|should) (now )?always"
-    r"|system prompt",
-    re.IGNORECASE,
-)
+from memory_core.task_state import CONDITION_KEYS, states_before_calls
 
 
 def _texts(card: CardAnswer) -> list[str]:
@@ -52,28 +40,17 @@ def to_drafts(
 ) -> list[DraftCard]:
     """Drafts from card answers: active, quarantined (injection, tools never called) or rejected."""
     states = states_before_calls(view.steps, task_type=view.task_type, agent_id=view.agent_id)
-    called = {s.tool for s in view.steps if s.type == "tool_call" and s.tool}
     drafts = []
     for card in answers:
-        flags: list[str] = []
-        status: CardStatus | None = None
-        try:
-            compiled = compile_all(card.preconditions)
-        except InvalidPrecondition as exc:
-            compiled, status = [], CardStatus.rejected
-            flags.append(str(exc))
-        if compiled and states:
-            candidates = states + [planning_state(s) for s in states]
-            if not any(holds_all(compiled, make_context(s), frozenset(s)) for s in candidates):
-                status = CardStatus.rejected
-                flags.append("its preconditions hold on no state of the run it came from")
-        strangers = sorted({a.tool for a in card.action_sequence} - called - known_tools)
-        if strangers:
-            flags.append(f"action tool(s) {', '.join(strangers)} never called in the source run")
-        if any(_INJECTION.search(t) for t in _texts(card)):
-            flags.append("instruction-like text from the run found in the card")
-        if flags and status is None:
-            status = CardStatus.quarantined
+        # the same checks as regenerated drafts and judged merges (memory_core.retrospect.grounding)
+        verdict = check_grounding(
+            preconditions=card.preconditions,
+            tools=[a.tool for a in card.action_sequence],
+            texts=_texts(card),
+            views=[view],
+            known_tools=known_tools,
+        )
+        flags, status = verdict.flags, verdict.status
         point = points[card.point] if card.point < len(points) else None
         state = _state_at(states, view, point.step) if point and states else {}
         drafts.append(

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from typing import Protocol
 
-from sqlalchemy import update
+from sqlalchemy import bindparam, update
 from sqlalchemy.engine import Engine
 from sqlmodel import col
 
@@ -80,8 +80,12 @@ def finish_batch(
     failed: dict[uuid.UUID, str] | None = None,
     deferred: Sequence[uuid.UUID] = (),
     card_status: CardStatus = CardStatus.draft,
+    run_id: str | None = None,
 ) -> BatchResult:
-    """In one transaction: write the drafts, mark rows done / dead-letter / back to pending."""
+    """In one transaction: write the drafts, mark rows done / dead-letter / back to pending.
+
+    A dead letter records run_id (the flow run that parked it): retrying that run re-drives it.
+    """
     failed = failed or {}
     result = BatchResult(claimed=len(rows))
     now = utcnow()
@@ -108,7 +112,11 @@ def finish_batch(
             session.execute(
                 update(T)
                 .where(col(T.id) == rid)
-                .values(status=TrajectoryStatus.dead_letter.value, error=err[:2000])
+                .values(
+                    status=TrajectoryStatus.dead_letter.value,
+                    error=err[:2000],
+                    dead_letter_run=run_id,
+                )
             )
         if deferred:  # e.g. the token budget ran out: they wait for the next run
             session.execute(
@@ -121,14 +129,21 @@ def finish_batch(
                 )
             )
         if extractions:
-            session.execute(
-                update(T),
+            # added to: the rule drafts of a rules-first run were counted when it was claimed
+            session.connection().execute(
+                update(T)
+                .where(col(T.id) == bindparam("rid"))
+                .values(
+                    cards_written=col(T.cards_written) + bindparam("n"),
+                    tokens_sent=bindparam("sent"),
+                    tokens_saved=bindparam("saved"),
+                ),
                 [
                     {
-                        "id": rid,
-                        "cards_written": len(x.drafts),
-                        "tokens_sent": x.tokens_sent,
-                        "tokens_saved": x.tokens_saved,
+                        "rid": rid,
+                        "n": len(x.drafts),
+                        "sent": x.tokens_sent,
+                        "saved": x.tokens_saved,
                     }
                     for rid, x in extractions.items()
                 ],
@@ -165,6 +180,7 @@ def process_batch(
     extractor: Extractor,
     worker: str,
     card_status: CardStatus = CardStatus.draft,
+    run_id: str | None = None,
 ) -> BatchResult:
     """Extract from claimed rows one by one, then finish the batch in one transaction."""
     extractions: dict[uuid.UUID, Extraction] = {}
@@ -183,6 +199,7 @@ def process_batch(
         extractions=extractions,
         failed=failed,
         card_status=card_status,
+        run_id=run_id,
     )
 
 
@@ -194,6 +211,7 @@ def retrospect_once(
     batch_size: int,
     lease: timedelta,
     namespace: str | None = None,
+    run_id: str | None = None,
 ) -> BatchResult:
     """Claim and process one batch; an empty result means nothing was pending."""
     rows = claim_batch(
@@ -202,7 +220,9 @@ def retrospect_once(
     if not rows:
         return BatchResult()
     try:
-        return process_batch(engine=engine, rows=rows, extractor=extractor, worker=worker)
+        return process_batch(
+            engine=engine, rows=rows, extractor=extractor, worker=worker, run_id=run_id
+        )
     except LeaseLost:
         release(engine=engine, worker=worker)
         raise

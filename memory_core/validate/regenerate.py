@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memory_core.errors import HindsightError
+from memory_core.errors import HindsightError, LLMTransient
 from memory_core.llm.client import LLMClient
 from memory_core.llm.structured import ask
 from memory_core.models.card import Card
@@ -48,6 +48,8 @@ def llm_regenerator(llm: LLMClient) -> Regenerate:
                 schema=CardAnswer,
                 messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
             ).value
+        except LLMTransient:
+            raise  # the LLM is down, not the card: it stays a draft for the next run
         except HindsightError as exc:
             log.warning("regeneration of %s failed: %s", card.card_id, exc)
             return None

@@ -15,9 +15,11 @@ from sqlmodel import Session, col
 
 from memory_core.cards.writer import card_snapshot
 from memory_core.db import session_scope
+from memory_core.errors import LLMTransient
 from memory_core.models.card import Card, CardStatus, CardVersion
 from memory_core.models.columns import new_id, utcnow
 from memory_core.models.validation import ValidationRun
+from memory_core.retrospect.grounding import check_grounding, evidence_views
 from memory_core.validate.frame import cards_frame, draft_columns, draft_row
 from memory_core.validate.regenerate import Regenerate
 from memory_core.validate.suite import run_suite
@@ -36,6 +38,7 @@ class ValidationReport:
     rejected: int = 0
     rule_failures: dict[str, int] = field(default_factory=dict)
     docs_index: str | None = None
+    deferred: int = 0  # failing LLM drafts left as drafts: the LLM was down for regeneration
 
 
 def _set_status(session: Session, ids: Sequence[uuid.UUID], status: CardStatus) -> int:
@@ -82,9 +85,11 @@ def validate_drafts(
     failures = {uuid.UUID(k): v for k, v in result.failures.items()}
     rejected = [c for c in drafts if c.card_id in result.failures]
     passing = [c for c in drafts if c.card_id not in result.failures]
-    fixed = _regenerated(engine, rejected, failures, regenerate, registry)
-    if fixed:
-        rejected = [c for c in rejected if uuid.UUID(c.card_id) not in fixed]
+    fixed, waiting = _regenerated(engine, rejected, failures, regenerate, registry)
+    if fixed or waiting:
+        rejected = [
+            c for c in rejected if uuid.UUID(c.card_id) not in fixed and c.card_id not in waiting
+        ]
         passing += [draft_row(c) for c in fixed.values()]
     active = [uuid.UUID(c.card_id) for c in passing if c.confidence >= review_below]
     review = [uuid.UUID(c.card_id) for c in passing if c.confidence < review_below]
@@ -147,6 +152,7 @@ def validate_drafts(
         rejected=len(rejected),
         rule_failures=result.rule_failures,
         docs_index=str(result.docs_index) if result.docs_index else None,
+        deferred=len(waiting),
     )
 
 
@@ -156,10 +162,12 @@ def _regenerated(
     failures: dict[uuid.UUID, list[str]],
     regenerate: Regenerate | None,
     registry: frozenset[str] | None,
-) -> dict[uuid.UUID, Card]:
-    """LLM drafts that failed get one regeneration; those whose new version passes."""
+) -> tuple[dict[uuid.UUID, Card], set[str]]:
+    """LLM drafts that failed get one regeneration; those whose new version passes the suite
+    and the grounding checks every LLM card passes; and the card ids (as text) whose
+    regeneration must wait because the LLM was unreachable."""
     if regenerate is None or not rejected:
-        return {}
+        return {}, set()
     ids = [uuid.UUID(r.card_id) for r in rejected]
     cards: list[Card] = []
     with Session(engine) as session:
@@ -170,17 +178,48 @@ def _regenerated(
                     Card.provenance["producer"].as_string() == "llm",
                 )
             ).scalars()
-    candidates = []
+    candidates, waiting = [], set()
     for card in cards:
         if card.provenance.get("regenerated"):
             continue
-        changes = regenerate(card, failures[card.card_id])
+        try:
+            changes = regenerate(card, failures[card.card_id])
+        except LLMTransient as exc:  # this card only: the others are still regenerated
+            waiting.add(next(r.card_id for r in rejected if uuid.UUID(r.card_id) == card.card_id))
+            failures[card.card_id] = [*failures[card.card_id], f"regeneration waits: {exc}"]
+            continue
         if changes is not None:
             candidates.append(Card.model_validate({**card.model_dump(), **changes}))
     if not candidates:
-        return {}
+        return {}, waiting
     second = run_suite(cards_frame(candidates, registry=registry))
-    return {c.card_id: c for c in candidates if str(c.card_id) not in second.failures}
+    passed = [c for c in candidates if str(c.card_id) not in second.failures]
+    views = evidence_views(engine=engine, card_ids=[c.card_id for c in passed])
+    fixed = {}
+    for c in passed:
+        verdict = check_grounding(
+            preconditions=c.preconditions,
+            tools=[str(a.get("tool", "")) for a in c.action_sequence],
+            texts=_texts(c),
+            views=views.get(c.card_id, []),
+            known_tools=registry or frozenset(),
+        )
+        if verdict.flags:  # a regenerated card is held to a first draft's standard
+            failures[c.card_id] = [
+                *failures[c.card_id],
+                *(f"regenerated card: {f}" for f in verdict.flags),
+            ]
+        else:
+            fixed[c.card_id] = c
+    return fixed, waiting
+
+
+def _texts(card: Card) -> list[str]:
+    out = [card.scenario, card.expected_outcome, card.actual_outcome]
+    out += [str(a.get("note", "")) for a in card.action_sequence]
+    out += [str(v) for a in card.action_sequence for v in (a.get("params_template") or {}).values()]
+    out += [f"{f.get('mode', '')} {f.get('handling', '')}" for f in card.failure_modes]
+    return out
 
 
 def latest_run(*, engine: Engine) -> ValidationRun | None:

@@ -2,12 +2,17 @@
 
 It stands in for the external LLM service only. A `responder` decides each answer from the
 request (valid JSON, broken JSON, 429, 500, a stall, an empty list...); every request is
-recorded so tests can count calls.
+recorded so tests can count calls. With `api_key` set it checks the bearer key like a real
+endpoint (401 otherwise), for chat and embeddings alike; /embeddings answers a hashed
+bag-of-words vector per text.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -29,6 +34,16 @@ class Reply:
 
 
 Responder = Callable[[dict[str, Any], int], Reply]
+EMBED_DIM = 64
+
+
+def embed_text(text: str) -> list[float]:
+    """A deterministic unit vector: words hashed into EMBED_DIM buckets."""
+    vec = [0.0] * EMBED_DIM
+    for word in re.findall(r"\w+", text.lower()):
+        vec[int(hashlib.sha256(word.encode()).hexdigest(), 16) % EMBED_DIM] += 1.0
+    norm = math.sqrt(sum(x * x for x in vec)) or 1.0
+    return [x / norm for x in vec]
 
 
 @dataclass
@@ -39,7 +54,10 @@ class ScriptedLLM:
     latency_s: float = 0.0
     reject_json_schema: bool = False
     reject_status: int = 400  # llama.cpp's server says 500
+    api_key: str | None = None  # set: every request must carry "Authorization: Bearer <key>"
     requests: list[dict[str, Any]] = field(default_factory=list)
+    embed_requests: list[dict[str, Any]] = field(default_factory=list)
+    unauthorized: list[str] = field(default_factory=list)  # the keys refused (masked)
     in_flight: int = 0
     max_in_flight: int = 0
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -54,6 +72,23 @@ class ScriptedLLM:
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if server.api_key is not None:
+                    sent = self.headers.get("Authorization", "")
+                    if sent != f"Bearer {server.api_key}":
+                        with server._lock:
+                            server.unauthorized.append(sent[:12])
+                        return self._send(
+                            401,
+                            {
+                                "error": {
+                                    "message": "Incorrect API key provided",
+                                    "type": "invalid_request_error",
+                                    "code": "invalid_api_key",
+                                }
+                            },
+                        )
+                if self.path.rstrip("/").endswith("/embeddings"):
+                    return self._embed(body)
                 with server._lock:
                     server.requests.append(body)
                     n = len(server.requests)
@@ -114,6 +149,23 @@ class ScriptedLLM:
                             "total_tokens": (reply.prompt_tokens or prompt)
                             + reply.completion_tokens,
                         },
+                    },
+                )
+
+            def _embed(self, body: dict[str, Any]) -> None:
+                texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+                with server._lock:
+                    server.embed_requests.append(body)
+                self._send(
+                    200,
+                    {
+                        "object": "list",
+                        "model": body.get("model", "scripted-embed"),
+                        "data": [
+                            {"object": "embedding", "index": i, "embedding": embed_text(t)}
+                            for i, t in enumerate(texts)
+                        ],
+                        "usage": {"prompt_tokens": 1, "total_tokens": 1},
                     },
                 )
 

@@ -1,0 +1,96 @@
+"""Rules first: a claimed run's rule lesson is written at once, before any LLM call.
+
+The LLM part of a run is its own unit of work: when it fails, only that part is
+dead-lettered (and re-driven later); the rule cards are already in the store. `rules_at`
+marks the runs whose rule drafts are written, so a re-driven run does not write them twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from sqlalchemy import bindparam, update
+from sqlalchemy.engine import Engine
+from sqlmodel import col
+
+from memory_core.cards.writer import write_drafts
+from memory_core.db import session_scope
+from memory_core.errors import LeaseLost
+from memory_core.models.card import CardStatus
+from memory_core.models.columns import utcnow
+from memory_core.models.trajectory import Trajectory, TrajectoryStatus
+from memory_core.retrospect.drafts import DraftCard, Extractor
+from memory_core.retrospect.stage import view_of
+
+log = logging.getLogger(__name__)
+T = Trajectory
+
+
+@dataclass
+class RulesResult:
+    """Rule cards written for a claimed batch, and the runs the rule extractor choked on."""
+
+    written: int = 0  # runs whose rule drafts were written now
+    cards_created: int = 0
+    evidence_added: int = 0
+    failed: dict[uuid.UUID, str] = field(default_factory=dict)
+
+
+def write_rule_lessons(
+    *,
+    engine: Engine,
+    rows: Sequence[Trajectory],
+    extractor: Extractor,
+    worker: str,
+    card_status: CardStatus = CardStatus.draft,
+) -> RulesResult:
+    """In one transaction: the rule drafts of the claimed rows not yet done, and their rules_at."""
+    result = RulesResult()
+    counts: dict[uuid.UUID, int] = {}
+    by_namespace: dict[str, list[DraftCard]] = {}
+    for row in rows:
+        if row.rules_at is not None:
+            continue  # a re-driven run: its rule lesson is already stored
+        try:
+            drafts = extractor.extract(view_of(row)).drafts
+        # one poisoned trajectory must not stop the batch: it is parked with its error
+        except Exception as exc:  # noqa: BLE001
+            result.failed[row.id] = f"rules: {type(exc).__name__}: {exc}"
+            log.error("trajectory %s failed rule extraction: %s", row.id, result.failed[row.id])
+            continue
+        counts[row.id] = len(drafts)
+        by_namespace.setdefault(row.namespace, []).extend(drafts)
+    if not counts:
+        return result
+    now = utcnow()
+    with session_scope(engine) as session:
+        marked = session.execute(
+            update(T)
+            .where(
+                col(T.id).in_(list(counts)),
+                col(T.lease_owner) == worker,
+                col(T.status) == TrajectoryStatus.processing.value,
+            )
+            .values(rules_at=now)
+        )
+        if marked.rowcount != len(counts):  # type: ignore[attr-defined]
+            raise LeaseLost(f"worker {worker} lost the lease on part of its batch")
+        session.connection().execute(
+            update(T).where(col(T.id) == bindparam("rid")).values(cards_written=bindparam("n")),
+            [{"rid": rid, "n": n} for rid, n in counts.items()],
+        )
+        for namespace, drafts in by_namespace.items():
+            w = write_drafts(
+                session=session,
+                namespace=namespace,
+                drafts=drafts,
+                status=card_status,
+                provenance={"source": "agent_run"},
+            )
+            result.cards_created += w.created
+            result.evidence_added += w.evidence_added
+    result.written = len(counts)
+    return result

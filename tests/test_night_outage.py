@@ -1,0 +1,89 @@
+"""An LLM outage during the nightly flow: the rule lessons are all stored, every stage runs,
+the summary is published with the dead letters named, and the run ends Failed with what to
+do. Also: facts and regeneration wait for the LLM instead of failing the night."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+from sqlalchemy import select
+from sqlmodel import Session
+
+from flows.nightly import nightly
+from flows.params import NightlyParams
+from flows.report import DEAD_LETTER_KEY, SUMMARY_KEY
+from memory_core.models.card import Card
+from memory_core.models.trajectory import Trajectory
+from memory_core.retrospect.rule_extractor import RuleExtractor
+from memory_core.retrospect.stage import view_of
+from memory_core.status import trajectory_counts
+from tests.helpers.data import REPO
+from tests.helpers.scripted_llm import Reply
+
+
+def _artifacts(flow_run_id) -> dict:
+    with get_client(sync_client=True) as client:
+        found = client.read_artifacts(
+            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id]))
+        )
+    return {a.key: a for a in found}
+
+
+def test_outage_costs_llm_cards_never_rule_cards(llm_env, engine, monkeypatch) -> None:
+    server = llm_env(
+        lambda body, n: Reply(status=500, error="model crashed"), llm_mode="after_rules"
+    )
+    state = nightly(NightlyParams(input=[str(REPO / "examples")]), return_state=True)
+    summary = state.result(raise_on_failure=False)
+    assert len(server.requests) > 0
+    # every run's rule lesson is stored, as the rule extractor alone makes it
+    with Session(engine) as s:
+        runs = list(s.execute(select(Trajectory)).scalars())
+        cards = list(s.execute(select(Card)).scalars())
+    rules = RuleExtractor()
+    expected = {d.signature for r in runs for d in rules.extract(view_of(r)).drafts}
+    stored = {c.signature for c in cards if c.provenance.get("producer") == rules.name}
+    assert expected and stored == expected
+    assert all(r.rules_at is not None for r in runs)
+    # nothing lost: the LLM part of the runs with tool calls waits as a dead letter
+    counts = trajectory_counts(engine=engine)
+    assert counts.get("done", 0) + counts["dead_letter"] == 12 and counts["dead_letter"] > 0
+    parked = [r for r in runs if r.status == "dead_letter"]
+    assert all(r.error.startswith("LLM part: LLMTransient") for r in parked)
+    assert {r.dead_letter_run for r in parked} == {str(state.state_details.flow_run_id)}
+    # every stage ran after the outage (facts raising LLMTransient included)
+    assert summary.validation.evaluated == len(expected) and summary.validation.activated > 0
+    assert summary.consolidation.cards_seen > 0 and summary.decay.run_id is not None
+    assert summary.outcome.failures == []
+    facts = [d for d in summary.outcome.dead_letters if d.startswith("facts of ")]
+    assert facts and all("LLMTransient" in d for d in facts)  # conversations wait for facts
+    named = [d for d in summary.outcome.dead_letters if not d.startswith("facts of ")]
+    assert sorted(d.split(":")[0] for d in named) == sorted(r.key for r in parked)
+    # the run is red with what to do, and its summary is on its page, dead letters named
+    n = len(summary.outcome.dead_letters)
+    assert (
+        state.is_failed() and state.message == f"{n} dead letters: retry this run to re-drive them"
+    )
+    arts = _artifacts(state.state_details.flow_run_id)
+    rows = {r["metric"]: r["value"] for r in json.loads(arts[SUMMARY_KEY].data)}
+    assert rows["dead letters"] == n and rows["cards created"] >= len(expected)
+    text = arts[DEAD_LETTER_KEY].data
+    assert all(r.key in text for r in parked) and "retry this flow run" in text.lower()
+
+
+def test_a_healthy_night_completes(llm_env, engine) -> None:
+    from tests.helpers import fake_model
+
+    def respond(body, n):
+        if "durable facts" in body["messages"][0]["content"]:
+            return Reply(json.dumps({"facts": []}))
+        return fake_model.respond(body, n)
+
+    llm_env(respond, llm_mode="after_rules")
+    state = nightly(NightlyParams(input=[str(REPO / "examples")]), return_state=True)
+    assert state.is_completed(), state.message
+    assert re.fullmatch(r"all stages ran", state.message or "")
+    assert trajectory_counts(engine=engine) == {"done": 12}
