@@ -48,8 +48,9 @@ def test_what_still_fails_becomes_a_dead_letter_then_redrives(llm_env, engine, e
     server = llm_env(lambda body, n: Reply(status=500, error="model crashed"))
     ingest_examples(engine)
     state = retrospect(RetrospectParams(), return_state=True)
-    summary = state.result()
+    summary = state.result(raise_on_failure=False)
     assert summary.dead_letters == 12 and summary.cards_created == 0
+    assert state.is_failed() and state.message == "12 dead letters: retry this run to re-drive them"
     assert len(server.requests) == 12 * 4  # one try and three retries each
     with Session(engine) as s:
         rows = s.execute(select(Trajectory)).scalars().all()
@@ -96,7 +97,7 @@ def test_permanent_errors_are_not_retried(llm_env, engine, reply, reason) -> Non
     assert len(server.requests) == expected_calls
     with Session(engine) as s:
         row = s.execute(select(Trajectory)).scalar_one()
-    assert row.error.startswith(reason) and "not retried" in row.error
+    assert row.error.startswith(f"LLM part: {reason}") and "not retried" in row.error
 
 
 def test_a_stalled_server_times_out_and_never_hangs(llm_env, engine) -> None:
