@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import sys
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -21,6 +22,7 @@ from memory_cli import replay as replay_cmd
 from memory_cli import review as review_cmd
 from memory_cli import serve as serve_cmd
 from memory_cli import up as up_cmd
+from memory_cli import watchdog
 from memory_cli.context import fail_on_errors, load, prefect_defaults
 from memory_cli.output import Format, console, polled_progress, print_json, table
 from memory_core import db
@@ -53,6 +55,14 @@ app.command("up")(up_cmd.up)
 app.command("deploy")(up_cmd.deploy)
 
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
+
+
+@app.callback()
+def _command() -> None:
+    """Every command, when run as the `hindsight` program (not inside a test's CliRunner):
+    the watchdog stops whatever it started if it is killed (see memory_cli.watchdog)."""
+    if Path(sys.argv[0]).name == "hindsight" or sys.argv[0].endswith("memory_cli/__main__.py"):
+        watchdog.start()
 
 
 @db_app.command("upgrade")

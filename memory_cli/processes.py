@@ -84,9 +84,9 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
-def marked_processes(marker: str) -> list[int]:
-    """Processes whose environment carries HINDSIGHT_UP_ID=marker (Linux /proc; else none)."""
-    needle = f"{MARKER}={marker}".encode()
+def marked_processes(marker: str, *, var: str = MARKER) -> list[int]:
+    """Processes whose environment carries var=marker (Linux /proc; else none)."""
+    needle = f"{var}={marker}".encode()
     found = []
     for entry in Path("/proc").glob("[0-9]*"):
         with contextlib.suppress(OSError):

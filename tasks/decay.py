@@ -24,6 +24,7 @@ class DecaySummary(BaseModel):
     decayed: int = 0
     archived_unused: int = 0
     archived_cap: int = 0
+    skipped: int = 0  # cards changed by others while the stage ran: planned again next run
     changes: list[Change] = []
 
 
@@ -49,11 +50,13 @@ def decay_task(params: DecayParams, namespace: str | None, settings: Settings) -
         namespace=namespace,
     )
     get_run_logger().info(
-        "%s: %d cards faded, %d archived as unused, %d archived over the cap",
+        "%s: %d cards faded, %d archived as unused, %d archived over the cap, "
+        "%d changed meanwhile (left for the next run)",
         "dry run" if params.dry_run else "decay",
         report.counts["decay"],
         report.counts["unused"],
         report.counts["cap"],
+        report.skipped,
     )
     return DecaySummary(
         run_id=None if params.dry_run else report.run_id,
@@ -62,5 +65,6 @@ def decay_task(params: DecayParams, namespace: str | None, settings: Settings) -
         decayed=report.counts["decay"],
         archived_unused=report.counts["unused"],
         archived_cap=report.counts["cap"],
+        skipped=report.skipped,
         changes=report.changes,
     )

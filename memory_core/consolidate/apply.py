@@ -13,7 +13,7 @@ from sqlalchemy.engine import CursorResult
 from sqlmodel import Session, col
 
 from memory_core.cards.writer import card_snapshot
-from memory_core.consolidate.plan import MergePlan
+from memory_core.consolidate.plan import CardRow, MergePlan
 from memory_core.errors import ConcurrentUpdate
 from memory_core.models.card import Card, CardEvidence, CardStatus, CardVersion
 from memory_core.models.columns import new_id
@@ -21,12 +21,14 @@ from memory_core.models.columns import new_id
 ACTOR = "consolidate"
 
 
-def apply_plan(session: Session, plan: MergePlan, now: datetime) -> None:
+def apply_plan(session: Session, plan: MergePlan, now: datetime) -> MergePlan:
     """All merges in a few statements: evidence copied, survivors updated, the rest retired,
-    history written; any card that changed since planning aborts everything."""
+    history written. A merge or supersession with a card changed since planning is left out
+    (the next run plans it again); returns the plan as applied."""
+    plan = _still_as_planned(session, plan)
     _supersede(session, plan, now)
     if not plan.merges:
-        return
+        return plan
     into = {a.card_id: m.survivor.card_id for m in plan.merges for a in m.absorbed}
     _copy_evidence(session, into, now)
     counts = _evidence_counts(session, [m.survivor.card_id for m in plan.merges])
@@ -91,6 +93,56 @@ def apply_plan(session: Session, plan: MergePlan, now: datetime) -> None:
         len(retired),
     )
     session.connection().execute(insert(CardVersion), history)
+    return plan
+
+
+# Per-change guards, not "all or nothing": with agents sending uses and feedback all night,
+# some card of a plan over thousands is nearly always touched between plan and apply, and
+# re-planning the whole namespace (seconds each) lost that race every time. The planned cards
+# are locked in key order (as the API's use writer locks them: no deadlock), and a change
+# whose cards moved on (a use, a feedback, new evidence, a status) is left for the next run;
+# what the API acknowledged is never overwritten with a sum planned before it.
+def _still_as_planned(session: Session, plan: MergePlan) -> MergePlan:
+    rows = {r.card_id: r for m in plan.merges for r in (m.survivor, *m.absorbed)} | {
+        r.card_id: r for s in plan.supersedes for r in (s.older, s.newer)
+    }
+    if not rows:
+        return plan
+    ids = sorted(rows)
+    now_state: dict[uuid.UUID, tuple[Any, ...]] = {}
+    for i in range(0, len(ids), 5000):
+        now_state.update(
+            (r[0], tuple(r[1:]))
+            for r in session.connection().execute(
+                select(
+                    col(Card.card_id),
+                    col(Card.version),
+                    col(Card.use_count),
+                    col(Card.confidence),
+                    col(Card.evidence_count),
+                    col(Card.status),
+                )
+                .where(col(Card.card_id).in_(ids[i : i + 5000]))
+                .order_by(col(Card.card_id))
+                .with_for_update()
+            )
+        )
+    active = CardStatus.active.value
+
+    def same(*cards: CardRow) -> bool:
+        return all(
+            now_state.get(c.card_id)
+            == (c.version, c.use_count, c.confidence, c.evidence_count, active)
+            for c in cards
+        )
+
+    return MergePlan(
+        merges=[m for m in plan.merges if same(m.survivor, *m.absorbed)],
+        supersedes=[x for x in plan.supersedes if same(x.older, x.newer)],
+        cards_seen=plan.cards_seen,
+        judged=plan.judged,
+        unjudged=plan.unjudged,
+    )
 
 
 def _version(

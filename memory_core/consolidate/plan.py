@@ -43,6 +43,15 @@ class CardRow:
     failure_count: int
     version: int
     created_at: Any
+    signature: str = ""  # a hash of the lesson's content: the same in every run on the same data
+
+
+def stable_key(row: CardRow) -> tuple[Any, ...]:
+    """Who survives a merge (the smallest key): the most evidence, then the most used, then
+    the content's hash. Not created_at nor card_id: within a night they record the order in
+    which workers happened to finish (and ids are random), so two runs on the same data chose
+    different survivors (9 of 136 cards differed); use_count and evidence are the data's."""
+    return (-row.evidence_count, -row.use_count, row.signature, str(row.card_id))
 
 
 @dataclass
@@ -161,10 +170,12 @@ def plan_merges(
     judge_floor_words: float = 0.5,
     max_judged: int = 200,
 ) -> MergePlan:
-    """Cluster near-duplicates; the card with the most evidence (then the oldest) survives.
+    """Cluster near-duplicates; the card with the most evidence survives (see stable_key).
     With a judge, pairs alike but below the thresholds are asked about: "same" merges,
-    "contradicts" retires the older card; anything else (or no answer) changes nothing."""
+    "contradicts" retires the older card; anything else (or no answer) changes nothing.
+    The plan depends on the cards' content only, not on the order they come in."""
     uf, why = _UnionFind(), defaultdict(list)
+    rows = sorted(rows, key=stable_key)
     blocks: dict[Any, list[CardRow]] = defaultdict(list)
     by_structure: dict[Any, uuid.UUID] = {}
     for row in rows:
@@ -191,14 +202,15 @@ def plan_merges(
                 ambiguous.append((score, a, b))
     plan = MergePlan(cards_seen=len(rows))
     if judge is not None:
-        _ask_judge(judge, sorted(ambiguous, key=lambda x: -x[0])[:max_judged], uf, why, plan)
+        ambiguous.sort(key=lambda x: (-x[0], stable_key(x[1]), stable_key(x[2])))
+        _ask_judge(judge, ambiguous[:max_judged], uf, why, plan)
     clusters: dict[uuid.UUID, list[CardRow]] = defaultdict(list)
     for row in rows:
         clusters[uf.find(row.card_id)].append(row)
     for members in clusters.values():
         if len(members) < 2:
             continue
-        members.sort(key=lambda r: (-r.evidence_count, r.created_at, str(r.card_id)))
+        members.sort(key=stable_key)
         survivor, absorbed = members[0], members[1:]
         reasons = sorted({w for r in members for w in why.get(r.card_id, [])})
         plan.merges.append(
@@ -228,7 +240,7 @@ def _ask_judge(
 ) -> None:
     retired: set[uuid.UUID] = set()
     for score, a, b in pairs:
-        older, newer = sorted((a, b), key=lambda r: (r.created_at, str(r.card_id)))
+        older, newer = sorted((a, b), key=lambda r: (r.created_at, r.signature, str(r.card_id)))
         if {older.card_id, newer.card_id} & retired:
             continue
         verdict = judge(older, newer)

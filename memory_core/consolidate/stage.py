@@ -37,6 +37,7 @@ class ConsolidationReport:
     judged: int = 0
     unjudged: int = 0
     facts_superseded: int = 0
+    deferred: int = 0  # merges / supersessions whose cards changed meanwhile: next run
     embedded: int = 0
     similarity: str = "signature + word overlap"
     plan: list[dict[str, Any]] = field(default_factory=list)
@@ -65,6 +66,7 @@ def _rows(engine: Engine, namespace: str) -> list[CardRow]:
                 c.failure_count,
                 c.version,
                 c.created_at,
+                c.signature,
             )
             for c in cards
         ]
@@ -131,7 +133,12 @@ def consolidate(
             return report
         try:
             with session_scope(engine) as session:
-                apply_plan(session, plan, now or utcnow())
+                applied = apply_plan(session, plan, now or utcnow())
+                report.merges, report.absorbed = len(applied.merges), applied.absorbed
+                report.superseded = len(applied.supersedes)
+                report.deferred = (
+                    len(plan.merges) + len(plan.supersedes) - report.merges - report.superseded
+                )
                 report.facts_superseded = _retire_contradicted_facts(
                     session, namespace, now or utcnow()
                 )

@@ -55,6 +55,7 @@ class DecayReport(BaseModel):
     dry_run: bool
     counts: dict[str, int] = {}
     changes: list[Change] = []
+    skipped: int = 0  # planned cards changed by others meanwhile: left for the next run
 
     @property
     def total(self) -> int:

@@ -57,6 +57,9 @@ PLAN = Table(
     Column("idle_since", UTCDateTime(), nullable=False),
     Column("score", Float, nullable=True),
     Column("reason", Text, nullable=False),
+    # the card as planned: apply changes only cards still in this state (see stage._guard)
+    Column("version_before", Integer, nullable=False),
+    Column("uses_before", Integer, nullable=False),
     prefixes=["TEMPORARY"],
 )
 # SQLite joins through an index; PostgreSQL hash-joins, and keeping an index up over random
@@ -85,6 +88,7 @@ def plan_decay(conn: Connection, *, params: DecayParams, now: datetime, ns: str 
             CARD.c.decay_tier,
             CARD.c.status,
             CARD.c.version,
+            CARD.c.use_count,
             idle_since().label("idle_since"),
             due.label("due"),
         )
@@ -105,6 +109,8 @@ def plan_decay(conn: Connection, *, params: DecayParams, now: datetime, ns: str 
         cand.c.idle_since,
         literal(None, Float),
         tier_step(params.tiers, cand.c.decay_tier, cand.c.due, "reason"),
+        cand.c.version,
+        cand.c.use_count,
     ).where(cand.c.due > cand.c.decay_tier)
     conn.execute(insert(PLAN).from_select(list(PLAN.c.keys()), rows))
 
@@ -141,6 +147,8 @@ def plan_unused(conn: Connection, *, params: DecayParams, now: datetime, ns: str
             idle_since(),
             literal(None, Float),
             decayed + literal(f"archived: unused {params.archive_after_days:g}+ days"),
+            CARD.c.version,
+            CARD.c.use_count,
         )
         .select_from(joined)
         .where(*_scope(ns), idle_since() <= cutoff)
@@ -204,6 +212,7 @@ def plan_cap(
         s.version,
         s.idle_since,
         s.decayed,
+        s.use_count,
         score.label("score"),
         over(
             func.row_number(),
@@ -226,6 +235,8 @@ def plan_cap(
         r.idle_since,
         r.score,
         r.decayed + literal(f"archived: lowest scores over the cap of {params.cap} active cards"),
+        r.version,
+        r.use_count,
     ).where(r.rank > params.cap)
     conn.execute(insert(PLAN).from_select(list(PLAN.c.keys()), rows))
 

@@ -1,8 +1,9 @@
-"""The decay stage: plan the rules, then apply the plan set-based, in one transaction.
+"""The decay stage: plan the rules from one snapshot, then apply the plan set-based, in one
+transaction.
 
-Apply first cuts the plan to one row per card, then runs three statements whatever the
-number of cards: history rows, archive rows, and one update of the changed cards, each an
-INSERT…SELECT or UPDATE…FROM the plan.
+Apply first cuts the plan to one row per card and to the cards nobody changed since it was
+made, then runs three statements whatever the number of cards: history rows, archive rows,
+and one update of the changed cards, each an INSERT…SELECT or UPDATE…FROM the plan.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 
-from sqlalchemy import case, func, insert, literal, select, update
+from sqlalchemy import and_, case, delete, exists, func, insert, literal, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
@@ -29,26 +30,43 @@ PG_WORK_MEM = "256MB"
 _ARCHIVING = ("unused", "cap")
 
 
+# Why per-row guards and not "plan again on conflict": under live traffic (16 connections on
+# 30k cards) some planned card is touched within any window the stage needs, so a plan that
+# must apply whole failed 3 runs of 3 and a re-plan would fail the same way, each try longer.
+# The plan is read from one snapshot; the apply (a second transaction on the same connection,
+# READ COMMITTED) locks the planned cards in key order, drops the plan rows of cards changed
+# since (a use, a feedback, new evidence, a review) and applies the rest. A skipped card is
+# planned again next night from its new state; what the API acknowledged is never overwritten.
+_GUARD = (
+    (PLAN.c.version_before, CARD.c.version),
+    (PLAN.c.uses_before, CARD.c.use_count),  # uses do not bump the version
+    (PLAN.c.confidence_before, CARD.c.confidence),  # nor does new evidence
+    (PLAN.c.status_before, CARD.c.status),
+)
+
+
 @contextmanager
-def _transaction(engine: Engine) -> Iterator[Connection]:
-    """One transaction; on PostgreSQL one snapshot for all statements (REPEATABLE READ), so
-    a card changed by someone else meanwhile fails the run instead of losing their update."""
-    with engine.connect() as conn:
-        if conn.dialect.name == "postgresql":
-            conn = conn.execution_options(isolation_level="REPEATABLE READ")
-        try:
-            with conn.begin():
-                if conn.dialect.name == "postgresql":
-                    # hash joins and the cap's sort over a million cards stay in memory
-                    conn.exec_driver_sql(f"SET LOCAL work_mem = '{PG_WORK_MEM}'")
-                    conn.exec_driver_sql("SET LOCAL jit = off")  # compiling costs more here
-                yield conn
-        except DBAPIError as exc:
-            if _concurrent(exc):
-                raise ConcurrentUpdate(
-                    "cards changed while the decay stage ran; run it again (it is safe)"
-                ) from exc
-            raise
+def _transaction(conn: Connection, isolation: str) -> Iterator[Connection]:
+    """One transaction on conn at this isolation (PostgreSQL), with the stage's settings;
+    a deadlock or serialization failure becomes ConcurrentUpdate (safe to run again)."""
+    pg = conn.dialect.name == "postgresql"
+    if pg:
+        conn = conn.execution_options(isolation_level=isolation)
+    else:  # SQLite: a plan writes only its temporary table; no write lock while planning
+        conn = conn.execution_options(hindsight_read_only=isolation != "READ COMMITTED")
+    try:
+        with conn.begin():
+            if pg:
+                # hash joins and the cap's sort over a million cards stay in memory
+                conn.exec_driver_sql(f"SET LOCAL work_mem = '{PG_WORK_MEM}'")
+                conn.exec_driver_sql("SET LOCAL jit = off")  # compiling costs more here
+            yield conn
+    except DBAPIError as exc:
+        if _concurrent(exc):
+            raise ConcurrentUpdate(
+                "cards changed while the decay stage ran; run it again (it is safe)"
+            ) from exc
+        raise
 
 
 def _concurrent(exc: DBAPIError) -> bool:
@@ -71,23 +89,28 @@ def run_decay(
     """Run (or, with params.dry_run, only plan) time decay, the unused archive and the cap.
 
     namespace None: every namespace (the cap still counts per namespace). The report lists
-    up to list_limit changes (None: all; -1, the default: all on a dry run, none applying)."""
+    up to list_limit changes (None: all; -1, the default: all on a dry run, none applying).
+    Cards changed by others while the stage ran are left as they are (report.skipped)."""
     if list_limit == -1:
         list_limit = None if params.dry_run else 0
     now = params.now or utcnow()
     run_id = new_id()
-    with _transaction(engine) as conn:
-        build_plan(conn, params=params, weights=weights, now=now, namespace=namespace)
-        counts = {
-            str(rule): int(n)
-            for rule, n in conn.execute(select(PLAN.c.rule, func.count()).group_by(PLAN.c.rule))
-        }
-        changes = _changes(conn, list_limit) if list_limit != 0 else []
-        if params.dry_run:
-            conn.rollback()  # the plan table goes with it: a dry run leaves nothing behind
-        else:
-            _apply(conn, run_id=run_id, now=now)
-            PLAN.drop(conn)
+    skipped = 0
+    with engine.connect() as conn:
+        # one snapshot for every rule: each reads the plan the rules before it wrote
+        with _transaction(conn, "REPEATABLE READ") as tx:
+            build_plan(tx, params=params, weights=weights, now=now, namespace=namespace)
+            if params.dry_run:
+                counts = _counts(tx)
+                changes = _changes(tx, list_limit) if list_limit != 0 else []
+                tx.rollback()  # the plan table goes with it: a dry run leaves nothing behind
+        if not params.dry_run:
+            with _transaction(conn, "READ COMMITTED") as tx:
+                skipped = _keep_unchanged(tx)
+                counts = _counts(tx)
+                changes = _changes(tx, list_limit) if list_limit != 0 else []
+                _apply(tx, run_id=run_id, now=now)
+                PLAN.drop(tx)
     return DecayReport(
         run_id=run_id,
         now=now,
@@ -95,7 +118,36 @@ def run_decay(
         dry_run=params.dry_run,
         counts={rule: counts.get(rule, 0) for rule in RULE_ORDER},
         changes=changes,
+        skipped=skipped,
     )
+
+
+def _counts(conn: Connection) -> dict[str, int]:
+    return {
+        str(rule): int(n)
+        for rule, n in conn.execute(select(PLAN.c.rule, func.count()).group_by(PLAN.c.rule))
+    }
+
+
+def _keep_unchanged(conn: Connection) -> int:
+    """Lock the planned cards still as planned, in key order (the API's use writer locks in
+    the same order, so the two never deadlock); drop the plan rows of the others."""
+    same = and_(CARD.c.card_id == PLAN.c.card_id, *(p == c for p, c in _GUARD))
+    changed = select(func.count(PLAN.c.card_id.distinct())).where(~exists().where(same))
+    skipped = int(conn.execute(changed).scalar_one())
+    if conn.dialect.name == "postgresql":
+        # FOR UPDATE re-reads a row changed since the statement began and skips it if the
+        # guard no longer holds; SQLite needs no lock: its writer holds the database
+        locking = (
+            select(CARD.c.card_id)
+            .where(same)
+            .order_by(CARD.c.card_id)
+            .with_for_update(of=CARD)
+            .subquery()
+        )
+        conn.execute(select(func.count()).select_from(locking)).scalar_one()
+    conn.execute(delete(PLAN).where(~exists().where(same)))
+    return skipped
 
 
 def _changes(conn: Connection, limit: int | None) -> list[Change]:
