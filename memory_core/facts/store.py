@@ -23,7 +23,7 @@ from memory_core.db import session_scope
 from memory_core.errors import ConcurrentUpdate, InvalidInput, NotFound
 from memory_core.models.card import Card, CardKind, CardPublic, CardStatus, CardVersion
 from memory_core.models.columns import utcnow
-from memory_core.validate.frame import has_secret
+from memory_core.redact import has_secret, only_redacted
 
 MAX_VALUE = 2000
 _RETRIES = 3
@@ -75,6 +75,8 @@ def write_fact(
             raise InvalidInput(
                 "looks like a credential; facts must not hold secrets", field=field_name
             )
+    if only_redacted(fact.value):
+        raise InvalidInput("holds nothing but a redacted secret", field="value")
     for _ in range(_RETRIES):
         try:
             return _write_once(engine=engine, namespace=namespace, fact=fact, actor=actor, now=now)
