@@ -1,4 +1,4 @@
-"""Redaction: every class of secret is caught, the words around it stay, clean data is left alone."""
+"""Redaction: every class of secret is caught, the words around it stay, clean data stays."""
 
 from __future__ import annotations
 
@@ -23,21 +23,28 @@ CAUGHT = [
     ('{"db_password": "s3cr3t-Pa55"}', "s3cr3t-Pa55"),
     ("OPENAI_API_KEY=sk-abcdefghijklmnopqrstuvwxyz012345", "sk-abcdefghijklmnopqrstuvwxyz012345"),
     ("key sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z", "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"),
-    ("sk-ant-api03-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Jh1Gf0EdCbA", "sk-ant-api03-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Jh1Gf0EdCbA"),
+    (
+        "sk-ant-api03-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Jh1Gf0EdCbA",
+        "sk-ant-api03-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Jh1Gf0EdCbA",
+    ),
     ("id AKIAIOSFODNN7EXAMPLE", "AKIAIOSFODNN7EXAMPLE"),
     (
         "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
         "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
     ),
     ("ghp_aB3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3hJ6", "ghp_aB3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3hJ6"),
-    ("github_pat_11ABCDEFG0abcdefghijkl_mnopqrstuvwxyz0123456789", "github_pat_11ABCDEFG0abcdefghijkl"),
+    (
+        "github_pat_11ABCDEFG0abcdefghijkl_mnopqrstuvwxyz0123456789",
+        "github_pat_11ABCDEFG0abcdefghijkl",
+    ),
     ("xoxb-1234567890-abcdefghijKLMN", "xoxb-1234567890-abcdefghijKLMN"),
     ("sk_live_4eC39HqLyjWDarjtT1zdp7dc", "sk_live_4eC39HqLyjWDarjtT1zdp7dc"),
     ("rk_live_51Hx2AbCdEfGhIjKlMnOp", "rk_live_51Hx2AbCdEfGhIjKlMnOp"),
     ("AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q", "AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q"),
     ("Authorization: Bearer a1B2c3D4e5F6g7H8i9J0", "a1B2c3D4e5F6g7H8i9J0"),
     (
-        "jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+        "jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0."
+        "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
         "eyJzdWIiOiIxMjM0NTY3ODkwIn0",
     ),
     (
@@ -76,7 +83,9 @@ def test_the_words_around_a_secret_stay() -> None:
     assert redact("postgres://app:Zr9kd77@db:5432/x") == (
         "postgres://app:[REDACTED:connection_string]@db:5432/x"
     )
-    assert only_redacted("[REDACTED:password_in_text].") and not only_redacted("db at [REDACTED:x] b")
+    assert only_redacted("[REDACTED:password_in_text].") and not only_redacted(
+        "db at [REDACTED:x] b"
+    )
 
 
 @pytest.mark.parametrize("text", CLEAN)
@@ -103,9 +112,7 @@ def _strings(v: Any) -> list[str]:
     return []
 
 
-@pytest.mark.parametrize(
-    "path", ["tau-bench-airline/trajectories.json", "locomo/locomo-dev.json"]
-)
+@pytest.mark.parametrize("path", ["tau-bench-airline/trajectories.json", "locomo/locomo-dev.json"])
 def test_no_false_positive_on_the_shared_data(path: str) -> None:
     data = json.loads((shared_data_dir() / path).read_text())
     hits = [(s[:80], find_secrets(s)) for s in _strings(data) if has_secret(s)]

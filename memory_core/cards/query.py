@@ -12,7 +12,6 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlmodel import Session, col
 
-from memory_core.redact.fields import redact_evidence, redact_fields
 from memory_core.errors import InvalidInput, NotFound
 from memory_core.models.card import Card, CardEvidence, CardPublic, CardStatus, EvidenceTriple
 from memory_core.models.columns import utcnow
@@ -23,6 +22,7 @@ from memory_core.preconditions import (
     compile_stored,
     make_context,
 )
+from memory_core.redact.fields import redact_evidence, redact_fields
 from memory_core.settings import RankingWeights
 
 

@@ -19,19 +19,18 @@ from memory_core.redact.patterns import PATTERNS
 MARKER = "[REDACTED:"
 _MARKERS = re.compile(r"\[REDACTED:[a-z_]+\]")
 # prose and assignments catch "the password is <value>": these values are words, not secrets
-_PLAIN_WORDS = frozenset(
-    """
-    a an the is was not no none null nil true false yes empty blank unset set reset changed
-    same different wrong incorrect invalid valid expired required missing correct right weak
-    strong hidden stored saved needed optional necessary mandatory sensitive case-sensitive
-    too also still now here there this that these those it its mine yours his hers ours theirs
-    my your our their what which who unknown redacted masked hashed encrypted protected secure
-    insecure safe unsafe long short ok okay fine good bad new old default custom changed.
-    being been be will would should could must can may might and or but for from with without
-    of on in at to by as into about over under again once never always sent shown displayed
-    generated rotated revoked active inactive disabled enabled locked unlocked verified
-    """.split()
-)
+_WORDS = """
+a an the is was not no none null nil true false yes empty blank unset set reset changed same
+different wrong incorrect invalid valid expired required missing correct right weak strong
+hidden stored saved needed optional necessary mandatory sensitive case-sensitive too also
+still now here there this that these those it its mine yours his hers ours theirs my your
+our their what which who unknown redacted masked hashed encrypted protected secure insecure
+safe unsafe long short ok okay fine good bad new old default custom changed. being been be
+will would should could must can may might and or but for from with without of on in at to
+by as into about over under again once never always sent shown displayed generated rotated
+revoked active inactive disabled enabled locked unlocked verified
+"""
+_PLAIN_WORDS = frozenset(_WORDS.split())
 _NEED_DIGIT = ("pin", "otp", "code")  # nouns whose values are numbers when they are secrets
 
 

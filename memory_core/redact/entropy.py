@@ -9,6 +9,7 @@ context (`api_key=...`) in the patterns instead.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections import Counter
@@ -19,7 +20,7 @@ MIN_LENGTH = 20
 ENTROPY_SHARE = 0.82
 MAX_MEAN_RUN = 2.6  # mean length of same-class runs (upper / lower / digit / other)
 
-_CANDIDATE = re.compile(r"(?<![A-Za-z0-9+/_=.\-])[A-Za-z0-9+/_=\-]{%d,}" % MIN_LENGTH)
+_CANDIDATE = re.compile(r"(?<![A-Za-z0-9+/_=.\-])[A-Za-z0-9+/_=\-]{" + str(MIN_LENGTH) + ",}")
 _UUID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
 _HEX = re.compile(r"[0-9a-fA-F\-]+")
 # object ids of common APIs (tool calls, messages, requests, customers): random, not secret
@@ -42,7 +43,7 @@ def _class(ch: str) -> int:
 
 
 def _mean_run(text: str) -> float:
-    runs = 1 + sum(1 for a, b in zip(text, text[1:], strict=False) if _class(a) != _class(b))
+    runs = 1 + sum(1 for a, b in itertools.pairwise(text) if _class(a) != _class(b))
     return len(text) / runs
 
 
@@ -63,7 +64,8 @@ def looks_random(token: str) -> bool:
     if _ID_PREFIX.match(core):
         return False
     if "/" in core and (
-        core.startswith("/") or any(len(p) >= 3 and p.isalpha() and p.islower() for p in core.split("/"))
+        core.startswith("/")
+        or any(len(p) >= 3 and p.isalpha() and p.islower() for p in core.split("/"))
     ):
         return False  # a path: some segments are lower-case words
     lower = sum(c.islower() for c in core)

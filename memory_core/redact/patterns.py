@@ -60,7 +60,11 @@ PATTERNS: tuple[Pattern, ...] = (
         1,
         hints=("aws",),
     ),
-    _p("github_token", r"\bgh[pousr]_[A-Za-z0-9]{30,}", hints=("ghp_", "gho_", "ghu_", "ghs_", "ghr_")),
+    _p(
+        "github_token",
+        r"\bgh[pousr]_[A-Za-z0-9]{30,}",
+        hints=("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    ),
     _p("github_token", r"\bgithub_pat_[A-Za-z0-9_]{22,}", hints=("github_pat_",)),
     _p("gitlab_token", r"\bglpat-[A-Za-z0-9_-]{20,}", hints=("glpat-",)),
     _p("slack_token", r"\bxox[abposre]-[A-Za-z0-9-]{10,}", hints=("xox",)),

@@ -19,8 +19,8 @@ from memory_core.errors import LeaseLost
 from memory_core.models.card import CardStatus
 from memory_core.models.columns import utcnow
 from memory_core.models.trajectory import Outcome, Step, Trajectory, TrajectoryStatus
-from memory_core.retrospect.claims import claim_batch, release
 from memory_core.redact.fields import redact_steps
+from memory_core.retrospect.claims import claim_batch, release
 from memory_core.retrospect.drafts import DraftCard, Extraction, Extractor, TrajectoryView
 
 log = logging.getLogger(__name__)
