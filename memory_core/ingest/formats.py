@@ -224,9 +224,15 @@ def parse_record(
     from memory_core.ingest import conversations  # imports this module: bound at call time
 
     if conversations.is_conversation(record):
-        return conversations.parse_conversation(
+        conv = conversations.parse_conversation(
             record, name=name, namespace=namespace, task_type=task_type
         )
+        cap = limits.max_message_chars
+        steps = [
+            s.model_copy(update={"text": _truncate(s.text, cap)}) if s.text else s
+            for s in conv.steps
+        ]
+        return conv.model_copy(update={"steps": steps})
     body = dict(record)
     alias = "traj" if "traj" in body and "messages" not in body else "messages"
     if alias == "traj":
