@@ -17,6 +17,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from memory_api.errors import BodyLimit, install_error_handlers
 from memory_api.guards import install_guards
+from memory_api.responses import document_answers
 from memory_api.metrics import install_metrics
 from memory_core.db import make_engine
 from memory_core.decay.feedback import Feedback
@@ -227,4 +228,5 @@ def create_app(service: MemoryService, *, freeze_gc: bool = False) -> FastAPI:
             refused=[{"record": r, "error": e} for r, e in report.refused],
         )
 
+    document_answers(app)  # every error answer in the OpenAPI schema
     return app
