@@ -284,7 +284,16 @@ def _strings(v: Any) -> list[str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--backend", choices=["sqlite", "postgresql"], default="sqlite")
+    ap.add_argument(
+        "--no-redact",
+        action="store_true",
+        help="baseline: redaction off (shows what the benchmark catches when nothing redacts)",
+    )
     args = ap.parse_args()
+    if args.no_redact:
+        import memory_core.redact as redaction
+
+        redaction.find_secrets = lambda text: []  # every caller goes through this one
 
     import psycopg
 
@@ -367,6 +376,7 @@ def main() -> None:
     clean_markers = sum(t.count(MARKER) for t in served_clean)
     result = {
         "backend": args.backend,
+        "redaction": not args.no_redact,
         "variants": len(VARIANTS),
         "held_out_variants": sum(v[3] for v in VARIANTS),
         "classes": sorted(SECRETS),
@@ -386,7 +396,7 @@ def main() -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / "secrets.json"
     both = json.loads(out.read_text()) if out.exists() else {}
-    both[args.backend] = result  # one entry per backend
+    both[args.backend + ("_no_redact" if args.no_redact else "")] = result
     out.write_text(json.dumps(both, indent=2) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k != "pipeline"}, indent=2))
     print(json.dumps(runs, indent=2))

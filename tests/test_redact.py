@@ -19,6 +19,7 @@ CAUGHT = [
     ("the passcode is 889922, don't share it", "889922"),
     ("pwd is qwerty99", "qwerty99"),
     ("use the password Kq8#zz19 to log in", "Kq8#zz19"),
+    ("I changed my password to CAMabij838! yesterday", "CAMabij838!"),
     ("password=hunter2x", "hunter2x"),
     ('{"db_password": "s3cr3t-Pa55"}', "s3cr3t-Pa55"),
     ("OPENAI_API_KEY=sk-abcdefghijklmnopqrstuvwxyz012345", "sk-abcdefghijklmnopqrstuvwxyz012345"),

@@ -105,6 +105,16 @@ PATTERNS: tuple[Pattern, ...] = (
         1,
         hints=_NOUN_HINTS,
     ),
+    # "I changed my password to X" (the one held-out phrasing the benchmark caught missing)
+    _p(
+        "password_in_text",
+        r"(?i:\b(?:changed|set|reset|updated|switched)\s+(?:(?:my|the|our|his|her|their)\s+)?"
+        + _SECRET_NOUN
+        + r"\s+(?:to|as)\s*[:=-]?\s*)"
+        + _VALUE,
+        1,
+        hints=_NOUN_HINTS,
+    ),
     _p(
         "password_in_text",
         r"(?i:\b(?:use|used|using|try|enter|entered|type|typed)\s+(?:the\s+)?"
