@@ -17,8 +17,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from memory_api.errors import BodyLimit, install_error_handlers
 from memory_api.guards import install_guards
-from memory_api.responses import document_answers
 from memory_api.metrics import install_metrics
+from memory_api.responses import document_answers
 from memory_core.db import make_engine
 from memory_core.decay.feedback import Feedback
 from memory_core.errors import InvalidInput

@@ -28,8 +28,12 @@ COMMON: dict[int | str, dict[str, Any]] = {
     413: _answer("request body over serve.max_body_bytes"),
     422: {"description": "the body or a parameter does not fit the schema"},
 }
-NOT_FOUND = {404: _answer("no such card or fact in the key's namespace")}
-CONFLICT = {409: _answer("the same card is already live, or it changed meanwhile: retry")}
+NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: _answer("no such card or fact in the key's namespace")
+}
+CONFLICT: dict[int | str, dict[str, Any]] = {
+    409: _answer("the same card is already live, or it changed meanwhile: retry")
+}
 
 
 _READS = {"query_cards", "check_action", "search_facts"}  # POSTs that change nothing
@@ -49,7 +53,7 @@ def document_answers(app: FastAPI) -> None:
         extra: dict[int | str, dict[str, Any]] = dict(COMMON)
         if "{" in path:
             extra.update(NOT_FOUND)
-        if route.methods & {"POST", "DELETE"} and route.name not in _READS:
+        if (route.methods or set()) & {"POST", "DELETE"} and route.name not in _READS:
             extra.update(CONFLICT)
         for code, answer in extra.items():
             route.responses.setdefault(code, answer)
