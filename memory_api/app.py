@@ -16,7 +16,9 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.exc import SQLAlchemyError
 
 from memory_api.errors import BodyLimit, install_error_handlers
+from memory_api.guards import install_guards
 from memory_api.metrics import install_metrics
+from memory_api.responses import document_answers
 from memory_core.db import make_engine
 from memory_core.decay.feedback import Feedback
 from memory_core.errors import InvalidInput
@@ -82,6 +84,7 @@ def create_app(service: MemoryService, *, freeze_gc: bool = False) -> FastAPI:
     )
     app.add_middleware(BodyLimit, max_bytes=service.settings.serve.max_body_bytes)
     install_error_handlers(app)
+    install_guards(app)  # NUL / surrogates in query strings; 422s that never echo the input
     install_metrics(app, service)  # GET /metrics; requests timed by a plain ASGI wrapper
 
     async def caller(
@@ -218,11 +221,12 @@ def create_app(service: MemoryService, *, freeze_gc: bool = False) -> FastAPI:
         records = body if isinstance(body, list) else [body]
         report = service.ingest(principal=who, records=records)
         if report.refused and not report.stored and not report.duplicates:
-            raise InvalidInput("; ".join(why for _, why in report.refused), field="trajectories")
+            raise InvalidInput("; ".join(why for _, why in report.refused))
         return IngestResult(
             stored=report.stored,
             duplicates=report.duplicates,
             refused=[{"record": r, "error": e} for r, e in report.refused],
         )
 
+    document_answers(app)  # every error answer in the OpenAPI schema
     return app

@@ -98,6 +98,7 @@ def ingest(
                 task_type=task_type or settings.default_task_type,
                 max_observation_chars=settings.max_observation_chars,
                 on_progress=bump,
+                limits=settings.limits,
             )
         if fmt is Format.json:
             print_json(
@@ -115,7 +116,7 @@ def ingest(
             )
             for _name, why in report.refused:
                 console.print(f"[red]refused[/red] {why}")
-        if report.refused and not report.stored and not report.duplicates:
+        if report.refused:  # the rest went in; the caller still learns something was refused
             raise typer.Exit(2)
 
 

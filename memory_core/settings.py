@@ -10,6 +10,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from memory_core.ingest.limits import InputLimits
+
 
 class ConsolidateRules(BaseModel):
     """When two cards are the same lesson."""
@@ -111,6 +113,11 @@ class Settings(BaseSettings):
     max_expression_chars: int = 512
     max_expression_depth: int = 8
     max_preconditions: int = 12
+    # hard input edges: id, message, metadata and field sizes, JSON depth (HINDSIGHT_LIMITS__...)
+    limits: InputLimits = InputLimits()
+    # the use log (card_use rows): rows older than this are deleted by the decay stage (the
+    # card keeps its use_count and last_used_at); 0 keeps them all
+    use_retention_days: float = Field(default=30.0, ge=0)
     ranking: RankingWeights = RankingWeights()
     serve: ServeSettings = ServeSettings()
     # validation: drafts below this confidence wait for a person; tools must be in the

@@ -11,6 +11,7 @@ from prefect.runtime import task_run
 from pydantic import BaseModel
 
 from memory_core.decay import Change, DecayParams, run_decay
+from memory_core.decay.use_log import prune_use_log
 from memory_core.settings import Settings
 from tasks.runtime import concurrent_update, engine_for
 
@@ -26,6 +27,7 @@ class DecaySummary(BaseModel):
     archived_cap: int = 0
     skipped: int = 0  # cards changed by others while the stage ran: planned again next run
     changes: list[Change] = []
+    uses_pruned: int = 0
 
 
 def _name() -> str:
@@ -49,6 +51,14 @@ def decay_task(params: DecayParams, namespace: str | None, settings: Settings) -
         weights=settings.ranking,
         namespace=namespace,
     )
+    pruned = 0
+    if not params.dry_run:  # the use log stays bounded (counts stay on the cards)
+        pruned = prune_use_log(
+            engine=engine_for(settings),
+            retention_days=settings.use_retention_days,
+            namespace=namespace,
+            now=params.now,
+        )
     get_run_logger().info(
         "%s: %d cards faded, %d archived as unused, %d archived over the cap, "
         "%d changed meanwhile (left for the next run)",
@@ -67,4 +77,5 @@ def decay_task(params: DecayParams, namespace: str | None, settings: Settings) -
         archived_cap=report.counts["cap"],
         skipped=report.skipped,
         changes=report.changes,
+        uses_pruned=pruned,
     )

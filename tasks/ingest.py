@@ -30,6 +30,7 @@ def ingest_source(source: str, namespace: str, task_type: str, settings: Setting
         namespace=namespace,
         task_type=task_type,
         max_observation_chars=settings.max_observation_chars,
+        limits=settings.limits,
     )
     for name, why in report.refused:
         logger.warning("refused %s: %s", name, why)

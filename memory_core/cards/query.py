@@ -22,19 +22,20 @@ from memory_core.preconditions import (
     compile_stored,
     make_context,
 )
+from memory_core.redact.fields import redact_evidence, redact_fields
 from memory_core.settings import RankingWeights
 
 
 def to_public(card: Card, evidence: Sequence[CardEvidence] = ()) -> CardPublic:
     """The reader's view of a card."""
-    data = card.model_dump()
+    # served text is redacted again (defence in depth: cards written before redaction, or by
+    # a path that missed it, still never hand a secret to an agent)
+    data = redact_fields(card.model_dump())
     data["evidence"] = [
         EvidenceTriple(
             trajectory_id=e.trajectory_id,
             step=e.step,
-            condition=e.condition,
-            action=e.action,
-            result=e.result,
+            **redact_evidence({"condition": e.condition, "action": e.action, "result": e.result}),
         )
         for e in evidence
     ]

@@ -22,6 +22,7 @@ from memory_core.models.card import (
 )
 from memory_core.models.columns import new_id, utcnow
 from memory_core.preconditions import compile_all
+from memory_core.redact import redact, redact_value
 from memory_core.retrospect.drafts import DraftCard
 
 _LIVE_SQL = text("status IN ('draft', 'review', 'active', 'quarantined')")
@@ -90,12 +91,13 @@ def write_drafts(
                 "card_id": new_id(),
                 "namespace": namespace,
                 "kind": "experience",
-                "scenario": d.scenario[:1000],
+                # defence in depth: the extractors read redacted text already
+                "scenario": redact(d.scenario[:1000]),
                 "preconditions": sources,
-                "action_sequence": [a.model_dump() for a in d.action_sequence],
-                "expected_outcome": d.expected_outcome,
-                "actual_outcome": d.actual_outcome,
-                "failure_modes": [f.model_dump() for f in d.failure_modes],
+                "action_sequence": redact_value([a.model_dump() for a in d.action_sequence]),
+                "expected_outcome": redact(d.expected_outcome),
+                "actual_outcome": redact(d.actual_outcome),
+                "failure_modes": redact_value([f.model_dump() for f in d.failure_modes]),
                 "confidence": d.confidence,
                 "status": (d.status or status).value,
                 "signature": sig,
@@ -160,9 +162,9 @@ def write_drafts(
             "card_id": ids[sig],
             "trajectory_id": uuid.UUID(e["trajectory_id"]),
             "step": e["step"],
-            "condition": e["condition"],
-            "action": e["action"],
-            "result": e["result"],
+            "condition": redact_value(e["condition"]),
+            "action": redact_value(e["action"]),
+            "result": redact_value(e["result"]),
             "created_at": now,
         }
         for sig, evs in evidence.items()

@@ -17,6 +17,7 @@ from memory_core.consolidate.plan import CardRow, MergePlan
 from memory_core.errors import ConcurrentUpdate
 from memory_core.models.card import Card, CardEvidence, CardStatus, CardVersion
 from memory_core.models.columns import new_id
+from memory_core.redact import redact_value
 
 ACTOR = "consolidate"
 
@@ -36,7 +37,7 @@ def apply_plan(session: Session, plan: MergePlan, now: datetime) -> MergePlan:
     for m in plan.merges:
         s, absorbed = m.survivor, m.absorbed
         values = {
-            "failure_modes": m.failure_modes,
+            "failure_modes": redact_value(m.failure_modes),  # a merge derives no secret
             "confidence": m.confidence,
             "evidence_count": max(
                 counts.get(s.card_id, 0), s.evidence_count + sum(a.evidence_count for a in absorbed)

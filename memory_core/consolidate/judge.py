@@ -16,6 +16,7 @@ from memory_core.errors import HindsightError
 from memory_core.llm.cache import AnswerCache, cache_key
 from memory_core.llm.client import LLMClient
 from memory_core.llm.structured import ask
+from memory_core.redact.fields import redact_fields
 from memory_core.retrospect.grounding import check_grounding, evidence_views
 
 log = logging.getLogger(__name__)
@@ -34,13 +35,15 @@ PairJudge = Callable[[CardRow, CardRow], PairJudgement | None]
 
 
 def _card(row: CardRow) -> dict[str, object]:
-    return {
-        "scenario": row.scenario,
-        "preconditions": row.preconditions,
-        "action_sequence": row.action_sequence,
-        "failure_modes": row.failure_modes,
-        "created": str(row.created_at),
-    }
+    return redact_fields(
+        {
+            "scenario": row.scenario,
+            "preconditions": row.preconditions,
+            "action_sequence": row.action_sequence,
+            "failure_modes": row.failure_modes,
+            "created": str(row.created_at),
+        }
+    )  # the judge's prompt carries no secret
 
 
 def llm_judge(*, llm: LLMClient, cache: AnswerCache | None = None) -> PairJudge:

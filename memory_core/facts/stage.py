@@ -30,6 +30,7 @@ from memory_core.facts.store import FactIn, normalise_key, write_fact
 from memory_core.models.card import Card, CardKind, CardStatus
 from memory_core.models.columns import utcnow
 from memory_core.models.trajectory import Trajectory
+from memory_core.redact import redact
 
 MARKER = "facts_extracted"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -75,7 +76,10 @@ def statements_of(row: Trajectory) -> list[Statement]:
         }
         out.append(
             Statement(
-                speaker=str(speaker or role), text=str(step["text"]), said_at=said_at, source=source
+                speaker=str(speaker or role),
+                text=redact(str(step["text"])),  # facts are derived from redacted text only
+                said_at=said_at,
+                source=source,
             )
         )
     return out

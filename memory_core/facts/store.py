@@ -12,7 +12,7 @@ import uuid
 from datetime import datetime
 from typing import Any, cast
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import Field, field_validator
 from sqlalchemy import select, update
 from sqlalchemy.engine import CursorResult, Engine
 from sqlmodel import Session, col
@@ -21,15 +21,16 @@ from memory_core.cards.query import to_public
 from memory_core.cards.writer import card_snapshot
 from memory_core.db import session_scope
 from memory_core.errors import ConcurrentUpdate, InvalidInput, NotFound
+from memory_core.ingest.limits import CleanInput
 from memory_core.models.card import Card, CardKind, CardPublic, CardStatus, CardVersion
 from memory_core.models.columns import utcnow
-from memory_core.validate.frame import has_secret
+from memory_core.redact import has_secret, only_redacted
 
 MAX_VALUE = 2000
 _RETRIES = 3
 
 
-class FactIn(BaseModel):
+class FactIn(CleanInput):
     """A statement to remember: what it is about (key), the question it answers, the value."""
 
     key: str = Field(min_length=1, max_length=256)
@@ -37,7 +38,7 @@ class FactIn(BaseModel):
     query: str | None = Field(default=None, max_length=1000)
     valid_until: datetime | None = None
     confidence: float = Field(default=0.8, ge=0.0, le=1.0)
-    source: dict[str, Any] = {}
+    source: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("key", "value", "query")
     @classmethod
@@ -75,6 +76,8 @@ def write_fact(
             raise InvalidInput(
                 "looks like a credential; facts must not hold secrets", field=field_name
             )
+    if only_redacted(fact.value):
+        raise InvalidInput("holds nothing but a redacted secret", field="value")
     for _ in range(_RETRIES):
         try:
             return _write_once(engine=engine, namespace=namespace, fact=fact, actor=actor, now=now)

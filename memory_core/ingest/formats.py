@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memory_core.errors import InvalidInput
+from memory_core.ingest.limits import DEFAULT_LIMITS, InputLimits, check_record
 from memory_core.models.trajectory import Outcome, Step, TrajectoryCreate
 from memory_core.task_state import observation_error
 
@@ -27,6 +28,7 @@ _CONSUMED = {
     "namespace",
     "metadata",
 }
+_MAX_LABEL = 128
 SUCCESS_REWARD = 0.5  # a reward at or above this counts as success when no outcome is given
 
 
@@ -107,7 +109,7 @@ def _truncate(text: str, limit: int) -> str:
     return f"{text[:limit]}…[truncated {len(text) - limit} chars]"
 
 
-def _chat_steps(rec: _ChatRecord, max_obs: int) -> list[Step]:
+def _chat_steps(rec: _ChatRecord, max_obs: int, max_msg: int) -> list[Step]:
     steps: list[Step] = []
     open_calls: dict[str, list[int]] = {}  # call id -> unanswered step indices (ids may repeat)
     for msg in rec.messages:
@@ -123,6 +125,7 @@ def _chat_steps(rec: _ChatRecord, max_obs: int) -> list[Step]:
             )
             continue
         if text.strip():
+            text = _truncate(text, max_msg)
             steps.append(Step(index=len(steps), type="message", role=msg.role, text=text))
         calls = list(msg.tool_calls or [])
         if msg.function_call is not None:
@@ -153,7 +156,7 @@ def _match_call(
     return None
 
 
-def _generic_steps(rec: _StepsRecord, max_obs: int) -> list[Step]:
+def _generic_steps(rec: _StepsRecord, max_obs: int, max_msg: int) -> list[Step]:
     steps: list[Step] = []
     for i, raw in enumerate(rec.steps):
         ts = raw.ts
@@ -167,7 +170,7 @@ def _generic_steps(rec: _StepsRecord, max_obs: int) -> list[Step]:
                     index=len(steps),
                     type="message",
                     role=raw.role or "assistant",
-                    text=raw.text or raw.content or "",
+                    text=_truncate(raw.text or raw.content or "", max_msg),
                     ts=ts,
                 )
             )
@@ -206,17 +209,30 @@ def content_hash(record: dict[str, Any]) -> str:
 
 
 def parse_record(
-    record: Any, *, name: str, namespace: str, task_type: str, max_observation_chars: int = 4000
+    record: Any,
+    *,
+    name: str,
+    namespace: str,
+    task_type: str,
+    max_observation_chars: int = 4000,
+    limits: InputLimits = DEFAULT_LIMITS,
 ) -> TrajectoryCreate:
     """Validate one raw record into a TrajectoryCreate; InvalidInput names the record and field."""
     if not isinstance(record, dict):
         raise InvalidInput(f"expected a JSON object, got {type(record).__name__}", record=name)
+    check_record(record, name=name, limits=limits)  # NUL, surrogates, NaN, depth, sizes
     from memory_core.ingest import conversations  # imports this module: bound at call time
 
     if conversations.is_conversation(record):
-        return conversations.parse_conversation(
+        conv = conversations.parse_conversation(
             record, name=name, namespace=namespace, task_type=task_type
         )
+        cap = limits.max_message_chars
+        steps = [
+            s.model_copy(update={"text": _truncate(s.text, cap)}) if s.text else s
+            for s in conv.steps
+        ]
+        return conv.model_copy(update={"steps": steps})
     body = dict(record)
     alias = "traj" if "traj" in body and "messages" not in body else "messages"
     if alias == "traj":
@@ -225,10 +241,10 @@ def parse_record(
         parsed: _ChatRecord | _StepsRecord
         if "messages" in body:
             parsed, fmt = _ChatRecord.model_validate(body), "openai_chat"
-            steps = _chat_steps(parsed, max_observation_chars)
+            steps = _chat_steps(parsed, max_observation_chars, limits.max_message_chars)
         elif "steps" in body:
             parsed, fmt = _StepsRecord.model_validate(body), "steps"
-            steps = _generic_steps(parsed, max_observation_chars)
+            steps = _generic_steps(parsed, max_observation_chars, limits.max_message_chars)
         else:
             raise InvalidInput(
                 "needs 'messages' (OpenAI chat format) or 'steps'", record=name, field="messages"
@@ -245,13 +261,20 @@ def parse_record(
     digest = content_hash(record)
     extra = {k: v for k, v in record.items() if k not in _CONSUMED}
     extra.update(parsed.metadata)
+    agent = parsed.agent_id or parsed.metadata.get("agent_id")
+    kind = parsed.task_type or str(parsed.metadata.get("task_type") or task_type)
+    for field_name, value in (("metadata.task_type", kind), ("metadata.agent_id", agent)):
+        if value is not None and len(str(value)) > _MAX_LABEL:  # a column of 128 characters
+            raise InvalidInput(
+                f"longer than {_MAX_LABEL} characters", record=name, field=field_name
+            )
     return TrajectoryCreate(
         key=str(explicit) if explicit is not None else f"sha256:{digest}",
         content_hash=digest,
         source_format=fmt,  # type: ignore[arg-type]
         namespace=parsed.namespace or namespace,
-        task_type=parsed.task_type or str(parsed.metadata.get("task_type") or task_type),
-        agent_id=parsed.agent_id or parsed.metadata.get("agent_id"),
+        task_type=kind,
+        agent_id=None if agent is None else str(agent),
         outcome=_outcome(parsed),
         reward=parsed.reward,
         steps=steps,

@@ -19,6 +19,7 @@ from memory_core.db import session_scope
 from memory_core.errors import InvalidInput
 from memory_core.ingest.conversations import is_message_list
 from memory_core.ingest.formats import parse_record
+from memory_core.ingest.limits import DEFAULT_LIMITS, InputLimits
 from memory_core.models.columns import new_id, utcnow
 from memory_core.models.trajectory import Trajectory, TrajectoryCreate, TrajectoryStatus
 
@@ -49,12 +50,23 @@ def source_files(path: Path) -> list[Path]:
     raise InvalidInput(f"no such file or folder: {path}", field="path")
 
 
+MAX_LINE_ERRORS = 5  # per file; past this the rest of its bad lines are counted in one line
+
+
+def _loads(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except RecursionError as exc:  # nesting deeper than the parser's stack
+        raise ValueError("nested too deep to read") from exc
+
+
 def read_records(text: str, *, name: str) -> Iterator[tuple[str, Any]]:
-    """Records in a document: a JSON list, one object, or JSON Lines; bad lines yield errors."""
+    """Records in a document: a JSON list, one object, or JSON Lines; bad lines yield errors
+    (a document that is not JSON at all is one refusal, not one a line)."""
     stripped = text.lstrip()
     if stripped.startswith("["):
         try:
-            items = json.loads(text)
+            items = _loads(text)
         except ValueError as exc:
             yield name, InvalidInput(f"not valid JSON: {exc}", record=name)
             return
@@ -65,28 +77,59 @@ def read_records(text: str, *, name: str) -> Iterator[tuple[str, Any]]:
             yield f"{name}[{i}]", item
         return
     try:
-        yield name, json.loads(text)  # one object, possibly spread over lines
+        yield name, _loads(text)  # one object, possibly spread over lines
         return
-    except ValueError:
-        pass  # not a single document: read it as JSON Lines
+    except ValueError as exc:
+        whole_error = exc  # not a single document: read it as JSON Lines
+    bad: list[tuple[str, ValueError]] = []
+    good = 0
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         rec_name = f"{name}:{lineno}"
         try:
-            yield rec_name, json.loads(line)
+            record = _loads(line)
         except ValueError as exc:
-            yield rec_name, InvalidInput(f"not valid JSON: {exc}", record=rec_name)
+            bad.append((rec_name, exc))
+            continue
+        good += 1
+        yield rec_name, record
+    if bad and not good:
+        yield (
+            name,
+            InvalidInput(
+                f"not JSON or JSON Lines ({len(bad)} line(s), none parsed): {whole_error}",
+                record=name,
+            ),
+        )
+        return
+    for rec_name, why in bad[:MAX_LINE_ERRORS]:
+        yield rec_name, InvalidInput(f"not valid JSON: {why}", record=rec_name)
+    if len(bad) > MAX_LINE_ERRORS:
+        more = len(bad) - MAX_LINE_ERRORS
+        yield f"{name}:*", InvalidInput(f"{more} more line(s) not valid JSON", record=name)
 
 
 def iter_sources(paths: Iterable[str]) -> Iterator[tuple[str, Any]]:
-    """(record name, record) for every record in the given paths; '-' reads stdin."""
+    """(record name, record) for every record in the given paths; '-' reads stdin. A file
+    that cannot be read as UTF-8 is one refusal; the other files still go in."""
     for raw in paths:
         if raw == "-":
             yield from read_records(sys.stdin.read(), name="<stdin>")
             continue
         for f in source_files(Path(raw)):
-            yield from read_records(f.read_text(encoding="utf-8"), name=str(f))
+            try:
+                text = f.read_bytes().decode("utf-8")
+            except UnicodeDecodeError as exc:
+                yield (
+                    str(f),
+                    InvalidInput(f"not UTF-8 text (byte {exc.start}: {exc.reason})", record=str(f)),
+                )
+                continue
+            except OSError as exc:
+                yield str(f), InvalidInput(f"cannot be read: {exc.strerror}", record=str(f))
+                continue
+            yield from read_records(text, name=str(f))
 
 
 def _row(t: TrajectoryCreate) -> dict[str, Any]:
@@ -137,6 +180,7 @@ def ingest(
     task_type: str,
     max_observation_chars: int = 4000,
     on_progress: Callable[[int], None] | None = None,
+    limits: InputLimits = DEFAULT_LIMITS,
 ) -> IngestReport:
     """Parse and store records; a refused record is reported and the rest still go in."""
     report = IngestReport()
@@ -162,6 +206,7 @@ def ingest(
                     namespace=namespace,
                     task_type=task_type,
                     max_observation_chars=max_observation_chars,
+                    limits=limits,
                 )
             )
         except InvalidInput as exc:

@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 
 from memory_core.models.trajectory import Step
+from memory_core.redact import redact
 
 CHARS_PER_TOKEN = 4
 
@@ -115,5 +116,5 @@ def render(steps: list[Step], *, header: str, limits: FilterLimits) -> FilteredT
         kept += 1
     if repeats:
         lines.append(f"    …[the step above repeated {repeats} more time(s)]")
-    after = "\n".join(lines)
+    after = redact("\n".join(lines))  # nothing secret goes to the LLM
     return FilteredTrajectory(after, estimate_tokens(before), estimate_tokens(after), dropped, kept)

@@ -19,6 +19,7 @@ from memory_core.errors import LeaseLost
 from memory_core.models.card import CardStatus
 from memory_core.models.columns import utcnow
 from memory_core.models.trajectory import Outcome, Step, Trajectory, TrajectoryStatus
+from memory_core.redact.fields import redact_steps
 from memory_core.retrospect.claims import claim_batch, release
 from memory_core.retrospect.drafts import DraftCard, Extraction, Extractor, TrajectoryView
 
@@ -57,7 +58,8 @@ def view_of(row: Trajectory) -> TrajectoryView:
         task_type=row.task_type,
         agent_id=row.agent_id,
         outcome=Outcome(row.outcome),
-        steps=[Step.model_validate(s) for s in row.steps],
+        # secrets never reach an extractor, a prompt or a card: the view is redacted
+        steps=[Step.model_validate(s) for s in redact_steps(row.steps)],
     )
 
 

@@ -14,6 +14,7 @@ from memory_core.cards.query import list_cards as _list_cards
 from memory_core.cards.query import to_public
 from memory_core.errors import InvalidInput, NotFound
 from memory_core.models.card import Card, CardPublic, CardVersion
+from memory_core.redact.fields import redact, redact_fields
 from memory_core.serve.keys import Principal
 from memory_core.serve.schemas import HistoryEntry
 
@@ -78,10 +79,10 @@ class ReadOperations:
             return [
                 HistoryEntry(
                     version=v.version,
-                    reason=v.reason,
+                    reason=redact(v.reason),
                     actor=v.actor,
                     created_at=v.created_at,
-                    snapshot=v.snapshot,
+                    snapshot=redact_fields(v.snapshot),
                 )
                 for v in versions
             ]

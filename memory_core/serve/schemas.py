@@ -7,12 +7,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from memory_core.ingest.limits import CleanInput
 from memory_core.models.card import ActionStep, CardPublic, FailureMode
 
 MAX_TOP_K = 50
 
 
-class QueryRequest(BaseModel):
+class QueryRequest(CleanInput):
     """A planning-time (or pre-call) query: the task state, and optionally a free-text query."""
 
     model_config = ConfigDict(extra="forbid")
@@ -38,7 +39,7 @@ class QueryRequest(BaseModel):
     record_use: bool = Field(default=True, description="count this as a use of the cards")
 
 
-class CheckActionRequest(BaseModel):
+class CheckActionRequest(CleanInput):
     """A call about to be made: which earlier failures warn about it."""
 
     model_config = ConfigDict(extra="forbid")
@@ -114,7 +115,7 @@ class CheckActionResult(BaseModel):
     cards: list[CardHit] = []
 
 
-class FeedbackRequest(BaseModel):
+class FeedbackRequest(CleanInput):
     """The outcome of a task that used a card."""
 
     model_config = ConfigDict(extra="forbid")
@@ -123,7 +124,7 @@ class FeedbackRequest(BaseModel):
     use_id: uuid.UUID | None = None
 
 
-class RejectRequest(BaseModel):
+class RejectRequest(CleanInput):
     """Why a card in review is rejected."""
 
     model_config = ConfigDict(extra="forbid")
@@ -141,7 +142,7 @@ class HistoryEntry(BaseModel):
     snapshot: dict[str, Any]
 
 
-class CardIn(BaseModel):
+class CardIn(CleanInput):
     """A card an operator or agent stores; status and provenance are the server's to set."""
 
     model_config = ConfigDict(extra="forbid")
@@ -155,7 +156,7 @@ class CardIn(BaseModel):
     confidence: float = Field(default=0.6, ge=0.0, le=1.0)
 
 
-class FactSearchRequest(BaseModel):
+class FactSearchRequest(CleanInput):
     """A question to the facts of the namespace."""
 
     model_config = ConfigDict(extra="forbid")

@@ -124,6 +124,7 @@ class WriteOperations:
             namespace=ns,
             task_type=self.settings.default_task_type,
             max_observation_chars=self.settings.max_observation_chars,
+            limits=self.settings.limits,
         )
 
     # -- review (admin) ----------------------------------------------------------------

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -15,37 +14,8 @@ from sqlalchemy import String, Text, cast
 from memory_core.errors import InvalidPrecondition
 from memory_core.models.card import Card
 from memory_core.preconditions import MAX_PRECONDITIONS, compile_all
+from memory_core.redact import has_secret
 
-# API keys, bearer tokens, private keys, passwords written inline
-SECRET = re.compile(
-    r"sk-[A-Za-z0-9_\-]{16,}"  # OpenAI-style keys
-    r"|AKIA[0-9A-Z]{16}"  # AWS access key ids
-    r"|gh[pousr]_[A-Za-z0-9]{30,}"  # GitHub tokens
-    r"|xox[abpr]-[A-Za-z0-9\-]{10,}"  # Slack tokens
-    r"|eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}"  # JWTs
-    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----"
-    r"|(?i:bearer\s+[A-Za-z0-9._\-]{20,})"
-    r"|(?i:(?:password|passwd|pwd|secret|api[_-]?key|token)\s*[=:]\s*[^\s,;]{6,})"
-)
-# the secret regex is slow on long text; only text holding one of these is searched
-_SECRET_HINTS = (
-    "sk-",
-    "akia",
-    "ghp_",
-    "gho_",
-    "ghu_",
-    "ghs_",
-    "ghr_",
-    "xox",
-    "eyj",
-    "private key",
-    "bearer",
-    "passw",
-    "pwd",
-    "secret",
-    "key",
-    "token",
-)
 TEXT_FIELDS = ("scenario", "expected_outcome", "actual_outcome")
 JSON_FIELDS = ("action_sequence", "preconditions", "failure_modes")
 
@@ -101,12 +71,6 @@ def draft_row(card: Card) -> DraftRow:
         value=card.value,
         version=card.version,
     )
-
-
-def has_secret(text: str) -> bool:
-    """True when the text holds something that looks like a credential."""
-    low = text.lower()
-    return any(h in low for h in _SECRET_HINTS) and SECRET.search(text) is not None
 
 
 @lru_cache(maxsize=65536)

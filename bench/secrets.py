@@ -1,0 +1,407 @@
+"""Secrets planted in tau-bench runs and LoCoMo conversations: does any reach a served answer?
+
+Every variant (a class of secret x a phrasing; tokens freshly random per run, in the
+providers' documented shapes) is planted once into a copy of a tau-bench run (rotating
+between a user message, a tool result, a tool error and a call's arguments) and once into a
+copy of a LoCoMo conversation's first session (as a turn of its speaker). The phrasings
+marked held_out were written after the redaction patterns were tuned and never used to tune
+them. Then the product's stages run with default settings: ingest -> rule retrospect ->
+validate -> facts -> consolidate, and everything an agent can be served is collected: every
+card (list, get, history), `cards query` answers with a prompt block for each planted run's
+task state, fact searches, and the MCP tools' answers. A secret is surfaced when its value
+appears in any of it. The same pipeline on the clean data counts redaction markers in what is
+served (false-positive redactions), and every string of the clean data is scanned too.
+
+    python bench/secrets.py [--backend sqlite|postgresql]
+
+Writes bench/results/secrets.json.
+"""
+
+# ruff: noqa: E402
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# this file's name shadows the standard library's `secrets` (numpy imports it): run it as a
+# script without its own folder on the path
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+import argparse
+import asyncio
+import copy
+import json
+import random
+import string
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+RESULTS = REPO / "bench" / "results"
+PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+rng = random.Random(15)
+A62 = string.ascii_letters + string.digits
+
+
+def _r(n: int, alphabet: str = A62) -> str:
+    return "".join(rng.choice(alphabet) for _ in range(n))
+
+
+def _pw() -> str:
+    return (
+        _r(3, string.ascii_uppercase) + _r(4, string.ascii_lowercase) + _r(3, string.digits) + "!"
+    )
+
+
+# class -> a fresh secret value
+SECRETS: dict[str, Callable[[], str]] = {
+    "openai": lambda: "sk-" + _r(48),
+    "openai_project": lambda: "sk-proj-" + _r(56),
+    "anthropic": lambda: "sk-ant-api03-" + _r(80),
+    "aws_access_key_id": lambda: "AKIA" + _r(16, string.ascii_uppercase + string.digits),
+    "aws_secret": lambda: _r(40, A62 + "/+"),
+    "github_pat": lambda: "ghp_" + _r(36),
+    "github_oauth": lambda: "gho_" + _r(36),
+    "github_fine": lambda: "github_pat_" + _r(22) + "_" + _r(59),
+    "slack": lambda: "xoxb-" + _r(11, string.digits) + "-" + _r(24),
+    "stripe_live": lambda: "sk_live_" + _r(24),
+    "stripe_restricted": lambda: "rk_live_" + _r(24),
+    "google": lambda: "AIza" + _r(35, A62 + "-_"),
+    "jwt": lambda: "eyJhbGciOiJIUzI1NiJ9." + "eyJ" + _r(40, A62 + "-_") + "." + _r(43, A62 + "-_"),
+    "password": _pw,
+    "pin": lambda: _r(4, string.digits),
+    "entropy_token": lambda: _r(32),
+}
+# (name, class, phrasing, held_out): {s} is the secret
+VARIANTS: list[tuple[str, str, str, bool]] = [
+    ("openai_env", "openai", "export OPENAI_API_KEY={s}", False),
+    ("openai_prose", "openai", "here is my key {s} for the integration", False),
+    ("openai_proj", "openai_project", "use key {s} for the batch job", False),
+    ("openai_proj_json", "openai_project", '{{"api_key": "{s}"}}', True),
+    ("anthropic", "anthropic", "ANTHROPIC_API_KEY={s}", False),
+    ("anthropic_prose", "anthropic", "the claude key is {s}", True),
+    ("aws_id", "aws_access_key_id", "aws access key id {s}", False),
+    ("aws_pair", "aws_secret", "aws_secret_access_key = {s}", False),
+    ("aws_secret_prose", "aws_secret", "AWS secret key: {s}", True),
+    ("gh_pat", "github_pat", "git clone https://{s}@github.com/acme/app.git", False),
+    ("gh_oauth", "github_oauth", "token {s} expired, refreshed", True),
+    ("gh_fine", "github_fine", "GITHUB_TOKEN={s}", False),
+    ("slack", "slack", "posting with {s} to #ops", False),
+    ("slack_header", "slack", "Authorization: Bearer {s}", True),
+    ("stripe", "stripe_live", "charge failed with key {s}", False),
+    ("stripe_rk", "stripe_restricted", "restricted key {s} lacks scope", True),
+    ("google", "google", "maps call https://maps.googleapis.com/api?key={s}", False),
+    ("google_prose", "google", "the google api key is {s}", True),
+    ("jwt_bearer", "jwt", "Authorization: Bearer {s}", False),
+    ("jwt_cookie", "jwt", "session cookie was {s}", True),
+    (
+        "pem",
+        "password",
+        "-----BEGIN PRIVATE KEY-----\nMIIE{s}Qa8xZ\n-----END PRIVATE KEY-----",
+        False,
+    ),
+    (
+        "pem_rsa",
+        "entropy_token",
+        "-----BEGIN RSA PRIVATE KEY-----\n{s}\n-----END RSA PRIVATE KEY-----",
+        True,
+    ),
+    ("pw_favourite", "password", "my favourite password is {s}", False),
+    ("pw_plain", "password", "my password is {s}", False),
+    ("pw_for", "password", "the password for the airline portal is {s}", False),
+    ("pw_assign", "password", "password: {s}", False),
+    ("pw_pwd", "password", "pwd is {s}", False),
+    ("pw_passcode", "password", "the passcode is {s}", False),
+    ("pw_use", "password", "use the password {s} to log in", False),
+    ("pw_changed", "password", "I changed my password to {s} yesterday", True),
+    ("pw_wifi", "password", "wifi password for the lake house is {s}", True),
+    ("pw_login", "password", "my login password was {s} but I reset it", True),
+    ("pw_secret", "password", "the secret is {s}", True),
+    ("pw_entered", "password", "I entered the passphrase {s} twice", True),
+    ("pin_card", "pin", "the pin for my card is {s}", False),
+    ("pin_plain", "pin", "my pin is {s}", True),
+    ("pin_code", "pin", "pin code: {s}", True),
+    ("conn_pg", "password", "postgres://app:{s}@db.internal:5432/prod", False),
+    ("conn_mongo", "password", "mongodb+srv://admin:{s}@cluster0.example.net/db", True),
+    ("conn_redis", "password", "redis://default:{s}@cache:6379/0", True),
+    ("conn_amqp", "password", "broker at amqp://guest:{s}@mq.local:5672//", True),
+    ("entropy_bare", "entropy_token", "the reset link token {s} works once", False),
+    ("entropy_header", "entropy_token", "X-Api-Key: {s}", True),
+    ("entropy_json", "entropy_token", '{{"credentials": "{s}"}}', True),
+    (
+        "bearer_plain",
+        "entropy_token",
+        "curl -H 'Authorization: Bearer {s}' https://api.acme.io",
+        False,
+    ),
+    ("basic_auth", "entropy_token", "Authorization: Basic {s}==", True),
+]
+PLACES = ("user", "tool_result", "tool_error", "tool_args")
+
+
+def _plant_tau(run: dict[str, Any], text: str, place: str, rid: str) -> dict[str, Any]:
+    run = copy.deepcopy(run)
+    run.pop("id", None)
+    run["id"] = rid
+    msgs = run["traj"] if "traj" in run else run["messages"]
+    tools = [i for i, m in enumerate(msgs) if m.get("role") == "tool"]
+    users = [i for i, m in enumerate(msgs) if m.get("role") == "user"]
+    calls = [i for i, m in enumerate(msgs) if m.get("tool_calls")]
+    if place == "user" or not tools:
+        i = users[min(1, len(users) - 1)]
+        msgs[i]["content"] = f"{msgs[i]['content']} By the way, {text}"
+    elif place == "tool_result":
+        msgs[tools[0]]["content"] = f"{msgs[tools[0]]['content']}\n{text}"
+    elif place == "tool_error":
+        msgs[tools[-1]]["content"] = f"Error: request refused ({text})"
+    else:
+        fn = msgs[calls[0]]["tool_calls"][0]["function"]
+        args = json.loads(fn["arguments"] or "{}")
+        args["note"] = text
+        fn["arguments"] = json.dumps(args)
+    return run
+
+
+def _plant_locomo(sample: dict[str, Any], text: str, rid: str) -> dict[str, Any]:
+    conv = sample["conversation"]
+    turns = [dict(t) for t in conv["session_1"][:12]]
+    turns.insert(3, {"speaker": turns[2]["speaker"], "dia_id": "D1:secret", "text": text})
+    return {
+        "sample_id": rid,
+        "conversation": {
+            "speaker_a": conv["speaker_a"],
+            "speaker_b": conv["speaker_b"],
+            "session_1_date_time": conv["session_1_date_time"],
+            "session_1": turns,
+        },
+    }
+
+
+def _pipeline(
+    engine: Any, settings: Any, namespace: str, records: list[tuple[str, Any]]
+) -> dict[str, Any]:
+    from memory_core.consolidate.stage import consolidate
+    from memory_core.facts.stage import extract_facts
+    from memory_core.ingest.store import ingest
+    from memory_core.validate.stage import validate_drafts
+    from tests.helpers.pipeline import retrospect_all
+
+    t0 = time.perf_counter()
+    rep = ingest(engine=engine, records=records, namespace=namespace, task_type="default")
+    retro = retrospect_all(engine)
+    validate_drafts(engine=engine, reports_dir=None, review_below=settings.review_below)
+    facts = extract_facts(engine=engine, namespace=namespace)
+    consolidate(engine=engine, namespace=namespace, rules=settings.consolidate)
+    return {
+        "stored": rep.stored,
+        "refused": len(rep.refused),
+        "cards_created": retro.cards_created,
+        "facts_new": facts.new,
+        "facts_refused": facts.refused,
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
+
+
+def _served(
+    svc: Any, namespace: str, states: list[dict[str, Any]], queries: list[str]
+) -> list[str]:
+    """Everything an agent holding a key of the namespace can be served, as JSON texts."""
+    from mcp import Client
+
+    from memory_api.mcp_server import create_mcp
+    from memory_core.serve.keys import create_key
+    from memory_core.serve.schemas import QueryRequest
+
+    _, key = create_key(engine=svc.engine, namespace=namespace, scopes=["read", "write", "admin"])
+    who = svc.authenticate(key)
+    out: list[str] = []
+    statuses = ["active", "review", "draft", "quarantined", "rejected", "superseded", "archived"]
+    offset = 0
+    while True:
+        page = svc.list_cards(principal=who, statuses=statuses, kind=None, text=None,
+                              min_confidence=None, limit=200, offset=offset)  # fmt: skip
+        for c in page:
+            out.append(svc.get_card(principal=who, card_id=c.card_id).model_dump_json())
+            hist = svc.history(principal=who, card_id=c.card_id)
+            out.append(json.dumps([h.model_dump(mode="json") for h in hist]))
+        if len(page) < 200:
+            break
+        offset += 200
+    for state in states:
+        req = QueryRequest(task_state=state, top_k=10, prompt_tokens=800)
+        out.append(svc.query(principal=who, request=req).model_dump_json())
+    for q in queries:
+        hits = svc.search_facts(principal=who, text=q, top_k=10, include_superseded=True)
+        out.append(json.dumps([h.model_dump(mode="json") for h in hits]))
+
+    async def mcp() -> None:
+        async with Client(create_mcp(svc, principal=who)) as client:
+            for state in states[:20]:
+                r = await client.call_tool(
+                    "query_memory_cards", {"task_state": state, "prompt_tokens": 800}
+                )
+                out.append(str(r.structured_content or r.content))
+            for q in queries[:20]:
+                r = await client.call_tool("memory_search", {"text": q})
+                out.append(str(r.structured_content or r.content))
+            r = await client.call_tool("list_recent_cards", {"limit": 50})
+            out.append(str(r.structured_content or r.content))
+
+    asyncio.run(mcp())
+    return out
+
+
+def _states(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    from memory_core.ingest.formats import parse_record
+
+    states = []
+    for i, run in enumerate(runs):
+        t = parse_record(run, name=f"r{i}", namespace="x", task_type="default")
+        tools = [s.tool for s in t.steps if s.tool]
+        errors = [s.error for s in t.steps if s.error]
+        states.append({"task_type": t.task_type, "tools_used": tools})
+        for tool in dict.fromkeys(tools):
+            states.append({"task_type": t.task_type, "tool": tool, "tools_used": tools,
+                           "last_error": errors[-1] if errors else ""})  # fmt: skip
+    return states[:120]
+
+
+def _strings(v: Any) -> list[str]:
+    if isinstance(v, str):
+        return [v]
+    if isinstance(v, dict):
+        return [s for x in v.values() for s in _strings(x)]
+    if isinstance(v, list):
+        return [s for x in v for s in _strings(x)]
+    return []
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--backend", choices=["sqlite", "postgresql"], default="sqlite")
+    ap.add_argument(
+        "--no-redact",
+        action="store_true",
+        help="baseline: redaction off (shows what the benchmark catches when nothing redacts)",
+    )
+    args = ap.parse_args()
+    if args.no_redact:
+        import memory_core.redact as redaction
+
+        redaction.find_secrets = lambda text: []  # every caller goes through this one
+
+    import psycopg
+
+    from memory_core import db
+    from memory_core.redact import MARKER, has_secret
+    from memory_core.serve.service import MemoryService
+    from memory_core.settings import Settings
+    from tests.helpers.data import shared_data_dir
+
+    data = shared_data_dir()
+    tau = json.loads((data / "tau-bench-airline" / "trajectories.json").read_text())
+    locomo = json.loads((data / "locomo" / "locomo-dev.json").read_text())
+
+    # false positives on every string of the clean data
+    fp: dict[str, Any] = {}
+    for name, doc in (("tau_bench", tau), ("locomo", locomo)):
+        ss = _strings(doc)
+        flagged = sum(has_secret(s) for s in ss)
+        fp[name] = {"strings": len(ss), "flagged": flagged, "rate": flagged / len(ss)}
+
+    planted: list[dict[str, Any]] = []
+    tau_records: list[tuple[str, Any]] = []
+    loc_records: list[tuple[str, Any]] = []
+    for i, (vname, cls, phrasing, held) in enumerate(VARIANTS):
+        secret = SECRETS[cls]()
+        text = phrasing.format(s=secret)
+        place = PLACES[i % len(PLACES)]
+        tau_records.append(
+            (f"tau-{vname}", _plant_tau(tau[i % len(tau)], text, place, f"secret-tau-{i}"))
+        )
+        loc_records.append(
+            (f"locomo-{vname}", _plant_locomo(locomo[i % len(locomo)], text, f"secret-loc-{i}"))
+        )
+        planted.append({"variant": vname, "class": cls, "held_out": held, "place": place,
+                        "secret": secret, "text": text})  # fmt: skip
+
+    tmp = Path(tempfile.mkdtemp())
+    dbname = None
+    if args.backend == "postgresql":
+        dbname = f"bench_secrets_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{dbname}"')
+        settings = Settings(data_dir=tmp, database_url=PG_ADMIN.rsplit("/", 1)[0] + f"/{dbname}")
+    else:
+        settings = Settings(data_dir=tmp)
+    db.upgrade(settings)
+    engine = db.make_engine(settings)
+    try:
+        runs = {
+            "planted": _pipeline(engine, settings, "planted", tau_records + loc_records),
+            "clean": _pipeline(
+                engine,
+                settings,
+                "clean",
+                [(f"tau{i}", r) for i, r in enumerate(tau)]
+                + [(f"loc{i}", s) for i, s in enumerate(locomo)],
+            ),
+        }
+        svc = MemoryService(engine=engine, settings=settings)
+        svc.start()
+        try:
+            queries = ["password", "pin", "key", "token", "secret", "login", "card", "favourite"]
+            speakers = sorted({s["conversation"]["speaker_a"] for s in locomo})
+            served_planted = _served(
+                svc, "planted", _states([r for _, r in tau_records]), queries + speakers
+            )
+            served_clean = _served(svc, "clean", _states(tau[:40]), queries + speakers)
+        finally:
+            svc.close()
+    finally:
+        engine.dispose()
+        if dbname:
+            with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+
+    blob = "\n".join(served_planted)
+    for p in planted:
+        p["surfaced"] = p["secret"] in blob
+    surfaced = [p for p in planted if p["surfaced"]]
+    clean_markers = sum(t.count(MARKER) for t in served_clean)
+    result = {
+        "backend": args.backend,
+        "redaction": not args.no_redact,
+        "variants": len(VARIANTS),
+        "held_out_variants": sum(v[3] for v in VARIANTS),
+        "classes": sorted(SECRETS),
+        "planted_records": len(tau_records) + len(loc_records),
+        "secrets_surfaced": len(surfaced),
+        "secrets_surfaced_held_out": sum(p["held_out"] for p in surfaced),
+        "surfaced_variants": [p["variant"] for p in surfaced],
+        "detected_by_redact": sum(has_secret(p["text"]) for p in planted),
+        "detected_by_redact_held_out": sum(has_secret(p["text"]) for p in planted if p["held_out"]),
+        "served_texts_checked": {"planted": len(served_planted), "clean": len(served_clean)},
+        "served_bytes_checked": len(blob),
+        "false_positive_strings": fp,
+        "clean_served_redaction_markers": clean_markers,
+        "pipeline": runs,
+        "missed_by_redact": [p["variant"] for p in planted if not has_secret(p["text"])],
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / "secrets.json"
+    both = json.loads(out.read_text()) if out.exists() else {}
+    both[args.backend + ("_no_redact" if args.no_redact else "")] = result
+    out.write_text(json.dumps(both, indent=2) + "\n")
+    print(json.dumps({k: v for k, v in result.items() if k != "pipeline"}, indent=2))
+    print(json.dumps(runs, indent=2))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,39 @@
+"""The use log stays bounded: use rows past the retention window are deleted.
+
+Nothing counted is lost: every use already added to its card's `use_count` and
+`last_used_at` when it was written, and every reported outcome to the card's success and
+failure counts. What goes is the per-use detail (the task state it was served for), and the
+chance to report an outcome for a use older than the window.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any, cast
+
+from sqlalchemy import delete
+from sqlalchemy.engine import CursorResult, Engine
+from sqlmodel import col
+
+from memory_core.db import session_scope
+from memory_core.models.card import CardUse
+from memory_core.models.columns import utcnow
+
+
+def prune_use_log(
+    *,
+    engine: Engine,
+    retention_days: float,
+    namespace: str | None = None,
+    now: datetime | None = None,
+) -> int:
+    """Delete use rows older than retention_days (0: keep all); the number deleted."""
+    if retention_days <= 0:
+        return 0
+    cutoff = (now or utcnow()) - timedelta(days=retention_days)
+    stmt = delete(CardUse).where(col(CardUse.used_at) < cutoff)
+    if namespace is not None:
+        stmt = stmt.where(col(CardUse.namespace) == namespace)
+    with session_scope(engine) as session:
+        result = session.execute(stmt.execution_options(synchronize_session=False))
+        return int(cast(CursorResult[Any], result).rowcount or 0)
