@@ -194,5 +194,6 @@ def finish_refs(
         extractions=extractions,
         failed=failed,
         deferred=deferred,
+        screen=settings.screen,
     )
     return BatchSummary.of(result)

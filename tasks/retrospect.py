@@ -66,6 +66,7 @@ def retrospect_batch(
         batch_size=settings.retrospect_batch_size,
         lease=timedelta(seconds=settings.lease_seconds),
         namespace=namespace,
+        screen=settings.screen,
     )
     logger = get_run_logger()
     for err in result.errors:

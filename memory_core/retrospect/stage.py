@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from typing import Protocol
 
-from sqlalchemy import update
+from sqlalchemy import select, update
 from sqlalchemy.engine import Engine
 from sqlmodel import col
 
@@ -21,6 +21,7 @@ from memory_core.models.columns import utcnow
 from memory_core.models.trajectory import Outcome, Step, Trajectory, TrajectoryStatus
 from memory_core.retrospect.claims import claim_batch, release
 from memory_core.retrospect.drafts import DraftCard, Extraction, Extractor, TrajectoryView
+from memory_core.screen.gate import untaint
 
 log = logging.getLogger(__name__)
 T = Trajectory
@@ -80,6 +81,7 @@ def finish_batch(
     failed: dict[uuid.UUID, str] | None = None,
     deferred: Sequence[uuid.UUID] = (),
     card_status: CardStatus = CardStatus.draft,
+    screen: bool = True,
 ) -> BatchResult:
     """In one transaction: write the drafts, mark rows done / dead-letter / back to pending."""
     failed = failed or {}
@@ -120,6 +122,13 @@ def finish_batch(
                     attempts=col(T.attempts) - 1,
                 )
             )
+        if screen and extractions:  # calls made on an instruction from a tool or user teach nothing
+            runs = session.execute(
+                select(col(T.id), col(T.steps)).where(col(T.id).in_(list(extractions)))
+            ).tuples()
+            for rid, steps in runs:
+                x = extractions[rid]
+                x.drafts = untaint(x.drafts, [Step.model_validate(s) for s in steps])
         if extractions:
             session.execute(
                 update(T),
@@ -144,6 +153,7 @@ def finish_batch(
                 drafts=drafts,
                 status=card_status,
                 provenance={"source": "agent_run"},
+                screen=screen,
             )
             result.cards_created += w.created
             result.evidence_added += w.evidence_added
@@ -165,6 +175,7 @@ def process_batch(
     extractor: Extractor,
     worker: str,
     card_status: CardStatus = CardStatus.draft,
+    screen: bool = True,
 ) -> BatchResult:
     """Extract from claimed rows one by one, then finish the batch in one transaction."""
     extractions: dict[uuid.UUID, Extraction] = {}
@@ -183,6 +194,7 @@ def process_batch(
         extractions=extractions,
         failed=failed,
         card_status=card_status,
+        screen=screen,
     )
 
 
@@ -194,6 +206,7 @@ def retrospect_once(
     batch_size: int,
     lease: timedelta,
     namespace: str | None = None,
+    screen: bool = True,
 ) -> BatchResult:
     """Claim and process one batch; an empty result means nothing was pending."""
     rows = claim_batch(
@@ -202,7 +215,9 @@ def retrospect_once(
     if not rows:
         return BatchResult()
     try:
-        return process_batch(engine=engine, rows=rows, extractor=extractor, worker=worker)
+        return process_batch(
+            engine=engine, rows=rows, extractor=extractor, worker=worker, screen=screen
+        )
     except LeaseLost:
         release(engine=engine, worker=worker)
         raise
