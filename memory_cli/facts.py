@@ -132,7 +132,10 @@ def extract(namespace: NamespaceOpt = None, fmt: FormatOpt = Format.table) -> No
     with fail_on_errors():
         settings, engine = load()
         report = extract_facts(
-            engine=engine, namespace=namespace, llm=build_fact_extractor(settings, engine)
+            engine=engine,
+            namespace=namespace,
+            llm=build_fact_extractor(settings, engine),
+            screen=settings.screen,
         )
         summary = vars(report)
         if fmt is Format.json:

@@ -56,6 +56,14 @@ def _hex(token: str) -> str | None:
     return text if _printable(text) else None
 
 
+def _unescape(text: str) -> str | None:
+    """\\u and \\x escapes decoded; None when the text is no valid escape sequence."""
+    try:
+        return codecs.decode(text.encode("latin-1", "backslashreplace"), "unicode_escape")
+    except (UnicodeDecodeError, ValueError):
+        return None  # a stray backslash: the text is read as it is
+
+
 def _json_strings(value: Any) -> Iterator[str]:
     if isinstance(value, str):
         yield value
@@ -78,10 +86,9 @@ def normalise(text: str) -> str:
 def _layers(text: str) -> Iterator[str]:
     """Texts one decoding step below this one."""
     if _ESCAPE.search(text):
-        try:
-            yield codecs.decode(text.encode("latin-1", "backslashreplace"), "unicode_escape")
-        except (UnicodeDecodeError, ValueError):
-            pass
+        unescaped = _unescape(text)
+        if unescaped is not None:
+            yield unescaped
     if _PERCENT.search(text):
         yield urllib.parse.unquote_plus(text)
     if "&" in text and ";" in text:

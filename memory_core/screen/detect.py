@@ -96,6 +96,7 @@ VERB = (
 VERB_RE = re.compile(rf"\b{VERB}\b", re.IGNORECASE)
 _LEAD = (
     r"(?:(?:please|kindly|now|first|then|also|just|simply|immediately|instead|again|finally|"
+    r"always|never|do\s+not|don'?t|only|all|every\s+time|"
     r"and|so|ok|okay|note|important|attention|nb|ps|urgent|hint|tip|fix|action\s+required|"
     r"to\s+(?:fix|resolve|solve|avoid|prevent|handle)\s+(?:this|that|it|the\s+\w+)|"
     r"(?:before|after|when|if|once|whenever|in\s+order\s+to)\b[^,:]{0,60}[,:])\s*[,:!-]?\s*)*"
@@ -113,22 +114,24 @@ TOOL_CALL = re.compile(
 _CLAUSE = re.compile(r"(?<=[.!?;])\s+|\n+|\s+[-–—]\s+|(?<=[.!?])(?=[A-Z])|\s*[|•]\s*")
 
 
-def clauses(text: str) -> list[str]:
-    """Sentences and their comma parts (an instruction may follow a harmless lead-in)."""
-    out: list[str] = []
+def clauses(text: str) -> list[tuple[str, str]]:
+    """(clause, its sentence): sentences and their comma parts (an instruction may follow a
+    harmless lead-in)."""
+    out: list[tuple[str, str]] = []
     for sentence in _CLAUSE.split(text):
         sentence = sentence.strip()
         if not sentence:
             continue
-        out.append(sentence)
+        out.append((sentence, sentence))
         parts = [p.strip() for p in re.split(r"[,:]\s+|\.\s+", sentence) if p.strip()]
         if len(parts) > 1:
-            out.extend(parts)
+            out.extend((p, sentence) for p in parts)
     return out
 
 
-def clause_directive(clause: str) -> str | None:
-    """Why one clause reads as an instruction to the agent, or None."""
+def clause_directive(clause: str, sentence: str = "") -> str | None:
+    """Why one clause (of `sentence`) reads as an instruction to the agent, or None."""
+    sentence = sentence or clause
     if OVERRIDE.search(clause):
         return "asks the agent to drop its instructions"
     if ROLE.search(clause):
@@ -139,11 +142,15 @@ def clause_directive(clause: str) -> str | None:
     if not asks:
         if STANDING.search(clause) and (AGENT.search(clause) or TOOL_NAME.search(clause)):
             return "sets a standing policy for the agent"
+        if AGENT.search(clause) and TOOL_NAME.search(clause) and POLICY.search(clause):
+            return "tells the agent to call a tool"
         return None
     if TOOL_CALL.search(clause):
         return "tells the agent to call a tool"
     if STANDING.search(clause) or (POLICY.search(clause) and TOOL_NAME.search(clause)):
         return "sets a standing rule for the agent"
+    if POLICY.search(clause) and TOOL_NAME.search(sentence):
+        return "sets a standing rule about a tool"
     if AGENT.search(clause):
         return "addresses the agent with an order"
     return None
@@ -154,8 +161,8 @@ def directive(text: str) -> str | None:
     for reading in readings(text):
         if STANDING.search(reading) and (AGENT.search(reading) or TOOL_CALL.search(reading)):
             return "sets a standing rule for the agent"
-        for clause in clauses(reading):
-            why = clause_directive(clause)
+        for clause, sentence in clauses(reading):
+            why = clause_directive(clause, sentence)
             if why:
                 return why if reading == readings(text)[0] else f"{why} (encoded)"
     return None

@@ -4,6 +4,7 @@ made on an instruction from untrusted text are dropped, and each piece says wher
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -15,6 +16,7 @@ from memory_core.retrospect.drafts import DraftCard
 from memory_core.screen.detect import directive
 from memory_core.screen.provenance import Origin, with_origin
 from memory_core.screen.taint import tainted_calls, words_of
+from memory_core.task_state import normalise_error
 
 RULE_PRODUCERS = frozenset({"rule-extractor"})
 CARD_TEXT_FIELDS = ("scenario", "expected_outcome", "actual_outcome")
@@ -105,9 +107,26 @@ def _mentions(d: DraftCard, tool: str) -> bool:
     return any(name in words_of(t) for t in texts)
 
 
+def split_orders(steps: Sequence[Step]) -> dict[str, str]:
+    """Error signatures that are part of an instruction split over neighbouring steps (each
+    half harmless alone), with the reason."""
+    texts = [(s, t) for s in steps for t in ((s.error,) if s.type == "tool_call" else ()) if t]
+    out: dict[str, str] = {}
+    for (a, ta), (b, tb) in itertools.pairwise(texts):
+        why = directive(f"{ta} {tb}")
+        if why:
+            for s in (a, b):
+                out[normalise_error(s.error or "")] = f"split over steps, {why}"
+    return out
+
+
 def untaint(drafts: Sequence[DraftCard], steps: Sequence[Step]) -> list[DraftCard]:
     """Drafts without the calls the agent made on an instruction from untrusted text: the
-    steps go; a draft about such a call (or that still names it) goes."""
+    steps go; a draft about such a call (or that still names it) goes. Drafts quoting part of
+    an instruction split over steps are quarantined."""
+    split = split_orders(steps)
+    if split:
+        drafts = [_quarantine_split(d, split) for d in drafts]
     bad = tainted_calls(steps)
     if not bad:
         return list(drafts)
@@ -126,6 +145,17 @@ def untaint(drafts: Sequence[DraftCard], steps: Sequence[Step]) -> list[DraftCar
             continue
         out.append(cut)
     return out
+
+
+def _quarantine_split(d: DraftCard, split: dict[str, str]) -> DraftCard:
+    why = [
+        f"instruction-like content ({split[f.mode]}): {f.mode[:120]!r}"
+        for f in d.failure_modes
+        if f.mode in split
+    ]
+    if not why or d.status is CardStatus.rejected:
+        return d
+    return replace(d, status=CardStatus.quarantined, flags=[*d.flags, *why])
 
 
 def fact_reasons(*, key: str, value: str, query: str | None, said: Sequence[str] = ()) -> list[str]:

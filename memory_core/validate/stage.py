@@ -18,6 +18,7 @@ from memory_core.db import session_scope
 from memory_core.models.card import Card, CardStatus, CardVersion
 from memory_core.models.columns import new_id, utcnow
 from memory_core.models.validation import ValidationRun
+from memory_core.screen.gate import screen_card
 from memory_core.validate.frame import cards_frame, draft_columns, draft_row
 from memory_core.validate.regenerate import Regenerate
 from memory_core.validate.suite import run_suite
@@ -175,8 +176,13 @@ def _regenerated(
         if card.provenance.get("regenerated"):
             continue
         changes = regenerate(card, failures[card.card_id])
-        if changes is not None:
-            candidates.append(Card.model_validate({**card.model_dump(), **changes}))
+        if changes is None:
+            continue
+        injected = screen_card(changes)
+        if injected:  # a regenerated card that reads as an instruction stays rejected
+            failures[card.card_id] = [*failures[card.card_id], *injected]
+            continue
+        candidates.append(Card.model_validate({**card.model_dump(), **changes}))
     if not candidates:
         return {}
     second = run_suite(cards_frame(candidates, registry=registry))
