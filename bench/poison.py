@@ -74,7 +74,12 @@ def run_tau(data: Path, variants: list[Any], now: Any) -> dict[str, Any]:
 
     recs = json.loads((data / "tau-bench-airline" / "trajectories.json").read_text())
     benign = [(f"r{i}", r) for i, r in enumerate(recs)]
-    good = [r for r in recs if r.get("reward") == 1.0 and r.get("traj")]
+    good = [
+        r
+        for r in recs
+        if r.get("reward") == 1.0
+        and any(m.get("role") == "assistant" and m.get("tool_calls") for m in r.get("traj", []))
+    ]
     tau_variants = [v for v in variants if v.channel != "fact"]
     held = {v.name for v in tau_variants if v.held_out}
     out: dict[str, Any] = {"records": len(recs), "variants": len(tau_variants), "rates": {}}

@@ -164,8 +164,7 @@ def nightly(
         m = summary.consolidation
         console.print(
             f"consolidate: {m.merges} merges absorbing {m.absorbed} near-duplicates, "
-            f"{m.facts_superseded} facts superseded"
-            + (f"; index: {m.index}" if m.index else "")
+            f"{m.facts_superseded} facts superseded" + (f"; index: {m.index}" if m.index else "")
         )
         d = summary.decay
         console.print(

@@ -179,8 +179,9 @@ def write_drafts(
         index_elements=["card_id", "trajectory_id", "step"]
     )
     added: dict[uuid.UUID, int] = defaultdict(int)
-    for (cid,) in session.execute(ev_ins.returning(col(CardEvidence.card_id)), ev_rows).all():
-        added[cid] += 1
+    if ev_rows:  # an executemany of no rows would insert one empty row
+        for (cid,) in session.execute(ev_ins.returning(col(CardEvidence.card_id)), ev_rows).all():
+            added[cid] += 1
     _bump(session, {cid: (n, cid in created) for cid, n in added.items()}, now)
     return WriteResult(created=len(created), evidence_added=sum(added.values()))
 

@@ -20,6 +20,7 @@ from memory_core.task_state import normalise_error
 
 RULE_PRODUCERS = frozenset({"rule-extractor"})
 CARD_TEXT_FIELDS = ("scenario", "expected_outcome", "actual_outcome")
+_ERROR_LABEL = re.compile(r"^\s*(?:error|exception|fatal)\s*[:\-]\s*", re.IGNORECASE)
 
 
 def _strings(value: Any) -> Iterable[str]:
@@ -113,7 +114,8 @@ def split_orders(steps: Sequence[Step]) -> dict[str, str]:
     texts = [(s, t) for s in steps for t in ((s.error,) if s.type == "tool_call" else ()) if t]
     out: dict[str, str] = {}
     for (a, ta), (b, tb) in itertools.pairwise(texts):
-        why = directive(f"{ta} {tb}")
+        # each half's "Error:" label would sit inside the joined sentence
+        why = directive(f"{_ERROR_LABEL.sub('', ta)} {_ERROR_LABEL.sub('', tb)}")
         if why:
             for s in (a, b):
                 out[normalise_error(s.error or "")] = f"split over steps, {why}"
