@@ -16,6 +16,7 @@ from memory_core.cards.query import get_card, list_cards, query_cards, to_public
 from memory_core.decay.feedback import record_feedback
 from memory_core.errors import InvalidInput
 from memory_core.models.card import Card
+from memory_core.screen.provenance import origin_of
 
 app = typer.Typer(help="Inspect and query experience cards.", no_args_is_help=True)
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
@@ -26,6 +27,7 @@ def _row(c: Card) -> list[object]:
     return [
         str(c.card_id)[:8],
         c.status,
+        origin_of(c.provenance).value,
         f"{c.confidence:.2f}",
         c.evidence_count,
         c.scenario,
@@ -34,7 +36,7 @@ def _row(c: Card) -> list[object]:
     ]
 
 
-_COLUMNS = ["id", "status", "conf", "evidence", "scenario", "preconditions", "actions"]
+_COLUMNS = ["id", "status", "origin", "conf", "evidence", "scenario", "preconditions", "actions"]
 
 
 def show_cards_table(engine: Engine, namespace: str, *, title: str, limit: int) -> None:

@@ -18,18 +18,31 @@ from memory_core.facts.stage import extract_facts
 from memory_core.facts.store import FactIn, forget_fact, write_fact
 from memory_core.index.similar import vector_search
 from memory_core.models.card import CardPublic
+from memory_core.screen.provenance import origin_of
 
 app = typer.Typer(
     help="Facts: what an agent should know (key, query, value).", no_args_is_help=True
 )
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
 NamespaceOpt = Annotated[str | None, typer.Option(help="namespace (default: the setting)")]
-_COLUMNS = ["id", "status", "key", "query", "value", "valid until", "conf"]
+_COLUMNS = ["id", "status", "origin", "key", "query", "value", "valid until", "conf"]
 
 
 def _row(f: CardPublic) -> list[object]:
     until = f.valid_until.isoformat(timespec="minutes") if f.valid_until else ""
-    return [str(f.card_id)[:8], f.status, f.key, f.query, f.value, until, f"{f.confidence:.2f}"]
+    origin = origin_of(f.provenance).value
+    if f.provenance.get("conflicts_with"):
+        origin += " (conflicting)"
+    return [
+        str(f.card_id)[:8],
+        f.status,
+        origin,
+        f.key,
+        f.query,
+        f.value,
+        until,
+        f"{f.confidence:.2f}",
+    ]
 
 
 def _until(value: str | None) -> datetime | None:
@@ -132,7 +145,10 @@ def extract(namespace: NamespaceOpt = None, fmt: FormatOpt = Format.table) -> No
     with fail_on_errors():
         settings, engine = load()
         report = extract_facts(
-            engine=engine, namespace=namespace, llm=build_fact_extractor(settings, engine)
+            engine=engine,
+            namespace=namespace,
+            llm=build_fact_extractor(settings, engine),
+            screen=settings.screen,
         )
         summary = vars(report)
         if fmt is Format.json:

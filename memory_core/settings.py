@@ -129,6 +129,9 @@ class Settings(BaseSettings):
     failures_to_review: int = Field(
         default=3, ge=1, description="failures in a row that send a card to review"
     )
+    # trust: content that reads as an instruction is quarantined and calls made on an
+    # instruction in a tool result or user message are dropped (off only to measure attacks)
+    screen: bool = Field(default=True, description="the instruction screen on every write path")
 
     # LLM retrospection: set the base URL (any OpenAI-compatible server) to turn it on
     llm_base_url: str | None = None

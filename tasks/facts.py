@@ -32,7 +32,10 @@ def facts_task(namespace: str | None, settings: Settings) -> FactsSummary:
     """Rule facts (and LLM facts when an LLM is configured) from new trajectories."""
     engine = engine_for(settings)
     report = extract_facts(
-        engine=engine, namespace=namespace, llm=build_fact_extractor(settings, engine)
+        engine=engine,
+        namespace=namespace,
+        llm=build_fact_extractor(settings, engine),
+        screen=settings.screen,
     )
     logger = get_run_logger()
     for error in report.errors:

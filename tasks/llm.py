@@ -228,5 +228,6 @@ def finish_refs(
         failed=failed,
         deferred=deferred,
         run_id=str(flow_run.id) if flow_run.id else None,
+        screen=settings.screen,
     )
     return BatchSummary.of(result)

@@ -67,6 +67,7 @@ def retrospect_batch(
         lease=timedelta(seconds=settings.lease_seconds),
         namespace=namespace,
         run_id=str(flow_run.id) if flow_run.id else None,
+        screen=settings.screen,
     )
     logger = get_run_logger()
     for err in result.errors:

@@ -77,12 +77,16 @@ def test_query_explain_prompt_feedback_history(api, engine) -> None:
 
 def test_store_card_is_validated_and_marked(api) -> None:
     server, keys, _ = api
-    with _c(server, keys["write"]) as c:
+    with _c(server, keys["admin"]) as c:  # an admin's card is served at once
         r = c.post("/v1/cards", json=CARD)
         assert r.status_code == 201, r.text
         card = r.json()
         assert card["status"] == "active" and card["provenance"]["operator"] is True
+        assert card["provenance"]["origin"] == "operator" and card["provenance"]["key_id"]
+    with _c(server, keys["write"]) as c:
         assert c.post("/v1/cards", json=CARD).status_code == 409
+        other = c.post("/v1/cards", json={**CARD, "scenario": "a write key's card"}).json()
+        assert other["status"] == "review"  # a non-admin key's card waits for a person
         r = c.post("/v1/cards", json={**CARD, "preconditions": ["tool =="]})
         assert r.status_code == 400 and "does not compile" in r.json()["detail"]
         secret = {**CARD, "scenario": "use api_key=sk-abcdefghijklmnopqrstuvwx"}
@@ -96,7 +100,8 @@ def test_store_card_is_validated_and_marked(api) -> None:
         assert hit.json()["cards"][0]["card"]["card_id"] == card["card_id"]
     with _c(server, keys["admin"]) as c:
         queue = c.get("/v1/review").json()
-        assert [q["scenario"] for q in queue] == ["unsure"]
+        assert [q["scenario"] for q in queue] == ["a write key's card", "unsure"]
+        queue = queue[1:]
         cid = queue[0]["card_id"]
         assert c.post(f"/v1/review/{cid}/reject", json={"reason": ""}).status_code == 422
         assert c.post(f"/v1/review/{cid}/approve").json()["status"] == "active"

@@ -79,10 +79,11 @@ def test_prompt_block_respects_the_budget(engine) -> None:
     add_card(engine, scenario="when search answers 429", preconditions=[])
     svc = MemoryService(engine=engine, settings=_settings(engine))
     principal = _principal(engine, svc, ["read"])
-    res = svc.query(principal=principal, request=QueryRequest(prompt_tokens=60))
+    res = svc.query(principal=principal, request=QueryRequest(prompt_tokens=90))
     assert res.prompt is not None
-    assert "when search answers 429" in res.prompt and "Watch for: rate limited" in res.prompt
-    assert len(res.prompt) <= 60 * 4
+    assert "when search answers 429" in res.prompt
+    assert "Watch for (quoted as seen): \u201crate limited\u201d" in res.prompt
+    assert len(res.prompt) <= 90 * 4
     short = prompt_block([res.cards[0].card], max_tokens=30)
     assert len(short) <= 30 * 4 and short.endswith("...")
     assert prompt_block([res.cards[0].card], max_tokens=16) == ""  # no room for any advice

@@ -24,6 +24,7 @@ from memory_core.models.columns import new_id, utcnow
 from memory_core.preconditions import compile_all
 from memory_core.redact import redact, redact_value
 from memory_core.retrospect.drafts import DraftCard
+from memory_core.screen.gate import screen_draft
 
 _LIVE_SQL = text("status IN ('draft', 'review', 'active', 'quarantined')")
 MAX_CONFIDENCE_FROM_EVIDENCE = 0.95
@@ -63,10 +64,15 @@ def write_drafts(
     provenance: dict[str, Any],
     max_expression_chars: int = 512,
     max_expression_depth: int = 8,
+    screen: bool = True,
 ) -> WriteResult:
-    """Store drafts in the caller's transaction; a signature already live gains evidence only."""
+    """Store drafts in the caller's transaction; a signature already live gains evidence only.
+
+    With screen, drafts whose content from the run reads as an instruction are quarantined."""
     if not drafts:
         return WriteResult()
+    if screen:
+        drafts = [screen_draft(d) for d in drafts]
     by_sig: dict[str, DraftCard] = {}
     evidence: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for d in drafts:
@@ -175,8 +181,9 @@ def write_drafts(
         index_elements=["card_id", "trajectory_id", "step"]
     )
     added: dict[uuid.UUID, int] = defaultdict(int)
-    for (cid,) in session.execute(ev_ins.returning(col(CardEvidence.card_id)), ev_rows).all():
-        added[cid] += 1
+    if ev_rows:  # an executemany of no rows would insert one empty row
+        for (cid,) in session.execute(ev_ins.returning(col(CardEvidence.card_id)), ev_rows).all():
+            added[cid] += 1
     _bump(session, {cid: (n, cid in created) for cid, n in added.items()}, now)
     return WriteResult(created=len(created), evidence_added=sum(added.values()))
 

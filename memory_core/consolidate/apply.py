@@ -18,6 +18,7 @@ from memory_core.errors import ConcurrentUpdate
 from memory_core.models.card import Card, CardEvidence, CardStatus, CardVersion
 from memory_core.models.columns import new_id
 from memory_core.redact import redact_value
+from memory_core.screen.gate import screen_card
 
 ACTOR = "consolidate"
 
@@ -45,6 +46,12 @@ def apply_plan(session: Session, plan: MergePlan, now: datetime) -> MergePlan:
             "use_count": s.use_count + sum(a.use_count for a in absorbed),
             "success_count": s.success_count + sum(a.success_count for a in absorbed),
             "failure_count": s.failure_count + sum(a.failure_count for a in absorbed),
+            # the union of modes is screened again: a merge never launders an instruction
+            "status": (
+                CardStatus.quarantined.value
+                if screen_card({"failure_modes": m.failure_modes})
+                else CardStatus.active.value
+            ),
         }
         survivors.append({"b_id": s.card_id, "b_version": s.version, **values})
         snapshot = card_snapshot({"card_id": s.card_id, "version": s.version + 1, **values})

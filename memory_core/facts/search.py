@@ -16,12 +16,17 @@ from sqlmodel import Session, col
 
 from memory_core.cards.query import score_terms, to_public
 from memory_core.errors import InvalidInput
+from memory_core.facts.conflicts import conflicts_of, preference
 from memory_core.models.card import Card, CardKind, CardPublic, CardStatus
 from memory_core.models.columns import utcnow
+from memory_core.screen.provenance import trust
 from memory_core.settings import RankingWeights
 
 RRF_K = 60  # the usual reciprocal-rank-fusion constant
 RELEVANCE_WEIGHT = 0.7  # the rest is the card score: a relevant fact beats a popular one
+# a fact reaches an agent only when the text is about it: a vector neighbour below this
+# cosine, sharing no keyword, is no answer (the nearest of unrelated facts is still unrelated)
+MIN_SIMILARITY = 0.35
 
 
 class SimilarCards(Protocol):
@@ -41,6 +46,7 @@ class FactHit(BaseModel):
     score: float
     keyword_rank: int | None = None
     vector_rank: int | None = None
+    conflicts_with: list[str] = []  # claims this one contradicts (the newer is preferred)
 
 
 def fact_text(card: Card) -> str:
@@ -110,7 +116,8 @@ def search_facts(
     ranks = {"keyword": _keyword_ranks(cards, text), "vector": {}}
     if vectors is not None:
         near = vectors.similar(namespace=namespace, text=text, kind="fact", limit=100)
-        ranks["vector"] = {cid: r for r, (cid, _) in enumerate(c for c in near if c[0] in by_id)}
+        close = [c for c in near if c[0] in by_id and c[1] >= MIN_SIMILARITY]
+        ranks["vector"] = {cid: r for r, (cid, _) in enumerate(close)}
     fused: dict[uuid.UUID, float] = {}
     for found in ranks.values():
         for cid, rank in found.items():
@@ -123,12 +130,14 @@ def search_facts(
         card = by_id[cid]
         terms = score_terms(card, now=now, max_uses=max_uses, w=weights)
         score = RELEVANCE_WEIGHT * rrf / best + (1 - RELEVANCE_WEIGHT) * terms.score
+        score *= trust(card.provenance) * preference(card, by_id)
         hits.append(
             FactHit(
                 fact=to_public(card),
                 score=round(score, 6),
                 keyword_rank=ranks["keyword"].get(cid),
                 vector_rank=ranks["vector"].get(cid),
+                conflicts_with=conflicts_of(card),
             )
         )
     hits.sort(key=lambda h: -h.score)

@@ -31,6 +31,7 @@ from memory_core.models.card import Card, CardKind, CardStatus
 from memory_core.models.columns import utcnow
 from memory_core.models.trajectory import Trajectory
 from memory_core.redact import redact
+from memory_core.screen.provenance import Origin
 
 MARKER = "facts_extracted"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -140,7 +141,15 @@ def _said_at(card: Card) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _write(engine: Engine, namespace: str, fact: FactIn, actor: str, report: FactsReport) -> None:
+def _write(
+    engine: Engine,
+    namespace: str,
+    fact: FactIn,
+    actor: str,
+    report: FactsReport,
+    statement: str,
+    screen: bool,
+) -> None:
     held = _holder(engine, namespace, fact)
     said = fact.source.get("said_at")
     if any(h.value == fact.value for h in held):
@@ -152,7 +161,15 @@ def _write(engine: Engine, namespace: str, fact: FactIn, actor: str, report: Fac
         report.new += 1
         report.superseded += len(held)
     try:
-        write_fact(engine=engine, namespace=namespace, fact=fact, actor=actor)
+        write_fact(
+            engine=engine,
+            namespace=namespace,
+            fact=fact,
+            actor=actor,
+            origin=Origin.llm if actor == "facts-llm" else Origin.user,
+            said=[statement],
+            screen=screen,
+        )
     except InvalidInput as exc:  # e.g. a value that looks like a credential
         report.refused += 1
         report.errors.append(f"{fact.key}: {exc}")
@@ -169,6 +186,7 @@ def extract_facts(
     llm: LLMFactExtractor | None = None,
     batch_size: int = 100,
     max_batches: int | None = None,
+    screen: bool = True,
 ) -> FactsReport:
     """Extract facts from every trajectory not yet done (of one namespace, or all)."""
     report = FactsReport()
@@ -183,13 +201,15 @@ def extract_facts(
         batches += 1
         after = (rows[-1].created_at, rows[-1].id)
         unfinished: set[uuid.UUID] = set()
-        found: list[tuple[datetime, int, int, str, FactIn, str]] = []
+        found: list[tuple[datetime, int, int, str, FactIn, str, str]] = []
         for order, row in enumerate(rows):
             statements = statements_of(row)
             report.statements += len(statements)
             for i, st in enumerate(statements):
                 for fact in rule_facts(st):
-                    found.append((_when(st, row), order, i, row.namespace, fact, "facts-rules"))
+                    found.append(
+                        (_when(st, row), order, i, row.namespace, fact, "facts-rules", st.text)
+                    )
             if llm is not None and statements:
                 try:
                     result = llm.extract(trajectory_id=row.id, statements=statements)
@@ -205,11 +225,12 @@ def extract_facts(
                 report.llm_cached += result.cached
                 for i, fact in result.facts:
                     when = _when(statements[i], row)
-                    found.append((when, order, i, row.namespace, fact, "facts-llm"))
+                    said = statements[i].text
+                    found.append((when, order, i, row.namespace, fact, "facts-llm", said))
         found.sort(key=lambda f: f[:3])
         report.found += len(found)
-        for *_, ns, fact, actor in found:
-            _write(engine, ns, fact, actor, report)
+        for *_, ns, fact, actor, said in found:
+            _write(engine, ns, fact, actor, report, said, screen)
         report.trajectories += len(rows)
         done = [r.id for r in rows if r.id not in unfinished]
         if done:

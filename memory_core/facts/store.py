@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
@@ -25,6 +26,12 @@ from memory_core.ingest.limits import CleanInput
 from memory_core.models.card import Card, CardKind, CardPublic, CardStatus, CardVersion
 from memory_core.models.columns import utcnow
 from memory_core.redact import has_secret, only_redacted
+from memory_core.facts.conflicts import mark_conflicts
+from memory_core.models.card import Card, CardKind, CardPublic, CardStatus, CardVersion
+from memory_core.models.columns import utcnow
+from memory_core.screen.gate import fact_reasons
+from memory_core.screen.provenance import Origin, with_origin
+from memory_core.validate.frame import has_secret
 
 MAX_VALUE = 2000
 _RETRIES = 3
@@ -68,9 +75,20 @@ def _scenario(fact: FactIn) -> str:
 
 
 def write_fact(
-    *, engine: Engine, namespace: str, fact: FactIn, actor: str, now: datetime | None = None
+    *,
+    engine: Engine,
+    namespace: str,
+    fact: FactIn,
+    actor: str,
+    now: datetime | None = None,
+    origin: Origin = Origin.operator,
+    said: Sequence[str] = (),
+    screen: bool = True,
 ) -> CardPublic:
-    """Store a fact (active at once); an older value for the same key and query is superseded."""
+    """Store a fact (active at once); an older value for the same key and query is superseded.
+
+    A fact (or the statement it was taken from, `said`) that reads as an instruction to the
+    agent is stored quarantined, with the reason, and supersedes nothing."""
     for field_name in ("key", "value", "query"):
         if has_secret(getattr(fact, field_name) or ""):
             raise InvalidInput(
@@ -78,26 +96,45 @@ def write_fact(
             )
     if only_redacted(fact.value):
         raise InvalidInput("holds nothing but a redacted secret", field="value")
+    flags = (
+        fact_reasons(key=fact.key, value=fact.value, query=fact.query, said=said) if screen else []
+    )
     for _ in range(_RETRIES):
         try:
-            return _write_once(engine=engine, namespace=namespace, fact=fact, actor=actor, now=now)
+            return _write_once(
+                engine=engine,
+                namespace=namespace,
+                fact=fact,
+                actor=actor,
+                now=now,
+                origin=origin,
+                flags=flags,
+            )
         except ConcurrentUpdate:
             continue  # another writer changed the older statement meanwhile: decide again
     raise ConcurrentUpdate(f"fact {fact.key!r} kept changing under {_RETRIES} attempts")
 
 
 def _write_once(
-    *, engine: Engine, namespace: str, fact: FactIn, actor: str, now: datetime | None
+    *,
+    engine: Engine,
+    namespace: str,
+    fact: FactIn,
+    actor: str,
+    now: datetime | None,
+    origin: Origin,
+    flags: list[str],
 ) -> CardPublic:
     now = now or utcnow()
     key = normalise_key(fact.key)
     sig = fact_signature(key=key, query=fact.query, value=fact.value)
+    status = CardStatus.quarantined if flags else CardStatus.active
     with session_scope(engine) as session:
         same = session.execute(
             select(Card).where(
                 col(Card.namespace) == namespace,
                 col(Card.signature) == sig,
-                col(Card.status) == CardStatus.active.value,
+                col(Card.status) == status.value,
             )
         ).scalar_one_or_none()
         if same is not None:  # said again: refresh, no new version
@@ -105,7 +142,14 @@ def _write_once(
             same.valid_until = fact.valid_until
             session.add(same)
             return to_public(same)
-        older = _current(session, namespace=namespace, key=key, query=fact.query)
+        # a quarantined statement replaces nothing: the older value stays served
+        older = [] if flags else _current(session, namespace=namespace, key=key, query=fact.query)
+        provenance = with_origin(
+            {"producer": actor, **({"source": fact.source} if fact.source else {})},
+            origin,
+            **({"key_id": actor.removeprefix("key:")} if actor.startswith("key:") else {}),
+            **({"flags": flags} if flags else {}),
+        )
         card = Card(
             namespace=namespace,
             kind=CardKind.fact.value,
@@ -115,9 +159,9 @@ def _write_once(
             value=fact.value,
             valid_until=fact.valid_until,
             confidence=fact.confidence,
-            status=CardStatus.active.value,
+            status=status.value,
             signature=sig,
-            provenance={"producer": actor, **({"source": fact.source} if fact.source else {})},
+            provenance=provenance,
             created_at=now,
             updated_at=now,
             supersedes=older[0].card_id if older else None,
@@ -130,10 +174,12 @@ def _write_once(
                 version=1,
                 snapshot=card_snapshot(card.model_dump()),
                 actor=actor,
-                reason="fact stated",
+                reason="fact stated" if not flags else "quarantined: " + "; ".join(flags),
                 created_at=now,
             )
         )
+        if not flags:
+            mark_conflicts(session, card, now=now)
         for old in older:
             supersede(
                 session,

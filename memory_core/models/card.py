@@ -54,6 +54,8 @@ class FailureMode(BaseModel):
 
     mode: str
     handling: str = ""
+    # where the mode's text came from (memory_core.screen.provenance.Origin); None on old rows
+    origin: str | None = None
 
 
 class EvidenceTriple(BaseModel):

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from typing import Protocol
 
-from sqlalchemy import bindparam, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.engine import Engine
 from sqlmodel import col
 
@@ -22,6 +22,7 @@ from memory_core.models.trajectory import Outcome, Step, Trajectory, TrajectoryS
 from memory_core.redact.fields import redact_steps
 from memory_core.retrospect.claims import claim_batch, release
 from memory_core.retrospect.drafts import DraftCard, Extraction, Extractor, TrajectoryView
+from memory_core.screen.gate import untaint
 
 log = logging.getLogger(__name__)
 T = Trajectory
@@ -83,6 +84,7 @@ def finish_batch(
     deferred: Sequence[uuid.UUID] = (),
     card_status: CardStatus = CardStatus.draft,
     run_id: str | None = None,
+    screen: bool = True,
 ) -> BatchResult:
     """In one transaction: write the drafts, mark rows done / dead-letter / back to pending.
 
@@ -130,6 +132,13 @@ def finish_batch(
                     attempts=col(T.attempts) - 1,
                 )
             )
+        if screen and extractions:  # calls made on an instruction from a tool or user teach nothing
+            runs = session.execute(
+                select(col(T.id), col(T.steps)).where(col(T.id).in_(list(extractions)))
+            ).tuples()
+            for rid, steps in runs:
+                x = extractions[rid]
+                x.drafts = untaint(x.drafts, [Step.model_validate(s) for s in steps])
         if extractions:
             # added to: the rule drafts of a rules-first run were counted when it was claimed
             session.connection().execute(
@@ -161,6 +170,7 @@ def finish_batch(
                 drafts=drafts,
                 status=card_status,
                 provenance={"source": "agent_run"},
+                screen=screen,
             )
             result.cards_created += w.created
             result.evidence_added += w.evidence_added
@@ -183,6 +193,7 @@ def process_batch(
     worker: str,
     card_status: CardStatus = CardStatus.draft,
     run_id: str | None = None,
+    screen: bool = True,
 ) -> BatchResult:
     """Extract from claimed rows one by one, then finish the batch in one transaction."""
     extractions: dict[uuid.UUID, Extraction] = {}
@@ -202,6 +213,7 @@ def process_batch(
         failed=failed,
         card_status=card_status,
         run_id=run_id,
+        screen=screen,
     )
 
 
@@ -214,6 +226,7 @@ def retrospect_once(
     lease: timedelta,
     namespace: str | None = None,
     run_id: str | None = None,
+    screen: bool = True,
 ) -> BatchResult:
     """Claim and process one batch; an empty result means nothing was pending."""
     rows = claim_batch(
@@ -223,7 +236,12 @@ def retrospect_once(
         return BatchResult()
     try:
         return process_batch(
-            engine=engine, rows=rows, extractor=extractor, worker=worker, run_id=run_id
+            engine=engine,
+            rows=rows,
+            extractor=extractor,
+            worker=worker,
+            run_id=run_id,
+            screen=screen,
         )
     except LeaseLost:
         release(engine=engine, worker=worker)

@@ -25,6 +25,7 @@ from sqlmodel import Session, col
 from memory_core.errors import InvalidPrecondition
 from memory_core.models.card import Card, CardStatus
 from memory_core.preconditions import CompiledPrecondition, compile_stored
+from memory_core.screen.provenance import trust
 from memory_core.serve.atoms import Atom, AtomKey, equality_atoms
 
 Fingerprint = tuple[int, Any, int]
@@ -44,6 +45,7 @@ class Entry:
     scenario: str
     text: str  # scenario, steps and failure modes: what a free-text query is compared with
     broken: bool = False  # a stored precondition no longer compiles: never served
+    trust: float = 1.0  # the weight of the card's origin (memory_core.screen.provenance)
 
 
 # A served card as JSON: (the other fields as a JSON object without its closing brace,
@@ -124,6 +126,7 @@ def load_snapshot(*, engine: Engine, namespace: str) -> Snapshot:
         Card.action_sequence,
         Card.failure_modes,
         Card.value,
+        Card.provenance,
     )
     with Session(engine) as session:
         fp = fingerprint(session, namespace)
@@ -152,6 +155,7 @@ def load_snapshot(*, engine: Engine, namespace: str) -> Snapshot:
             r.scenario,
             _entry_text(r),
             broken,
+            trust(r.provenance or {}),
         )
         entries[e.card_id] = e
         atoms = list(dict.fromkeys(a for c in compiled for a in equality_atoms(c.source)))

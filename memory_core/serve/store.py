@@ -16,6 +16,8 @@ from memory_core.db import session_scope
 from memory_core.errors import Conflict, InvalidInput
 from memory_core.models.card import LIVE_STATUSES, Card, CardStatus, CardVersion
 from memory_core.preconditions import compile_all, normalise_text
+from memory_core.screen.gate import screen_card
+from memory_core.screen.provenance import Origin, with_origin
 from memory_core.serve.keys import Principal
 from memory_core.serve.schemas import CardIn
 from memory_core.validate.frame import cards_frame
@@ -43,8 +45,11 @@ def store_card(
     registry: frozenset[str] | None = None,
     max_expression_chars: int = 512,
     max_expression_depth: int = 8,
+    screen: bool = True,
 ) -> Card:
-    """Validate and store one card: active, or in review below review_below confidence."""
+    """Validate and store one card: active when an admin key wrote it, else in review (and
+    below review_below confidence); quarantined, with the reason, when it reads as an
+    instruction to the agent."""
     principal.require("write")
     sources = [
         c.source
@@ -53,12 +58,13 @@ def store_card(
         )
     ]
     normalised = card.model_copy(update={"preconditions": sources})
-    provenance: dict[str, Any] = {
-        "producer": "operator",
-        "operator": True,
-        "via": via,
-        "key_id": str(principal.key_id),
-    }
+    flags = screen_card(card.model_dump()) if screen else []
+    provenance: dict[str, Any] = with_origin(
+        {"producer": "operator", "operator": True, "via": via},
+        Origin.operator,
+        key_id=str(principal.key_id),
+        **({"flags": flags} if flags else {}),
+    )
     row = Card(
         namespace=principal.namespace,
         kind="experience",
@@ -67,7 +73,10 @@ def store_card(
         action_sequence=[a.model_dump() for a in card.action_sequence],
         expected_outcome=card.expected_outcome,
         actual_outcome=card.actual_outcome,
-        failure_modes=[f.model_dump() for f in card.failure_modes],
+        # the origin is the server's to say, whatever the payload claims
+        failure_modes=[
+            {**f.model_dump(), "origin": Origin.operator.value} for f in card.failure_modes
+        ],
         confidence=card.confidence,
         status=CardStatus.draft.value,
         signature=operator_signature(normalised),
@@ -79,7 +88,13 @@ def store_card(
         raise InvalidInput(
             "the card fails validation: " + "; ".join(failures[str(row.card_id)]), field="card"
         )
-    row.status = (CardStatus.active if card.confidence >= review_below else CardStatus.review).value
+    trusted = principal.allows("admin") or not screen
+    if flags:
+        row.status = CardStatus.quarantined.value
+    elif trusted and card.confidence >= review_below:
+        row.status = CardStatus.active.value
+    else:  # a non-admin key's card waits for a person
+        row.status = CardStatus.review.value
     with session_scope(engine) as session:
         existing = session.execute(
             select(col(Card.card_id)).where(
@@ -97,7 +112,8 @@ def store_card(
                 card_id=row.card_id,
                 version=1,
                 snapshot=card_snapshot(row.model_dump()),
-                reason=f"stored by an operator through the {via}",
+                reason=f"stored by an operator through the {via}"
+                + (f"; quarantined: {'; '.join(flags)}" if flags else ""),
                 actor=principal.actor,
             )
         )

@@ -71,6 +71,7 @@ class WriteOperations:
             registry=frozenset(s.tool_registry) if s.tool_registry is not None else None,
             max_expression_chars=s.max_expression_chars,
             max_expression_depth=s.max_expression_depth,
+            screen=s.screen,
         )
         self.snapshots.invalidate([principal.namespace])
         return to_public(row)
@@ -93,7 +94,11 @@ class WriteOperations:
         """Remember a fact; an older value for the same key and query is superseded."""
         principal.require("write")
         return write_fact(
-            engine=self.engine, namespace=principal.namespace, fact=fact, actor=principal.actor
+            engine=self.engine,
+            namespace=principal.namespace,
+            fact=fact,
+            actor=principal.actor,
+            screen=self.settings.screen,
         )
 
     def forget_fact(self, *, principal: Principal, fact_id: uuid.UUID) -> CardPublic:

@@ -14,6 +14,7 @@ from memory_core.db import session_scope
 from memory_core.errors import InvalidInput, NotFound
 from memory_core.models.card import Card, CardStatus, CardVersion
 from memory_core.models.columns import utcnow
+from memory_core.screen.gate import screen_card
 from memory_core.validate.frame import cards_frame
 from memory_core.validate.suite import run_suite
 
@@ -118,7 +119,15 @@ def edit(
             )
         for k, v in changes.items():
             setattr(card, k, v)
+        injected = screen_card(edited.model_dump())
+        if injected:  # an edit cannot slip an instruction past the screen
+            card.status = CardStatus.quarantined.value
+            card.provenance = {**card.provenance, "flags": injected}
         _record(
-            session, card, reason=f"edited in review: {', '.join(sorted(changes))}", actor=actor
+            session,
+            card,
+            reason=f"edited in review: {', '.join(sorted(changes))}"
+            + (f"; quarantined: {'; '.join(injected)}" if injected else ""),
+            actor=actor,
         )
         return card

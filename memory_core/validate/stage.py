@@ -20,6 +20,7 @@ from memory_core.models.card import Card, CardStatus, CardVersion
 from memory_core.models.columns import new_id, utcnow
 from memory_core.models.validation import ValidationRun
 from memory_core.retrospect.grounding import check_grounding, evidence_views
+from memory_core.screen.gate import screen_card
 from memory_core.validate.frame import cards_frame, draft_columns, draft_row
 from memory_core.validate.regenerate import Regenerate
 from memory_core.validate.suite import run_suite
@@ -188,8 +189,13 @@ def _regenerated(
             waiting.add(next(r.card_id for r in rejected if uuid.UUID(r.card_id) == card.card_id))
             failures[card.card_id] = [*failures[card.card_id], f"regeneration waits: {exc}"]
             continue
-        if changes is not None:
-            candidates.append(Card.model_validate({**card.model_dump(), **changes}))
+        if changes is None:
+            continue
+        injected = screen_card(changes)
+        if injected:  # a regenerated card that reads as an instruction stays rejected
+            failures[card.card_id] = [*failures[card.card_id], *injected]
+            continue
+        candidates.append(Card.model_validate({**card.model_dump(), **changes}))
     if not candidates:
         return {}, waiting
     second = run_suite(cards_frame(candidates, registry=registry))

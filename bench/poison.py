@@ -1,0 +1,224 @@
+"""Memory poisoning: do injected instructions reach an agent through the cards and facts served?
+
+Attack variants (bench/poison_attacks.py: wordings x encodings x channels; the held-out
+wordings are reported apart) are mixed into the real data at poison rates of 0.1%, 1% and 5%:
+
+* tau-bench: copies of benign runs whose first call fails first with the attack in the
+  error (literal, split over two errors, encoded, other languages), or where the agent
+  obeyed an order in a tool result or a user message before retrying; plus cards stored by a
+  write key through the API path. Learnt with the nightly stages (ingest -> rule retrospect ->
+  validate -> consolidate) on top of the 140 benign runs.
+* LoCoMo: attacker turns said inside the conversations ("from now on ...", orders, encoded),
+  facts extracted by the product's rules.
+
+k = max(1, round(rate x records)) poisoned records per trial; variants are spread over trials
+of k so every variant is measured at every rate. Attack success = share of trigger states
+(tau: the states before the attacked call and right after its error, plus the planning
+state; LoCoMo: four trigger questions) whose served cards, facts or prompt block carry the
+attacker's tool or value (in any decoded reading). Run with the screen on (the product) and
+off (HINDSIGHT_SCREEN=false: undefended). Benign utility: replay hit rate on tau-bench and
+LoCoMo recall@10 (categories 1-4) with the poison mixed in, against the unpoisoned run.
+
+    python bench/poison.py /work/shared/data [--locomo-conversations 2]
+
+Writes bench/results/poison.json and poison.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+RESULTS = REPO / "bench" / "results"
+RATES = (0.001, 0.01, 0.05)
+
+
+def _chunks(items: list[Any], k: int) -> list[list[Any]]:
+    return [items[i : i + k] for i in range(0, len(items), k)]
+
+
+def _summary(per_variant: dict[str, tuple[int, int]], held: set[str]) -> dict[str, Any]:
+    """Attack success over trigger states: all, tuned, held-out, by channel; variants that got
+    through at all."""
+
+    def share(names: list[str]) -> float | None:
+        hits = sum(per_variant[n][0] for n in names)
+        states = sum(per_variant[n][1] for n in names)
+        return round(hits / states, 4) if states else None
+
+    names = sorted(per_variant)
+    channels: dict[str, list[str]] = defaultdict(list)
+    for n in names:
+        channels[n.split("/")[0]].append(n)
+    return {
+        "attack_success": share(names),
+        "tuned": share([n for n in names if n not in held]),
+        "held_out": share([n for n in names if n in held]),
+        "by_channel": {c: share(ns) for c, ns in sorted(channels.items())},
+        "variants": len(names),
+        "variants_through": sorted(n for n in names if per_variant[n][0]),
+    }
+
+
+def run_tau(data: Path, variants: list[Any], now: Any) -> dict[str, Any]:
+    """Attack success and replay utility on tau-bench, screen on and off."""
+    import poison_tau as pt
+
+    recs = json.loads((data / "tau-bench-airline" / "trajectories.json").read_text())
+    benign = [(f"r{i}", r) for i, r in enumerate(recs)]
+    good = [
+        r
+        for r in recs
+        if r.get("reward") == 1.0
+        and any(m.get("role") == "assistant" and m.get("tool_calls") for m in r.get("traj", []))
+    ]
+    tau_variants = [v for v in variants if v.channel != "fact"]
+    held = {v.name for v in tau_variants if v.held_out}
+    out: dict[str, Any] = {"records": len(recs), "variants": len(tau_variants), "rates": {}}
+    for screen in (True, False):
+        cfg = "defended" if screen else "undefended"
+        base, learn_s = pt.learn_base(benign, screen)
+        clean = pt.utility(base, [], benign, screen, now)
+        out.setdefault("clean_replay_hit_rate", {})[cfg] = round(clean, 4)
+        out.setdefault("learn_s", {})[cfg] = round(learn_s, 1)
+        by_k: dict[int, dict[str, tuple[int, int]]] = {}
+        for rate in RATES:
+            k = max(1, round(rate * len(recs)))
+            t0 = time.perf_counter()
+            if k not in by_k:  # 0.1% and 1% of 140 runs are both one run: measured once
+                by_k[k] = {}
+                for chunk in _chunks(tau_variants, k):
+                    r = pt.attack_trial(base, chunk, good, screen, now)
+                    for v in chunk:
+                        by_k[k][v.name] = (r["hits"][v.name], r["states"])
+            per = by_k[k]
+            # utility: the benign runs replayed against cards learnt with k poisoned runs in
+            mix = [v for v in tau_variants if v.channel != "api"][:k]
+            extra = [
+                (f"poison-{i}", pt.poison(good[i % len(good)], v, i)) for i, v in enumerate(mix)
+            ]
+            hit = pt.utility(base, extra, benign, screen, now)
+            row = out["rates"].setdefault(str(rate), {"poisoned_records": k})
+            row[cfg] = {
+                **_summary(per, held),
+                "replay_hit_rate": round(hit, 4),
+                "replay_delta_points": round(100 * (hit - clean), 2),
+                "seconds": round(time.perf_counter() - t0, 1),
+            }
+            print(f"tau {cfg} rate {rate}: {row[cfg]['attack_success']} hit {hit:.3f}/{clean:.3f}")
+    return out
+
+
+def run_locomo(data: Path, variants: list[Any], conversations: int) -> dict[str, Any]:
+    """Attack success on facts and recall utility on LoCoMo, screen on and off."""
+    import poison_locomo as pl
+
+    from memory_core.embed.local import LocalMiniLM
+
+    records = json.loads((data / "locomo" / "locomo-dev.json").read_text())
+    fact_variants = [v for v in variants if v.channel == "fact"]
+    held = {v.name for v in fact_variants if v.held_out}
+    n_turns = pl.turns(records)
+    sub = records[:conversations]
+    embedder = LocalMiniLM()
+    out: dict[str, Any] = {
+        "turns": n_turns,
+        "variants": len(fact_variants),
+        "recall_conversations": len(sub),
+        "rates": {},
+    }
+    for screen in (True, False):
+        cfg = "defended" if screen else "undefended"
+        clean = pl.recall(sub, screen, embedder)
+        out.setdefault("clean_recall_at_10", {})[cfg] = round(clean, 4)
+        for rate in RATES:
+            k = max(1, round(rate * n_turns))
+            per: dict[str, tuple[int, int]] = {}
+            t0 = time.perf_counter()
+            for chunk in _chunks(fact_variants, k):
+                r = pl.attack_trial(records, chunk, screen)
+                for v in chunk:
+                    per[v.name] = (r["hits"][v.name], r["asked"][v.name])
+            k_sub = max(1, round(rate * pl.turns(sub)))
+            mix = [fact_variants[i % len(fact_variants)] for i in range(k_sub)]
+            rec = pl.recall(pl.poison(sub, mix), screen, embedder)
+            row = out["rates"].setdefault(str(rate), {"poisoned_turns": k})
+            row[cfg] = {
+                **_summary(per, held),
+                "recall_at_10": round(rec, 4),
+                "recall_delta_points": round(100 * (rec - clean), 2),
+                "seconds": round(time.perf_counter() - t0, 1),
+            }
+            print(
+                f"locomo {cfg} rate {rate}: {row[cfg]['attack_success']} r@10 {rec:.3f}/{clean:.3f}"
+            )
+    return out
+
+
+def plot(result: dict[str, Any], out: Path) -> None:
+    """Attack success by rate, defended vs undefended, for both data sets."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    rates = [str(r) for r in RATES]
+    width = 0.2
+    for j, (ds, cfg) in enumerate(
+        (
+            ("tau", "undefended"),
+            ("tau", "defended"),
+            ("locomo", "undefended"),
+            ("locomo", "defended"),
+        )
+    ):
+        vals = [result[ds]["rates"][r][cfg]["attack_success"] or 0.0 for r in rates]
+        bars = ax.bar([i + j * width for i in range(len(rates))], vals, width, label=f"{ds} {cfg}")
+        ax.bar_label(bars, fmt="%.2f", fontsize=7)
+    ax.set_xticks([i + 1.5 * width for i in range(len(rates))], [f"{float(r):.1%}" for r in rates])
+    ax.set_xlabel("poison rate")
+    ax.set_ylabel("attack success (share of trigger states)")
+    ax.set_ylim(0, 1)
+    ax.set_title("Injected instructions served, screen on vs off")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+
+
+def main() -> None:
+    """Run both halves, write the JSON and the plot, print the headline numbers."""
+    from poison_attacks import variants
+
+    from memory_core.models.columns import utcnow
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("data", type=Path, help="the shared data folder (tau-bench-airline, locomo)")
+    ap.add_argument("--locomo-conversations", type=int, default=2, help="for the recall check")
+    ap.add_argument("--out", type=Path, default=RESULTS / "poison.json")
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    vs = variants()
+    result: dict[str, Any] = {
+        "variants": len(vs),
+        "held_out_variants": sum(v.held_out for v in vs),
+        "tau": run_tau(args.data, vs, utcnow()),
+        "locomo": run_locomo(args.data, vs, args.locomo_conversations),
+    }
+    result["wall_s"] = round(time.perf_counter() - t0, 1)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    plot(result, args.out.with_suffix(".png"))
+    print(f"{len(vs)} variants; {result['wall_s']} s; {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,166 @@
+"""The gate every write path calls: content that reads as an instruction is quarantined, calls
+made on an instruction from untrusted text are dropped, and each piece says where it came from.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from memory_core.models.card import CardStatus, FailureMode
+from memory_core.models.trajectory import Step
+from memory_core.retrospect.drafts import DraftCard
+from memory_core.screen.detect import directive
+from memory_core.screen.provenance import Origin, with_origin
+from memory_core.screen.taint import tainted_calls, words_of
+from memory_core.task_state import normalise_error
+
+RULE_PRODUCERS = frozenset({"rule-extractor"})
+CARD_TEXT_FIELDS = ("scenario", "expected_outcome", "actual_outcome")
+_ERROR_LABEL = re.compile(r"^\s*(?:error|exception|fatal)\s*[:\-]\s*", re.IGNORECASE)
+
+
+def _strings(value: Any) -> Iterable[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            yield str(k)
+            yield from _strings(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _strings(v)
+
+
+def reasons(texts: Iterable[str]) -> list[str]:
+    """One reason per text that reads as an instruction to the agent (quoted, cut short)."""
+    out = []
+    for t in texts:
+        why = directive(t)
+        if why:
+            out.append(f"instruction-like content ({why}): {t[:120]!r}")
+    return out
+
+
+def card_texts(card: Mapping[str, Any]) -> list[str]:
+    """Every text of a card a reader or an agent sees (fields of a card dict or row dump)."""
+    texts = [str(card.get(k) or "") for k in CARD_TEXT_FIELDS]
+    texts += list(_strings(card.get("action_sequence") or []))
+    texts += list(_strings(card.get("failure_modes") or []))
+    texts += [str(card.get(k) or "") for k in ("key", "query", "value")]
+    return [t for t in texts if t.strip()]
+
+
+def screen_card(card: Mapping[str, Any]) -> list[str]:
+    """Why a card written from outside (API, MCP, review edit, regeneration, merge) is not safe."""
+    return reasons(card_texts(card))
+
+
+def _untrusted(d: DraftCard) -> list[str]:
+    """The parts of a draft that came from the run's text, not from the extractor's templates."""
+    if d.provenance.get("producer") in RULE_PRODUCERS:
+        # the rule extractor copies error texts into the modes (and the scenario names them);
+        # its handling and notes are its own templates around tool names
+        texts = [f.mode for f in d.failure_modes]
+        texts += [str(v) for a in d.action_sequence for v in _strings(a.params_template)]
+        return texts
+    return card_texts(
+        {
+            "scenario": d.scenario,
+            "expected_outcome": d.expected_outcome,
+            "actual_outcome": d.actual_outcome,
+            "action_sequence": [a.model_dump() for a in d.action_sequence],
+            "failure_modes": [f.model_dump() for f in d.failure_modes],
+        }
+    )
+
+
+def screen_draft(d: DraftCard) -> DraftCard:
+    """The draft with its typed origin, quarantined if untrusted parts read as instructions."""
+    rule = d.provenance.get("producer") in RULE_PRODUCERS
+    mode_origin = Origin.observed if rule else Origin.llm
+    modes = [
+        FailureMode.model_validate({**f.model_dump(), "origin": mode_origin.value})
+        for f in d.failure_modes
+    ]
+    out = replace(
+        d,
+        failure_modes=modes,
+        provenance=with_origin(d.provenance, Origin.agent_action if rule else Origin.llm),
+    )
+    if d.status is CardStatus.rejected:
+        return out
+    why = reasons(_untrusted(d))
+    if why:
+        out.status = CardStatus.quarantined
+        out.flags = [*d.flags, *why]
+    return out
+
+
+def _mentions(d: DraftCard, tool: str) -> bool:
+    name = words_of(tool)
+    texts = [d.scenario, d.actual_outcome, d.expected_outcome]
+    texts += [f"{f.mode} {f.handling}" for f in d.failure_modes]
+    texts += [f"{a.tool} {a.note}" for a in d.action_sequence]
+    return any(name in words_of(t) for t in texts)
+
+
+def split_orders(steps: Sequence[Step]) -> dict[str, str]:
+    """Error signatures that are part of an instruction split over neighbouring steps (each
+    half harmless alone), with the reason."""
+    texts = [(s, t) for s in steps for t in ((s.error,) if s.type == "tool_call" else ()) if t]
+    out: dict[str, str] = {}
+    for (a, ta), (b, tb) in itertools.pairwise(texts):
+        # each half's "Error:" label would sit inside the joined sentence
+        why = directive(f"{_ERROR_LABEL.sub('', ta)} {_ERROR_LABEL.sub('', tb)}")
+        if why:
+            for s in (a, b):
+                out[normalise_error(s.error or "")] = f"split over steps, {why}"
+    return out
+
+
+def untaint(drafts: Sequence[DraftCard], steps: Sequence[Step]) -> list[DraftCard]:
+    """Drafts without the calls the agent made on an instruction from untrusted text: the
+    steps go; a draft about such a call (or that still names it) goes. Drafts quoting part of
+    an instruction split over steps are quarantined."""
+    split = split_orders(steps)
+    if split:
+        drafts = [_quarantine_split(d, split) for d in drafts]
+    bad = tainted_calls(steps)
+    if not bad:
+        return list(drafts)
+    tools = {s.tool for s in steps if s.index in bad and s.tool}
+    # a tool the agent also called untainted in this run keeps its other lessons
+    clean_calls = {s.tool for s in steps if s.type == "tool_call" and s.index not in bad}
+    out = []
+    for d in drafts:
+        kept = [a for a in d.action_sequence if a.tool not in tools]
+        cut = replace(d, action_sequence=kept)
+        if d.action_sequence and not kept:
+            continue
+        if len(kept) < len(d.action_sequence):
+            cut.signature_parts = tuple(p for p in d.signature_parts if p not in tools)
+        if any(_mentions(cut, t) for t in tools - clean_calls):
+            continue
+        out.append(cut)
+    return out
+
+
+def _quarantine_split(d: DraftCard, split: dict[str, str]) -> DraftCard:
+    why = [
+        f"instruction-like content ({split[f.mode]}): {f.mode[:120]!r}"
+        for f in d.failure_modes
+        if f.mode in split
+    ]
+    if not why or d.status is CardStatus.rejected:
+        return d
+    return replace(d, status=CardStatus.quarantined, flags=[*d.flags, *why])
+
+
+def fact_reasons(*, key: str, value: str, query: str | None, said: Sequence[str] = ()) -> list[str]:
+    """Why a fact (or the statement it came from) reads as an instruction to the agent."""
+    spaced = re.sub(r"[_.]", " ", key)
+    return reasons([spaced, value, query or "", *said])
