@@ -81,6 +81,19 @@ def normalise_error(text: str) -> str:
     return " ".join(first.casefold().split())[:MAX_SIGNATURE_CHARS]
 
 
+MIN_ECHO_CHARS = 3
+
+
+def error_signature(error: str, args: dict[str, Any] | None = None) -> str:
+    """The signature of a call's error: the argument values it echoes named by their key
+    (so "no match for 'foo bar'" is one lesson for every query), then normalise_error."""
+    text = error
+    for key, value in sorted((args or {}).items(), key=lambda kv: -len(str(kv[1]))):
+        if isinstance(value, str) and len(value.strip()) >= MIN_ECHO_CHARS:
+            text = re.sub(re.escape(value.strip()), f"<{key}>", text, flags=re.I)
+    return normalise_error(text)
+
+
 def error_code(text: str) -> str:
     """An HTTP status or exception name visible in an error text, else ''."""
     status = _HTTP_STATUS.search(text)
@@ -147,7 +160,7 @@ def states_before_calls(
         last_tool = s.tool
         if s.error:
             errors += 1
-            last_error, last_code = normalise_error(s.error), error_code(s.error)
+            last_error, last_code = error_signature(s.error, s.args), error_code(s.error)
         else:
             last_error, last_code = "", ""
     return states
