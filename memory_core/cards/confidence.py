@@ -1,7 +1,9 @@
 """A card's confidence as a calibrated estimate from the runs behind it, not a running product.
 
 Every evidence triple names one run (trajectory) and, in its `result`, how that run bears on
-the lesson: `role` is "supports" (the default) or "contradicts"; `outcome` is how the run
+the lesson: `role` is "supports" (the default), "contradicts", or "contrast" (a run shown
+beside the others for comparison, e.g. a successful run of the same task: it explains the
+card and counts neither way); `outcome` is how the run
 ended; `confirms` says whether the run confirms the lesson (for a recovery: the run that
 recovered went on to succeed). Without `confirms`, a supporting run confirms when it
 succeeded. Runs are counted once, however many triples they gave.
@@ -23,6 +25,7 @@ PRIOR_SUPPORT = 1.0
 PRIOR_AGAINST = 1.0
 UNCONFIRMED_CAP = 0.45  # below the default review threshold (0.5): such a card waits for review
 CONTRADICTS = "contradicts"
+CONTRAST = "contrast"
 
 
 @dataclass(frozen=True)
@@ -34,8 +37,10 @@ class RunEvidence:
     outcome: str
 
 
-def run_of(result: Mapping[str, Any]) -> RunEvidence:
-    """Read one evidence triple's result into the run's bearing on the lesson."""
+def run_of(result: Mapping[str, Any]) -> RunEvidence | None:
+    """Read one evidence triple's result into the run's bearing on the lesson (None: none)."""
+    if result.get("role") == CONTRAST:
+        return None
     outcome = str(result.get("outcome", "unknown"))
     supports = result.get("role", "supports") != CONTRADICTS
     confirms = result.get("confirms")
@@ -48,7 +53,9 @@ def runs_of(triples: Iterable[tuple[uuid.UUID, Mapping[str, Any]]]) -> dict[uuid
     """One bearing per run: a run read as both supporting and contradicting contradicts."""
     runs: dict[uuid.UUID, RunEvidence] = {}
     for tid, result in triples:
-        runs[tid] = runs_of_pair(runs.get(tid), run_of(result))
+        run = run_of(result)
+        if run is not None:
+            runs[tid] = runs_of_pair(runs.get(tid), run)
     return runs
 
 

@@ -32,6 +32,7 @@ def runs_by_card(
                 ).where(col(CardEvidence.card_id).in_(chunk))
             ).all()
             for cid, tid, result in rows:
-                runs = out[cid]
-                runs[tid] = runs_of_pair(runs.get(tid), run_of(result or {}))
+                run = run_of(result or {})
+                if run is not None:
+                    out[cid][tid] = runs_of_pair(out[cid].get(tid), run)
     return dict(out)

@@ -60,7 +60,7 @@ def value_class(value: Any) -> str:
     if isinstance(value, dict):
         return "an object with " + ", ".join(sorted(str(k) for k in value))
     text = _norm(str(value))
-    if _is_word(text):
+    if _is_word(text, str(value)):
         return f'"{text}"'
     pattern = _pattern(text)
     if pattern is not None:
@@ -68,7 +68,10 @@ def value_class(value: Any) -> str:
     return f"text of {len(text.split())} word(s)"
 
 
-def _is_word(text: str) -> bool:
+def _is_word(text: str, original: str | None = None) -> bool:
+    """A short lower-case phrase (a choice among a few); an all-capitals token is a code."""
+    if original is not None and any(t.isupper() and len(t) > 1 for t in original.split()):
+        return False
     return (
         len(text) <= MAX_WORD_CHARS
         and len(text.split()) <= MAX_WORDS
@@ -121,7 +124,7 @@ def atoms(args: dict[str, Any] | None) -> list[Atom]:
             )
         elif isinstance(value, str):
             text = _norm(value)
-            if _is_word(text):
+            if _is_word(text, value):
                 out.append(
                     Atom(
                         RANK["word"],

@@ -37,7 +37,10 @@ from memory_core.retrospect.drafts import DraftCard, TrajectoryView
 from memory_core.task_state import CONDITION_KEYS, states_before_calls
 
 PRODUCER = "contrast"
-MAX_ATOMS = 2  # argument features a caution keeps (the most specific first)
+MAX_ATOMS = 2
+CATEGORICAL = frozenset(
+    {"word", "bool", "size"}
+)  # argument features a caution keeps (the most specific first)
 GROUP_TEXT_CHARS = 500
 TASK_ID_KEYS = ("task_id", "task", "instance_id", "question_id")
 _SPACE = re.compile(r"\s+")
@@ -90,10 +93,14 @@ def contrast_group(
     win_atoms: dict[str, set[str]] = defaultdict(set)
     win_calls: dict[str, Step] = {}
     first_before: dict[str, set[str]] = {}  # tool -> tools every winning run called before it
+    win_steps: dict[Any, dict[str, tuple[int, dict[str, Any], Step]]] = {}
     for r in wins:
         calls, states = _calls(r)
         seen: set[str] = set()
-        for c, st in zip(calls, states, strict=True):
+        win_steps[r.id] = {}
+        for i, (c, st) in enumerate(zip(calls, states, strict=True)):
+            win_steps[r.id].setdefault(c.tool or "", (i, st, c))
+            win_steps[r.id].setdefault("", (i, st, c))  # the run's first call
             tool = c.tool or ""
             win_atoms[tool].update(a.expr for a in atoms(c.args))
             win_calls.setdefault(tool, c)
@@ -111,7 +118,9 @@ def contrast_group(
             mine = atoms(c.args)
             order: tuple[str, ...] = ()
             if tool not in win_calls:
-                chosen = sorted(a for a in mine if a.kind != "key")[:MAX_ATOMS]
+                # no success made this call at all: keep only choices that recur across tasks
+                # (words, flags, list sizes), not the identifiers of this task
+                chosen = sorted(a for a in mine if a.kind in CATEGORICAL)[:MAX_ATOMS]
             else:
                 chosen = sorted(a for a in mine if a.expr not in win_atoms[tool])[:MAX_ATOMS]
                 if not chosen:
@@ -128,7 +137,15 @@ def contrast_group(
         else []
     )
     return [
-        _card(c, base=base, group=group, wins=wins, losses=losses, win_calls=win_calls)
+        _card(
+            c,
+            base=base,
+            group=group,
+            wins=wins,
+            losses=losses,
+            win_calls=win_calls,
+            win_steps=win_steps,
+        )
         for c in cautions.values()
     ]
 
@@ -141,6 +158,7 @@ def _card(
     wins: Sequence[TrajectoryView],
     losses: Sequence[TrajectoryView],
     win_calls: Mapping[str, Step],
+    win_steps: Mapping[Any, Mapping[str, tuple[int, dict[str, Any], Step]]],
 ) -> DraftCard:
     features = [a.text for a in c.atoms] + [f"before any {t} call" for t in c.order]
     what = f"{c.tool} " + (f"with {', '.join(features)}" if features else "at all")
@@ -203,6 +221,23 @@ def _card(
         )
         for rid, (i, st, call) in sorted(c.support.items(), key=lambda kv: str(kv[0]))
     ]
+    # the successful runs it was contrasted with (their call of the tool, else their first
+    # call): they explain the card and count neither way in its confidence
+    for r in wins:
+        steps_of = win_steps.get(r.id, {})
+        at = steps_of.get(c.tool) or steps_of.get("")
+        if at is None:
+            continue
+        i, st, call = at
+        evidence.append(
+            EvidenceTriple(
+                trajectory_id=r.id,
+                step=i,
+                condition={k: st[k] for k in (*CONDITION_KEYS, "tools_used") if k in st},
+                action={"tool": call.tool, "args": call.args or {}},
+                result={"outcome": "success", "role": "contrast", "contrast": contrast},
+            )
+        )
     mode = f"runs that called {what} failed; runs of the same task that did not, succeeded"
     return DraftCard(
         provenance={"producer": PRODUCER, "confirmed": est.confirmed},

@@ -18,7 +18,8 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from memory_core.db import session_scope
-from memory_core.models.trajectory import Step, Trajectory, TrajectoryStatus
+from memory_core.models.trajectory import Outcome, Step, Trajectory, TrajectoryStatus
+from memory_core.retrospect.contradict import contradicting
 from memory_core.retrospect.contrast import contrast_group, task_group
 from memory_core.retrospect.drafts import DraftCard, TrajectoryView
 
@@ -41,9 +42,7 @@ def contrast_batch(
         key = task_group(extra=row.extra or {}, steps=[Step.model_validate(s) for s in row.steps])
         if key is not None:
             keys[row.id] = (row.namespace, key)
-    if not keys:
-        return {}
-    with session_scope(engine) as session:
+    with session_scope(engine) as session:  # the group key, for later batches to find siblings
         for row in rows:
             if row.id in keys and (row.extra or {}).get(GROUP_KEY) != keys[row.id][1]:
                 session.execute(
@@ -52,10 +51,15 @@ def contrast_batch(
                     .values(extra={**(row.extra or {}), GROUP_KEY: keys[row.id][1]})
                 )
     members: dict[tuple[str, str], dict[uuid.UUID, TrajectoryView]] = defaultdict(dict)
+    wins: dict[str, dict[uuid.UUID, TrajectoryView]] = defaultdict(dict)
     for row in rows:
+        view = _view(row)
         if row.id in keys:
-            members[keys[row.id]][row.id] = _view(row)
-    out: dict[uuid.UUID, list[DraftCard]] = {}
+            members[keys[row.id]][row.id] = view
+        if view.outcome is Outcome.success:
+            wins[row.namespace][row.id] = view
+    out: dict[uuid.UUID, list[DraftCard]] = defaultdict(list)
+    drafts: dict[str, list[DraftCard]] = defaultdict(list)
     with Session(engine) as session:
         for (namespace, key), views in members.items():
             stored = session.exec(
@@ -67,8 +71,22 @@ def contrast_batch(
             ).all()
             for s in stored:
                 views.setdefault(s.id, _view(s))
-            drafts = contrast_group(sorted(views.values(), key=lambda v: str(v.id)), group=key)
-            if drafts:
+            wins[namespace].update(
+                {rid: v for rid, v in views.items() if v.outcome is Outcome.success}
+            )
+            found = contrast_group(sorted(views.values(), key=lambda v: str(v.id)), group=key)
+            if found:
                 holder = min((rid for rid in views if rid in keys), key=str)
-                out.setdefault(holder, []).extend(drafts)
-    return out
+                out[holder].extend(found)
+                drafts[namespace].extend(found)
+    for namespace, won in wins.items():
+        extra = contradicting(
+            engine=engine,
+            namespace=namespace,
+            drafts=drafts[namespace],
+            wins=sorted(won.values(), key=lambda v: str(v.id)),
+        )
+        if extra:
+            holder = min((r.id for r in rows if r.namespace == namespace), key=str)
+            out[holder].extend(extra)
+    return dict(out)
