@@ -24,8 +24,11 @@ from collections import defaultdict
 from typing import Any
 
 READ_VERBS = frozenset(
-    "get search list find lookup look read fetch query show describe view check count retrieve"
-    " calculate compute think validate estimate".split()
+    {
+        *("get", "search", "list", "find", "lookup", "look", "read", "fetch", "query", "show"),
+        *("describe", "view", "check", "count", "retrieve", "calculate", "compute", "think"),
+        *("validate", "estimate"),
+    }
 )
 _SPLIT = re.compile(r"[_\-\s]+|(?<=[a-z])(?=[A-Z])")
 KNN = 5

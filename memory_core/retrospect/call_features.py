@@ -17,7 +17,7 @@ from typing import Any
 MAX_WORD_CHARS = 24
 MAX_WORDS = 3
 _WORDISH = re.compile(r"^[a-z][a-z _\-]*$")
-_PREFIXED_ID = re.compile(r"^([a-z][a-z_\-]*?[_\-]?)(\d+)$")
+_PREFIXED_ID = re.compile(r"^([a-z][a-z_\-]*[_\-])(\d+)$")  # a kind, a separator, a number
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _DATETIME = re.compile(r"^\d{4}-\d{2}-\d{2}[t ]\d{2}:\d{2}")
 _CODE = re.compile(r"^[a-z0-9]+$")

@@ -226,15 +226,16 @@ def _card(
     for r in wins:
         steps_of = win_steps.get(r.id, {})
         at = steps_of.get(c.tool) or steps_of.get("")
-        if at is None:
-            continue
-        i, st, call = at
+        i, st, action = 0, {}, {}  # a run that succeeded without any call
+        if at is not None:
+            i, st = at[0], at[1]
+            action = {"tool": at[2].tool, "args": at[2].args or {}}
         evidence.append(
             EvidenceTriple(
                 trajectory_id=r.id,
                 step=i,
                 condition={k: st[k] for k in (*CONDITION_KEYS, "tools_used") if k in st},
-                action={"tool": call.tool, "args": call.args or {}},
+                action=action,
                 result={"outcome": "success", "role": "contrast", "contrast": contrast},
             )
         )

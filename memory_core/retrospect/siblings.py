@@ -79,12 +79,12 @@ def contrast_batch(
                 holder = min((rid for rid in views if rid in keys), key=str)
                 out[holder].extend(found)
                 drafts[namespace].extend(found)
-    for namespace, won in wins.items():
+    for namespace in sorted(set(wins) | set(drafts)):
         extra = contradicting(
             engine=engine,
             namespace=namespace,
             drafts=drafts[namespace],
-            wins=sorted(won.values(), key=lambda v: str(v.id)),
+            wins=sorted(wins[namespace].values(), key=lambda v: str(v.id)),
         )
         if extra:
             holder = min((r.id for r in rows if r.namespace == namespace), key=str)
