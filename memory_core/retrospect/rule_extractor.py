@@ -6,77 +6,15 @@ from the trajectory and writes them into preconditions and action steps as data.
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from typing import Any
 
 from memory_core.cards.confidence import confidence_of
 from memory_core.models.card import ActionStep, EvidenceTriple, FailureMode
 from memory_core.models.trajectory import Outcome, Step
-from memory_core.retrospect.call_features import atoms, template
-from memory_core.retrospect.call_features import changed as changed_args
+from memory_core.retrospect.call_features import cel_string, template
 from memory_core.retrospect.drafts import DraftCard, Extraction, TrajectoryView
+from memory_core.retrospect.recovery import Recovery, find_recovery, params_template, separating
 from memory_core.task_state import CONDITION_KEYS, error_signature, states_before_calls
-
-
-def cel_string(value: str) -> str:
-    """A CEL string literal for a value (JSON escaping is valid CEL escaping)."""
-    return json.dumps(value, ensure_ascii=False)
-
-
-def params_template(args: dict[str, Any] | None) -> dict[str, Any]:
-    """The shape of a call's arguments with the values replaced by their types."""
-    names = {
-        str: "string",
-        bool: "boolean",
-        int: "number",
-        float: "number",
-        list: "list",
-        dict: "object",
-        type(None): "null",
-    }
-    return {k: f"<{names.get(type(v), 'value')}>" for k, v in (args or {}).items()}
-
-
-@dataclass(frozen=True)
-class _Recovery:
-    """What happened after a failed call: the successful retry, if any, and the steps between."""
-
-    retry: Step | None
-    between: list[Step]
-    changed_args: list[str]  # the keys that differ
-    how: list[str]  # how each changed, by value class ('payment_id: "a" -> "b"')
-    same_failures: int
-    next_tool: str | None
-
-    def handling(self) -> str:
-        if self.retry is None:
-            text = "no successful retry was seen"
-            if self.same_failures:
-                text += f"; {self.same_failures} more attempt(s) failed the same way"
-            if self.next_tool:
-                text += f"; the agent then called {self.next_tool}"
-            return text
-        parts = [f"retried {self.retry.tool}"]
-        if self.between:
-            parts.append(
-                "after calling " + ", ".join(dict.fromkeys(s.tool or "" for s in self.between))
-            )
-        if self.how:
-            parts.append("with " + "; ".join(self.how))
-        else:
-            parts.append("with the same arguments")
-        return " ".join(parts)
-
-
-def _separating(failed: Step, rec: _Recovery) -> list[str]:
-    """The argument feature the failed call had and its successful retry had not (the most
-    specific one), so the warning fires on calls like the failed one, not on every call."""
-    if rec.retry is None:
-        return []
-    ok = {a.expr for a in atoms(rec.retry.args)}
-    differ = sorted(a for a in atoms(failed.args) if a.kind != "key" and a.expr not in ok)
-    return [differ[0].expr] if differ else []
 
 
 class RuleExtractor:
@@ -112,7 +50,7 @@ class RuleExtractor:
             if (call.tool, sig) in seen:
                 continue  # the same failure again in one run is one lesson, not two
             seen.add((call.tool, sig))
-            rec = self._recovery(calls, i, sig)
+            rec = find_recovery(calls, i, sig, max_actions=self.max_actions)
             drafts.append(self._warning(trajectory, base, call, states[i], sig, rec))
             if rec.retry is not None:
                 drafts.append(self._recovery_card(trajectory, base, call, states[i + 1], sig, rec))
@@ -120,25 +58,7 @@ class RuleExtractor:
             drafts.append(self._success_path(trajectory, base, calls, states[0]))
         return drafts
 
-    def _recovery(self, calls: list[Step], i: int, sig: str) -> _Recovery:
-        failed = calls[i]
-        same = 0
-        for j in range(i + 1, len(calls)):
-            later = calls[j]
-            if later.tool != failed.tool:
-                continue
-            if later.error is None:
-                between = [c for c in calls[i + 1 : j] if c.error is None and c.tool != failed.tool]
-                a, b = failed.args or {}, later.args or {}
-                changed = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
-                how = changed_args(a, b)
-                return _Recovery(later, between[: self.max_actions - 1], changed, how, same, None)
-            if error_signature(later.error, later.args) == sig:
-                same += 1
-        nxt = calls[i + 1].tool if i + 1 < len(calls) else None
-        return _Recovery(None, [], [], [], same, nxt)
-
-    def _actions(self, failed: Step, rec: _Recovery) -> list[ActionStep]:
+    def _actions(self, failed: Step, rec: Recovery) -> list[ActionStep]:
         if rec.retry is None:
             return [
                 ActionStep(
@@ -175,7 +95,7 @@ class RuleExtractor:
         state: dict[str, Any],
         call: Step,
         sig: str,
-        rec: _Recovery,
+        rec: Recovery,
         *,
         confirms: bool,
     ) -> EvidenceTriple:
@@ -208,7 +128,7 @@ class RuleExtractor:
         call: Step,
         state: dict[str, Any],
         sig: str,
-        rec: _Recovery,
+        rec: Recovery,
     ) -> DraftCard:
         recovered = rec.retry is not None
         # the error itself is observed, whatever the run's end: the warning is confirmed
@@ -223,7 +143,7 @@ class RuleExtractor:
             preconditions=[
                 *base,
                 f"tool == {cel_string(call.tool or '')}",
-                *_separating(call, rec),
+                *separating(call, rec),
             ],
             action_sequence=self._actions(call, rec),
             expected_outcome=f"{call.tool} succeeds",
@@ -245,7 +165,7 @@ class RuleExtractor:
         call: Step,
         state_after: dict[str, Any],
         sig: str,
-        rec: _Recovery,
+        rec: Recovery,
     ) -> DraftCard:
         assert rec.retry is not None
         # a recovery is confirmed only by a run that went on to succeed
