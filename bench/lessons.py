@@ -18,8 +18,13 @@ error: a card whose failure modes carry the signature
 it. precision@k = relevant items in the top k / k; recall@k = share of events with a relevant
 item in the top k; MRR = mean of 1 / rank of the first relevant item.
 
-Baseline: dense retrieval (all-MiniLM-L6-v2) of raw trajectory snippets (one per tool call of
-the learning runs: tool, arguments, result), queried with the same state rendered as text.
+Baselines: dense retrieval (all-MiniLM-L6-v2) of raw trajectory snippets (one per tool call of
+the learning runs: tool, arguments, result), queried with the same state rendered as text; and
+the trivial list, the tool's most frequent errors in the learning runs, most frequent first.
+
+Wrong writes (bench/lessons_writes.py) and card usefulness are scored on the other-tasks folds.
+The memory never sees a record's `info` (where the expected actions live): it is dropped from
+every record before learning and read only to score.
 
     python bench/lessons.py ../shared/data/tau-bench-airline/trajectories.json [--folds 5]
 
@@ -33,7 +38,7 @@ import json
 import sys
 import tempfile
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -41,7 +46,12 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 RESULTS = REPO / "bench" / "results"
-KS = (1, 3, 5)
+MAX_NOISE = 0.15
+SYSTEMS = ("hindsight", "hindsight cautions", "tool failure rate", "dense kNN")
+
+from bench.lessons_metrics import KS, ranking_summary, score_summary  # noqa: E402
+from bench.lessons_plot import plot, report  # noqa: E402
+from bench.lessons_writes import Baselines, card_usefulness, score_writes  # noqa: E402
 
 
 def _group(record: dict[str, Any], key: str) -> str:
@@ -66,7 +76,8 @@ def _learn(records: list[tuple[str, dict[str, Any]]], data_dir: Path) -> Any:
     settings = Settings(data_dir=data_dir, embedder="none")
     db.upgrade(settings)
     engine = db.make_engine(settings)
-    ingest(engine=engine, records=records, namespace="bench", task_type="default")
+    blind = [(n, {k: v for k, v in r.items() if k != "info"}) for n, r in records]
+    ingest(engine=engine, records=blind, namespace="bench", task_type="default")
     while retrospect_once(
         engine=engine,
         extractor=RuleExtractor(),
@@ -95,7 +106,7 @@ def _state_text(state: dict[str, Any], args: dict[str, Any]) -> str:
 
 
 class Metrics:
-    """precision@k, recall@k and MRR over events, from each event's relevance list."""
+    """Relevance lists of the events, summarised by bench.lessons_metrics.ranking_summary."""
 
     def __init__(self) -> None:
         self.lists: list[list[bool]] = []
@@ -104,18 +115,7 @@ class Metrics:
         self.lists.append(relevant)
 
     def summary(self) -> dict[str, Any]:
-        n = len(self.lists)
-        out: dict[str, Any] = {"events": n}
-        if not n:
-            return out
-        for k in KS:
-            out[f"p@{k}"] = round(sum(sum(r[:k]) / k for r in self.lists) / n, 4)
-            out[f"r@{k}"] = round(sum(any(r[:k]) for r in self.lists) / n, 4)
-        out["mrr"] = round(
-            sum(next((1 / (i + 1) for i, x in enumerate(r) if x), 0.0) for r in self.lists) / n, 4
-        )
-        out["served"] = round(sum(len(r) for r in self.lists) / n, 2)
-        return out
+        return ranking_summary(self.lists)
 
 
 def evaluate(
@@ -127,13 +127,14 @@ def evaluate(
     work: Path,
     into: dict[str, Metrics],
     noise: dict[str, int],
-) -> None:
-    """Learn from `learn`, replay `test`, add every eligible event's relevance lists."""
+) -> dict[str, Any]:
+    """Learn from `learn`, replay `test`, add every eligible event's relevance lists; the
+    wrong-write rows and the cards' usefulness come back."""
     import numpy as np
 
     from memory_core.models.columns import utcnow
     from memory_core.replay import parse_all, replay_trajectory, served_cards
-    from memory_core.task_state import normalise_error, states_before_calls
+    from memory_core.task_state import error_signature, states_before_calls
 
     engine = _learn(learn, work)
     learned, _ = parse_all(learn, namespace="bench", task_type="default")
@@ -141,16 +142,19 @@ def evaluate(
     group_of = {
         t.key: _group(r, t.key) for (_, r), t in zip(learn + test, learned + tested, strict=True)
     }
-    # the learning runs' errors (by task, for the same-task protocol) and their snippets
+    # the learning runs' errors (by task, for the same-task protocol), their snippets, and
+    # each tool's errors by frequency (the trivial baseline)
     seen: dict[str, set[str]] = defaultdict(set)
     snippets: list[tuple[str, str]] = []  # (signature or "", text)
+    tool_errors: dict[str, Counter[str]] = defaultdict(Counter)
     for t in learned:
         for s in t.steps:
             if s.type == "tool_call" and s.tool:
-                sig = normalise_error(s.error) if s.error else ""
+                sig = error_signature(s.error, s.args) if s.error else ""
                 if sig:
                     seen[group_of[t.key]].add(sig)
                     seen["*"].add(sig)
+                    tool_errors[s.tool][sig] += 1
                 snippets.append((sig, _snippet(s)))
     vectors = np.asarray(embedder.embed([text for _, text in snippets]), dtype=np.float32)
     snapshot, cards = served_cards(engine=engine, namespace="bench")
@@ -165,12 +169,14 @@ def evaluate(
             if not c.signature:
                 noise["calls_ok"] += 1
                 noise["cards_served_ok"] += len(c.served)
+                noise["calls_ok_served"] += bool(c.served)
                 continue
             if c.signature not in seen["*"]:
                 continue
             (q,) = embedder.embed([_state_text(state, step.args or {})])
             sims = vectors @ np.asarray(q, dtype=np.float32)
             top = np.argsort(-sims, kind="stable")[: max(KS)]
+            frequent = [sig for sig, _ in tool_errors[c.tool].most_common(max(KS))]
             scopes = [""]
             if same_task:  # the same task's first trial had it (else: another task's)
                 scopes = [" (any task)"]
@@ -181,6 +187,44 @@ def evaluate(
                 into.setdefault(f"dense snippets{scope}", Metrics()).add(
                     [snippets[i][0] == c.signature for i in top]
                 )
+                into.setdefault(f"tool's frequent errors{scope}", Metrics()).add(
+                    [sig == c.signature for sig in frequent]
+                )
+    if same_task:
+        return {}
+    records = dict(test)
+    by_key = {t.key: records[name] for (name, _), t in zip(test, tested, strict=True)}
+    writes = score_writes(
+        tested,
+        by_key,
+        snapshot=snapshot,
+        cards=cards,
+        baselines=Baselines(learned, embedder),
+        now=now,
+    )
+    return {"writes": writes, "cards": card_usefulness(engine, "bench")}
+
+
+def _noise(noise: dict[str, int]) -> dict[str, Any]:
+    ok = max(noise["calls_ok"], 1)
+    return {
+        "cards_per_successful_call": round(noise["cards_served_ok"] / ok, 2),
+        "replay_noise_rate": round(noise["calls_ok_served"] / ok, 4),
+    }
+
+
+def _writes_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "writes": len(rows),
+        "wrong": sum(r["wrong"] for r in rows),
+    }
+    for system in SYSTEMS:
+        out[system] = score_summary([(r[system], r["wrong"]) for r in rows], max_fpr=MAX_NOISE)
+    return out
+
+
+def _ranking_rows(metrics: dict[str, Metrics]) -> dict[str, Any]:
+    return {k: m.summary() for k, m in metrics.items()}
 
 
 def run(path: Path, folds: int) -> dict[str, Any]:
@@ -194,13 +238,17 @@ def run(path: Path, folds: int) -> dict[str, Any]:
     base = Path(tempfile.mkdtemp(prefix="lessons-"))
     # other tasks: k folds over the tasks
     t0 = time.perf_counter()
-    metrics: dict[str, Metrics] = {"hindsight": Metrics(), "dense snippets": Metrics()}
-    noise: dict[str, int] = defaultdict(int)
+    total: dict[str, Metrics] = {}
+    noise_total: dict[str, int] = defaultdict(int)
+    all_writes: list[dict[str, Any]] = []
+    per_fold = []
     for f in range(folds):
         held = set(groups[f::folds])
         learn = [(n, r) for n, r in records if _group(r, n) not in held]
         test = [(n, r) for n, r in records if _group(r, n) in held]
-        evaluate(
+        metrics: dict[str, Metrics] = {}
+        noise: dict[str, int] = defaultdict(int)
+        extra = evaluate(
             learn,
             test,
             same_task=False,
@@ -209,56 +257,56 @@ def run(path: Path, folds: int) -> dict[str, Any]:
             into=metrics,
             noise=noise,
         )
+        for k, m in metrics.items():
+            total.setdefault(k, Metrics()).lists.extend(m.lists)
+        for k, v in noise.items():
+            noise_total[k] += v
+        all_writes.extend(extra["writes"])
+        per_fold.append(
+            {
+                "fold": f,
+                "held_out_tasks": len(held),
+                "recurring_errors": _ranking_rows(metrics),
+                "wrong_writes": _writes_summary(extra["writes"]),
+                "cards": extra["cards"],
+                **_noise(noise),
+            }
+        )
+    cards = [p["cards"] for p in per_fold]
     out["other_tasks"] = {
         "folds": folds,
-        **{k: m.summary() for k, m in metrics.items()},
-        "cards_per_successful_call": round(noise["cards_served_ok"] / max(noise["calls_ok"], 1), 2),
+        **_ranking_rows(total),
+        **_noise(noise_total),
         "seconds": round(time.perf_counter() - t0, 1),
     }
+    out["wrong_writes"] = _writes_summary(all_writes)
+    out["card_usefulness"] = {
+        "active_cards_per_fold": [c["active_cards"] for c in cards],
+        "share_with_a_successful_run": round(
+            sum(c["with_a_successful_run"] for c in cards)
+            / max(sum(c["active_cards"] for c in cards), 1),
+            4,
+        ),
+        "replay_noise_rate": out["other_tasks"]["replay_noise_rate"],
+    }
+    out["per_fold"] = per_fold
     # later trials of the same task
     t0 = time.perf_counter()
     first = {g: min(_trial(r) for n, r in records if _group(r, n) == g) for g in groups}
     learn = [(n, r) for n, r in records if _trial(r) == first[_group(r, n)]]
     test = [(n, r) for n, r in records if _trial(r) != first[_group(r, n)]]
-    metrics = {"hindsight": Metrics(), "dense snippets": Metrics()}
+    metrics = {}
     noise = defaultdict(int)
     evaluate(
         learn, test, same_task=True, embedder=embedder, work=base / "trials", into=metrics,
         noise=noise,
     )  # fmt: skip
     out["later_trials"] = {
-        **{k: m.summary() for k, m in metrics.items()},
-        "cards_per_successful_call": round(noise["cards_served_ok"] / max(noise["calls_ok"], 1), 2),
+        **_ranking_rows(metrics),
+        **_noise(noise),
         "seconds": round(time.perf_counter() - t0, 1),
     }
     return out
-
-
-def plot(result: dict[str, Any], out: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
-    metrics = [f"r@{k}" for k in KS] + [f"p@{k}" for k in KS] + ["mrr"]
-    for ax, proto, title in zip(
-        axes, ("other_tasks", "later_trials"), ("other tasks", "later trials"), strict=True
-    ):
-        width = 0.4
-        for i, system in enumerate(("hindsight", "dense snippets")):
-            row = result[proto][system]
-            vals = [row.get(m, 0) for m in metrics]
-            bars = ax.bar([x + i * width for x in range(len(metrics))], vals, width, label=system)
-            ax.bar_label(bars, fmt="%.2f", fontsize=6)
-        ax.set_xticks([x + width / 2 for x in range(len(metrics))], metrics, fontsize=8)
-        ax.set_title(f"{title} ({result[proto]['hindsight'].get('events', 0)} error events)")
-        ax.set_ylim(0, 1.05)
-    axes[0].set_ylabel("score")
-    axes[0].legend(fontsize=8)
-    fig.suptitle("Warned before a known error recurs (tau-bench airline)")
-    fig.tight_layout()
-    fig.savefig(out, dpi=120)
 
 
 def main() -> None:
@@ -273,13 +321,7 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     plot(result, args.out.with_suffix(".png"))
-    cols = ["events", *(f"p@{k}" for k in KS), *(f"r@{k}" for k in KS), "mrr", "served"]
-    print(f"{'protocol':14}{'system':28}" + "".join(f"{c:>8}" for c in cols))
-    for proto in ("other_tasks", "later_trials"):
-        for system, row in result[proto].items():
-            if isinstance(row, dict):
-                print(f"{proto:14}{system:28}" + "".join(f"{row.get(c, '-'):>8}" for c in cols))
-    print(f"{result['wall_s']} s")
+    report(result)
 
 
 if __name__ == "__main__":

@@ -43,7 +43,12 @@ from memory_core.replay_report import (
 from memory_core.serve.retrieval import retrieve
 from memory_core.serve.snapshot import Snapshot, load_snapshot
 from memory_core.settings import RankingWeights
-from memory_core.task_state import error_code, normalise_error, states_before_calls
+from memory_core.task_state import (
+    error_code,
+    error_signature,
+    normalise_error,
+    states_before_calls,
+)
 
 PRE_CALL = frozenset({"tool", "args"})  # the variables of the call about to be made
 MIN_CONTAINED = 12  # a signature shorter than this must equal a failure mode, not sit inside one
@@ -147,7 +152,7 @@ def replay_trajectory(
             weights=weights,
             pre_call_only=pre_call_only,
         )
-        sig = _norm(call.error) if call.error else None
+        sig = error_signature(call.error, call.args) if call.error else None
         code = error_code(call.error) if call.error else None
         served = [
             ServedCard(

@@ -45,8 +45,15 @@ _HTTP_STATUS = re.compile(
     re.I,
 )
 _EXCEPTION_NAME = re.compile(r"\b([A-Z][A-Za-z0-9]*(?:Error|Exception|Timeout|Refused))\b")
+# the protocol's signals at the start of a text result: an "Error:"-style prefix, a Python
+# traceback or exception repr ("ValueError: ..."), an HTTP status line >= 400. A result that
+# merely starts with a number (a computed 408.0, a count) is data, never an error.
 _ERROR_START = re.compile(
-    r"^\s*(?:error|exception|traceback|fatal|failed|(?:http(?:/[\d.]+)?\s+)?[45]\d\d\b)", re.I
+    r"^\s*(?:(?:error|exception|fatal)\s*[:\-]"
+    r"|traceback \(most recent call last\)"
+    r"|[A-Za-z_][\w.]*(?:Error|Exception)\s*:"
+    r"|http(?:/[\d.]+)?\s+[45]\d\d\b)",
+    re.I,
 )
 MAX_SIGNATURE_CHARS = 160
 
@@ -74,6 +81,19 @@ def normalise_error(text: str) -> str:
     return " ".join(first.casefold().split())[:MAX_SIGNATURE_CHARS]
 
 
+MIN_ECHO_CHARS = 3
+
+
+def error_signature(error: str, args: dict[str, Any] | None = None) -> str:
+    """The signature of a call's error: the argument values it echoes named by their key
+    (so "no match for 'foo bar'" is one lesson for every query), then normalise_error."""
+    text = error
+    for key, value in sorted((args or {}).items(), key=lambda kv: -len(str(kv[1]))):
+        if isinstance(value, str) and len(value.strip()) >= MIN_ECHO_CHARS:
+            text = re.sub(re.escape(value.strip()), f"<{key}>", text, flags=re.I)
+    return normalise_error(text)
+
+
 def error_code(text: str) -> str:
     """An HTTP status or exception name visible in an error text, else ''."""
     status = _HTTP_STATUS.search(text)
@@ -84,7 +104,7 @@ def error_code(text: str) -> str:
 
 
 def observation_error(observation: str) -> str | None:
-    """The error a tool result reports ("Error: ..." text, a JSON error object), or None."""
+    """The error a tool result reports by the protocol's signals, or None (numbers are data)."""
     if _ERROR_START.match(observation):
         return observation.strip()
     stripped = observation.lstrip()
@@ -94,11 +114,13 @@ def observation_error(observation: str) -> str | None:
         except ValueError:
             return None
         if isinstance(payload, dict):
-            err = payload.get("error") or payload.get("errors")
+            err = payload.get("error") or payload.get("errors") or payload.get("exception")
             if err:
                 return err if isinstance(err, str) else json.dumps(err, sort_keys=True)
             status = payload.get("status_code", payload.get("status"))
-            if isinstance(status, int) and status >= 400:
+            if isinstance(status, str) and status.isdigit():
+                status = int(status)
+            if isinstance(status, int) and not isinstance(status, bool) and status >= 400:
                 return f"status {status}: {payload.get('message') or payload.get('detail') or ''}"
     return None
 
@@ -138,7 +160,7 @@ def states_before_calls(
         last_tool = s.tool
         if s.error:
             errors += 1
-            last_error, last_code = normalise_error(s.error), error_code(s.error)
+            last_error, last_code = error_signature(s.error, s.args), error_code(s.error)
         else:
             last_error, last_code = "", ""
     return states

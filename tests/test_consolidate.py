@@ -22,7 +22,18 @@ from memory_core.settings import ConsolidateRules
 RULES = ConsolidateRules()
 
 
-def _card(engine, *, scenario, pre, tools, confidence=0.6, evidence=1, modes=(), kind="experience"):
+def _card(
+    engine,
+    *,
+    scenario,
+    pre,
+    tools,
+    confidence=0.6,
+    evidence=1,
+    modes=(),
+    kind="experience",
+    outcome="success",
+):
     card_id = uuid.uuid4()
     with session_scope(engine) as s:
         s.add(
@@ -52,7 +63,11 @@ def _card(engine, *, scenario, pre, tools, confidence=0.6, evidence=1, modes=(),
             )
             s.add(t)
             s.flush()
-            s.add(CardEvidence(card_id=card_id, trajectory_id=t.id, step=i))
+            s.add(
+                CardEvidence(
+                    card_id=card_id, trajectory_id=t.id, step=i, result={"outcome": outcome}
+                )
+            )
     return card_id
 
 
@@ -94,7 +109,9 @@ def test_same_lesson_three_times_becomes_one_card(engine):
     survivor = cards[a]
     assert survivor.evidence_count == 5 and survivor.use_count == 3
     assert {m["mode"] for m in survivor.failure_modes} == {"404", "timeout"}
-    assert 0.6 < survivor.confidence <= 0.95
+    # evidence, not confidences, combine: Beta(1+5, 1) over the five runs (6/7), plus the
+    # survivor's own offset from its evidence estimate (0.6 - 4/5)
+    assert survivor.confidence == pytest.approx(6 / 7 + 0.6 - 4 / 5, abs=1e-6)
     with Session(engine) as s:
         assert (
             s.execute(select(CardEvidence).where(col(CardEvidence.card_id) == a)).all().__len__()
@@ -251,3 +268,23 @@ def test_the_llm_judges_ambiguous_pairs_and_bad_answers_change_nothing(engine, a
         assert cards[old].version == cards[new].version == 1
         assert report.unjudged == (0 if "refines" in answer else 1)
     assert again.absorbed == again.superseded == 0
+
+
+def test_merge_combines_runs_not_confidences(engine):
+    """Two one-run cards of 0.55 and 0.595 once merged to 0.82 (1 - prod(1 - c)); the merge
+    now rests on the two runs behind them, and runs that failed confirm no recovery."""
+    pre = ['last_tool == "pay"', 'last_error == "declined"']
+    a = _card(engine, scenario="pay declined", pre=pre, tools=["pay"], confidence=0.45,
+              outcome="failure")  # fmt: skip
+    b = _card(engine, scenario="pay declined", pre=list(reversed(pre)), tools=["pay"],
+              confidence=0.45, outcome="failure")  # fmt: skip
+    report = consolidate(engine=engine, namespace="ns", rules=RULES)
+    assert report.merges == 1
+    merged = [c for c in _statuses(engine).values() if c.card_id in (a, b) and c.status == "active"]
+    assert len(merged) == 1 and merged[0].confidence == pytest.approx(0.45)  # still unconfirmed
+    c = _card(engine, scenario="pay declined", pre=pre, tools=["pay"], confidence=2 / 3)
+    consolidate(engine=engine, namespace="ns", rules=RULES)
+    (survivor,) = [x for x in _statuses(engine).values() if x.status == "active"]
+    assert survivor.card_id == merged[0].card_id
+    # three runs support it and one succeeded: Beta(1+3, 1) = 0.8, less the survivor's offset 0
+    assert survivor.confidence == pytest.approx(0.8) and c != survivor.card_id

@@ -59,3 +59,42 @@ def test_states_before_each_call() -> None:
     assert third["retry_count"] == 1 and third["error_count"] == 1
     assert fourth["last_error"] == "" and fourth["retry_count"] == 2
     assert "tool" not in planning_state(third) and planning_state(third)["step"] == 2
+
+
+def test_numbers_are_data_not_errors() -> None:
+    # the real case: a calculator tool answered 408.0 and the run's cards said it "failed"
+    assert observation_error("408.0") is None
+    assert observation_error("404") is None
+    assert observation_error("500 results") is None
+    assert observation_error("failed attempts: 0") is None
+    assert observation_error("HTTP 404 Not Found") == "HTTP 404 Not Found"
+    assert observation_error("HTTP/1.1 503 Service Unavailable") is not None
+    assert observation_error("ValueError: amount must be positive") is not None
+    assert observation_error("Exception - disk full") is not None
+    assert observation_error('{"status": "503", "message": "down"}') == "status 503: down"
+    assert observation_error('{"exception": "KeyError: x"}') == "KeyError: x"
+    assert observation_error('{"status": 200, "value": 408}') is None
+
+
+def test_real_calculator_result_is_not_an_error() -> None:
+    from memory_core.ingest.formats import parse_record
+
+    record = {
+        "reward": 1.0,
+        "messages": [
+            {"role": "user", "content": "what is the total?"},
+            {
+                "role": "assistant",
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "function": {"name": "calculate", "arguments": '{"expression": "204*2"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "c1", "name": "calculate", "content": "408.0"},
+        ],
+    }
+    t = parse_record(record, name="r", namespace="n", task_type="default")
+    (call,) = [s for s in t.steps if s.type == "tool_call"]
+    assert call.observation == "408.0" and call.error is None

@@ -8,17 +8,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import bindparam, case, literal, select, text, update
+from sqlalchemy import bindparam, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session, col
 
+from memory_core.cards.confidence import confidence_of
 from memory_core.models.card import (
     LIVE_STATUSES,
     Card,
     CardEvidence,
     CardStatus,
     CardVersion,
+    EvidenceTriple,
 )
 from memory_core.models.columns import new_id, utcnow
 from memory_core.preconditions import compile_all
@@ -27,8 +29,6 @@ from memory_core.retrospect.drafts import DraftCard
 from memory_core.screen.gate import screen_draft
 
 _LIVE_SQL = text("status IN ('draft', 'review', 'active', 'quarantined')")
-MAX_CONFIDENCE_FROM_EVIDENCE = 0.95
-EVIDENCE_GAIN = 0.1  # each further supporting trajectory closes 10% of the gap to certainty
 
 
 @dataclass
@@ -181,10 +181,16 @@ def write_drafts(
         index_elements=["card_id", "trajectory_id", "step"]
     )
     added: dict[uuid.UUID, int] = defaultdict(int)
+    new_rows: set[uuid.UUID] = set()
     if ev_rows:  # an executemany of no rows would insert one empty row
-        for (cid,) in session.execute(ev_ins.returning(col(CardEvidence.card_id)), ev_rows).all():
+        returned = session.execute(
+            ev_ins.returning(col(CardEvidence.card_id), col(CardEvidence.id)), ev_rows
+        ).all()
+        for cid, eid in returned:
             added[cid] += 1
-    _bump(session, {cid: (n, cid in created) for cid, n in added.items()}, now)
+            new_rows.add(eid)
+    stated = {ids[sig]: d.evidence for sig, d in by_sig.items() if ids[sig] in created}
+    _bump(session, added, new_rows, stated, now)
     return WriteResult(created=len(created), evidence_added=sum(added.values()))
 
 
@@ -195,32 +201,54 @@ def _reason(row: dict[str, Any]) -> str:
     return "created by retrospection"
 
 
-def _bump(session: Session, counts: dict[uuid.UUID, tuple[int, bool]], now: Any) -> None:
-    """Add new evidence to counts and confidence in one set-based statement per card batch."""
-    if not counts:
+def _bump(
+    session: Session,
+    added: dict[uuid.UUID, int],
+    new_rows: set[uuid.UUID],
+    stated: dict[uuid.UUID, list[EvidenceTriple]],
+    now: Any,
+) -> None:
+    """Count new evidence and move each card's confidence by what the new runs change in the
+    evidence estimate (memory_core.cards.confidence); feedback and decay offsets are kept."""
+    if not added:
         return
-    boosted = 1 - (1 - col(Card.confidence)) * bindparam("keep")
+    rows = session.execute(
+        select(
+            col(CardEvidence.card_id),
+            col(CardEvidence.id),
+            col(CardEvidence.trajectory_id),
+            col(CardEvidence.result),
+        ).where(col(CardEvidence.card_id).in_(list(added)))
+    ).all()
+    every: dict[uuid.UUID, list[tuple[uuid.UUID, dict[str, Any]]]] = defaultdict(list)
+    before: dict[uuid.UUID, list[tuple[uuid.UUID, dict[str, Any]]]] = defaultdict(list)
+    for cid, eid, tid, result in rows:
+        every[cid].append((tid, result or {}))
+        if eid not in new_rows:
+            before[cid].append((tid, result or {}))
+    for cid, triples in stated.items():  # a new card's stated confidence came from its draft
+        before[cid] = [(t.trajectory_id, t.result) for t in triples]
+    current = dict(
+        session.execute(
+            select(col(Card.card_id), col(Card.confidence)).where(
+                col(Card.card_id).in_(list(added))
+            )
+        )
+        .tuples()
+        .all()
+    )
+    params = []
+    for cid, n in sorted(added.items(), key=lambda kv: str(kv[0])):
+        shift = confidence_of(every[cid]) - confidence_of(before[cid]) if before[cid] else 0.0
+        value = min(max(current[cid] + shift, 0.0), 1.0)
+        params.append({"cid": cid, "n": n, "now": now, "conf": round(value, 6)})
     stmt = (
         update(Card)
         .where(col(Card.card_id) == bindparam("cid"))
         .values(
             evidence_count=col(Card.evidence_count) + bindparam("n"),
-            confidence=case(
-                (col(Card.confidence) >= MAX_CONFIDENCE_FROM_EVIDENCE, col(Card.confidence)),
-                (boosted > MAX_CONFIDENCE_FROM_EVIDENCE, literal(MAX_CONFIDENCE_FROM_EVIDENCE)),
-                else_=boosted,
-            ),
+            confidence=bindparam("conf"),
             updated_at=bindparam("now"),
         )
     )
-    params = [
-        {
-            "cid": cid,
-            "n": n,
-            "now": now,
-            # the first piece of evidence of a new card is already in its base confidence
-            "keep": (1 - EVIDENCE_GAIN) ** (n - 1 if is_new else n),
-        }
-        for cid, (n, is_new) in sorted(counts.items(), key=lambda kv: str(kv[0]))
-    ]
     session.connection().execute(stmt, params)

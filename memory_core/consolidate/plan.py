@@ -11,19 +11,19 @@ from __future__ import annotations
 import re
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from memory_core.cards.confidence import RunEvidence, merged_confidence
 from memory_core.errors import HindsightError, InvalidPrecondition
 
 if TYPE_CHECKING:
     from memory_core.consolidate.judge import PairJudge
 from memory_core.preconditions import compile_stored, normalise_expression
 
-MAX_MERGED_CONFIDENCE = 0.95
 _WORD = re.compile(r"[a-z0-9_]+")
 
 
@@ -169,6 +169,7 @@ def plan_merges(
     judge_floor: float = 0.75,
     judge_floor_words: float = 0.5,
     max_judged: int = 200,
+    runs: Mapping[uuid.UUID, Mapping[uuid.UUID, RunEvidence]] | None = None,
 ) -> MergePlan:
     """Cluster near-duplicates; the card with the most evidence survives (see stable_key).
     With a judge, pairs alike but below the thresholds are asked about: "same" merges,
@@ -218,7 +219,9 @@ def plan_merges(
                 survivor=survivor,
                 absorbed=absorbed,
                 failure_modes=union_failure_modes(r.failure_modes for r in members),
-                confidence=combined_confidence([r.confidence for r in members]),
+                confidence=merged_confidence(
+                    (r.confidence, (runs or {}).get(r.card_id, {})) for r in members
+                ),
                 why="; ".join(reasons[:3]) or "near-duplicates",
             )
         )
@@ -262,14 +265,6 @@ def union_failure_modes(lists: Iterable[list[dict[str, Any]]]) -> list[dict[str,
         for m in modes:
             seen.setdefault(" ".join(str(m.get("mode", "")).lower().split()), m)
     return list(seen.values())
-
-
-def combined_confidence(values: Sequence[float]) -> float:
-    """Independent support: 1 - prod(1 - c), capped below certainty."""
-    miss = 1.0
-    for c in values:
-        miss *= 1.0 - min(max(c, 0.0), 1.0)
-    return round(min(1.0 - miss, max(MAX_MERGED_CONFIDENCE, *values)), 6)
 
 
 class PlanInvalid(HindsightError):

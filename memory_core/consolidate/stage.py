@@ -11,6 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
+from memory_core.cards.evidence import runs_by_card
 from memory_core.consolidate.apply import ACTOR, apply_plan
 from memory_core.consolidate.judge import PairJudge
 from memory_core.consolidate.plan import CardRow, check_plan, plan_merges
@@ -104,6 +105,7 @@ def consolidate(
             judge_floor=rules.judge_floor,
             judge_floor_words=rules.lexical_judge_floor,
             max_judged=rules.max_judged,
+            runs=runs_by_card(engine=engine, card_ids=[r.card_id for r in rows]),
         )
         check_plan(plan, rows)
         report.cards_seen, report.merges, report.absorbed = (

@@ -6,63 +6,15 @@ from the trajectory and writes them into preconditions and action steps as data.
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from typing import Any
 
+from memory_core.cards.confidence import confidence_of
 from memory_core.models.card import ActionStep, EvidenceTriple, FailureMode
 from memory_core.models.trajectory import Outcome, Step
+from memory_core.retrospect.call_features import cel_string, template
 from memory_core.retrospect.drafts import DraftCard, Extraction, TrajectoryView
-from memory_core.task_state import CONDITION_KEYS, normalise_error, states_before_calls
-
-
-def cel_string(value: str) -> str:
-    """A CEL string literal for a value (JSON escaping is valid CEL escaping)."""
-    return json.dumps(value, ensure_ascii=False)
-
-
-def params_template(args: dict[str, Any] | None) -> dict[str, Any]:
-    """The shape of a call's arguments with the values replaced by their types."""
-    names = {
-        str: "string",
-        bool: "boolean",
-        int: "number",
-        float: "number",
-        list: "list",
-        dict: "object",
-        type(None): "null",
-    }
-    return {k: f"<{names.get(type(v), 'value')}>" for k, v in (args or {}).items()}
-
-
-@dataclass(frozen=True)
-class _Recovery:
-    """What happened after a failed call: the successful retry, if any, and the steps between."""
-
-    retry: Step | None
-    between: list[Step]
-    changed_args: list[str]
-    same_failures: int
-    next_tool: str | None
-
-    def handling(self) -> str:
-        if self.retry is None:
-            text = "no successful retry was seen"
-            if self.same_failures:
-                text += f"; {self.same_failures} more attempt(s) failed the same way"
-            if self.next_tool:
-                text += f"; the agent then called {self.next_tool}"
-            return text
-        parts = [f"retried {self.retry.tool}"]
-        if self.between:
-            parts.append(
-                "after calling " + ", ".join(dict.fromkeys(s.tool or "" for s in self.between))
-            )
-        if self.changed_args:
-            parts.append("with changed " + ", ".join(self.changed_args))
-        else:
-            parts.append("with the same arguments")
-        return " ".join(parts)
+from memory_core.retrospect.recovery import Recovery, find_recovery, params_template, separating
+from memory_core.task_state import CONDITION_KEYS, error_signature, states_before_calls
 
 
 class RuleExtractor:
@@ -94,11 +46,11 @@ class RuleExtractor:
         for i, call in enumerate(calls):
             if not call.error or call.tool is None:
                 continue
-            sig = normalise_error(call.error)
+            sig = error_signature(call.error, call.args)
             if (call.tool, sig) in seen:
                 continue  # the same failure again in one run is one lesson, not two
             seen.add((call.tool, sig))
-            rec = self._recovery(calls, i, sig)
+            rec = find_recovery(calls, i, sig, max_actions=self.max_actions)
             drafts.append(self._warning(trajectory, base, call, states[i], sig, rec))
             if rec.retry is not None:
                 drafts.append(self._recovery_card(trajectory, base, call, states[i + 1], sig, rec))
@@ -106,24 +58,7 @@ class RuleExtractor:
             drafts.append(self._success_path(trajectory, base, calls, states[0]))
         return drafts
 
-    def _recovery(self, calls: list[Step], i: int, sig: str) -> _Recovery:
-        failed = calls[i]
-        same = 0
-        for j in range(i + 1, len(calls)):
-            later = calls[j]
-            if later.tool != failed.tool:
-                continue
-            if later.error is None:
-                between = [c for c in calls[i + 1 : j] if c.error is None and c.tool != failed.tool]
-                a, b = failed.args or {}, later.args or {}
-                changed = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
-                return _Recovery(later, between[: self.max_actions - 1], changed, same, None)
-            if normalise_error(later.error) == sig:
-                same += 1
-        nxt = calls[i + 1].tool if i + 1 < len(calls) else None
-        return _Recovery(None, [], [], same, nxt)
-
-    def _actions(self, failed: Step, rec: _Recovery) -> list[ActionStep]:
+    def _actions(self, failed: Step, rec: Recovery) -> list[ActionStep]:
         if rec.retry is None:
             return [
                 ActionStep(
@@ -141,22 +76,35 @@ class RuleExtractor:
             for s in rec.between
         ]
         note = (
-            "retry with changed " + ", ".join(rec.changed_args)
-            if rec.changed_args
-            else "retry with the same arguments"
+            "this call succeeded: " + "; ".join(rec.how)
+            if rec.how
+            else "this call succeeded with the same arguments"
         )
         steps.append(
             ActionStep(
                 tool=rec.retry.tool or "",
-                params_template=params_template(rec.retry.args),
+                params_template=template(rec.retry.args, keep=frozenset(rec.changed_args)),
                 note=note,
             )
         )
         return steps
 
     def _evidence(
-        self, t: TrajectoryView, state: dict[str, Any], call: Step, sig: str, rec: _Recovery
+        self,
+        t: TrajectoryView,
+        state: dict[str, Any],
+        call: Step,
+        sig: str,
+        rec: Recovery,
+        *,
+        confirms: bool,
     ) -> EvidenceTriple:
+        """The failing call, what followed it, and whether this run confirms the lesson."""
+        succeeded = (
+            {"tool": rec.retry.tool, "args": rec.retry.args or {}, "changed": rec.how}
+            if rec.retry is not None
+            else None
+        )
         return EvidenceTriple(
             trajectory_id=t.id,
             step=int(state["step"]),
@@ -166,7 +114,10 @@ class RuleExtractor:
                 "error": (call.error or "")[:300],
                 "error_signature": sig,
                 "recovered": rec.retry is not None,
+                "succeeded_with": succeeded,
                 "outcome": t.outcome.value,
+                "role": "supports",
+                "confirms": confirms,
             },
         )
 
@@ -177,14 +128,23 @@ class RuleExtractor:
         call: Step,
         state: dict[str, Any],
         sig: str,
-        rec: _Recovery,
+        rec: Recovery,
     ) -> DraftCard:
         recovered = rec.retry is not None
+        # the error itself is observed, whatever the run's end: the warning is confirmed
+        evidence = [self._evidence(t, state, call, sig, rec, confirms=True)]
+        handling = rec.handling()
+        if recovered and t.outcome is not Outcome.success:
+            handling += " (unconfirmed: the run failed anyway)"
         return DraftCard(
-            provenance={"producer": self.name},
+            provenance={"producer": self.name, "confirmed": True},
             pattern="pre_call_warning",
             scenario=f'Calling {call.tool} can fail with "{sig}"',
-            preconditions=[*base, f"tool == {cel_string(call.tool or '')}"],
+            preconditions=[
+                *base,
+                f"tool == {cel_string(call.tool or '')}",
+                *separating(call, rec),
+            ],
             action_sequence=self._actions(call, rec),
             expected_outcome=f"{call.tool} succeeds",
             actual_outcome=(
@@ -192,9 +152,9 @@ class RuleExtractor:
                 + (f"recovered: {rec.handling()}" if recovered else "not recovered")
                 + f"; run outcome: {t.outcome.value}"
             ),
-            failure_modes=[FailureMode(mode=sig, handling=rec.handling())],
-            confidence=0.55 if recovered else 0.4,
-            evidence=[self._evidence(t, state, call, sig, rec)],
+            failure_modes=[FailureMode(mode=sig, handling=handling)],
+            confidence=confidence_of((e.trajectory_id, e.result) for e in evidence),
+            evidence=evidence,
             signature_parts=(sig,),
         )
 
@@ -205,11 +165,14 @@ class RuleExtractor:
         call: Step,
         state_after: dict[str, Any],
         sig: str,
-        rec: _Recovery,
+        rec: Recovery,
     ) -> DraftCard:
         assert rec.retry is not None
+        # a recovery is confirmed only by a run that went on to succeed
+        confirmed = t.outcome is Outcome.success
+        evidence = [self._evidence(t, state_after, call, sig, rec, confirms=confirmed)]
         return DraftCard(
-            provenance={"producer": self.name},
+            provenance={"producer": self.name, "confirmed": confirmed},
             pattern="error_recovery",
             scenario=f'After {call.tool} failed with "{sig}"',
             preconditions=[
@@ -219,10 +182,11 @@ class RuleExtractor:
             ],
             action_sequence=self._actions(call, rec),
             expected_outcome=f"{call.tool} succeeds on retry",
-            actual_outcome=f"{rec.handling()}; run outcome: {t.outcome.value}",
+            actual_outcome=f"{rec.handling()}; run outcome: {t.outcome.value}"
+            + ("" if confirmed else " (unconfirmed: seen only in a run that failed)"),
             failure_modes=[FailureMode(mode=sig, handling=rec.handling())],
-            confidence=0.6 if t.outcome is Outcome.success else 0.5,
-            evidence=[self._evidence(t, state_after, call, sig, rec)],
+            confidence=confidence_of((e.trajectory_id, e.result) for e in evidence),
+            evidence=evidence,
         )
 
     def _success_path(
@@ -234,8 +198,8 @@ class RuleExtractor:
                 path.append(c)
         path = path[: self.max_actions]
         modes = {
-            normalise_error(c.error): FailureMode(
-                mode=normalise_error(c.error), handling="seen on the way; recovered"
+            error_signature(c.error, c.args): FailureMode(
+                mode=error_signature(c.error, c.args), handling="seen on the way; recovered"
             )
             for c in calls
             if c.error
@@ -251,7 +215,7 @@ class RuleExtractor:
             expected_outcome="the task succeeds",
             actual_outcome=f"succeeded after {len(calls)} tool calls",
             failure_modes=list(modes.values()),
-            confidence=0.5,
+            confidence=confidence_of([(t.id, {"outcome": "success"})]),
             evidence=[
                 EvidenceTriple(
                     trajectory_id=t.id,
@@ -260,7 +224,7 @@ class RuleExtractor:
                         k: first_state[k] for k in ("task_type", "step") if k in first_state
                     },
                     action={"tools": [c.tool for c in path]},
-                    result={"outcome": t.outcome.value},
+                    result={"outcome": t.outcome.value, "role": "supports", "confirms": True},
                 )
             ],
             signature_parts=tuple(c.tool or "" for c in path),

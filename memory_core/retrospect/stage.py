@@ -23,6 +23,7 @@ from memory_core.redact.fields import redact_steps
 from memory_core.retrospect.claims import claim_batch, release
 from memory_core.retrospect.drafts import DraftCard, Extraction, Extractor, TrajectoryView
 from memory_core.screen.gate import untaint
+from memory_core.retrospect.siblings import contrast_batch
 
 log = logging.getLogger(__name__)
 T = Trajectory
@@ -205,6 +206,10 @@ def process_batch(
         except Exception as exc:  # noqa: BLE001
             failed[row.id] = f"{type(exc).__name__}: {exc}"
             log.error("trajectory %s failed extraction: %s", row.id, failed[row.id])
+    # lessons no single run shows: what the failed runs of a task did that its successes did not
+    ok = [r for r in rows if r.id in extractions]
+    for rid, drafts in contrast_batch(engine=engine, rows=ok).items():
+        extractions[rid].drafts.extend(drafts)
     return finish_batch(
         engine=engine,
         rows=rows,

@@ -1,0 +1,191 @@
+"""Wrong writes and card usefulness for bench/lessons.py.
+
+A write is any call whose tool name does not start with a read verb (READ_VERBS: the first
+word of the name, split at `_`, `-`, spaces and camelCase). A write is wrong when it is not
+among the task's expected actions (same tool, same arguments, numbers compared as numbers):
+the expected actions are read here, to score, and never reach the memory.
+
+Scores, each from what the learning runs alone give:
+* hindsight: the strongest confidence among the pre-call cards served in the top 3 for the
+  state just before the call (cards keyed on `tool` / `args`, as `check_action` serves them);
+  "hindsight cautions" keeps only the contrast cautions;
+* tool failure rate: the share of the learning runs' calls of that tool made in runs that
+  failed (all tools pooled for a tool never seen);
+* dense kNN: the share of failed-run calls among the 5 learning write calls nearest to the
+  call (all-MiniLM-L6-v2 over "tool {arguments}").
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections import defaultdict
+from typing import Any
+
+READ_VERBS = frozenset(
+    {
+        *("get", "search", "list", "find", "lookup", "look", "read", "fetch", "query", "show"),
+        *("describe", "view", "check", "count", "retrieve", "calculate", "compute", "think"),
+        *("validate", "estimate"),
+    }
+)
+_SPLIT = re.compile(r"[_\-\s]+|(?<=[a-z])(?=[A-Z])")
+KNN = 5
+TOP = 3
+
+
+def is_write(tool: str) -> bool:
+    """Not a read: the tool name's first word is no read verb."""
+    words = [w for w in _SPLIT.split(tool) if w]
+    return bool(words) and words[0].lower() not in READ_VERBS
+
+
+def _num(v: Any) -> Any:
+    if isinstance(v, bool) or v is None or isinstance(v, str):
+        return v
+    if isinstance(v, int | float):
+        return float(v)
+    if isinstance(v, list):
+        return [_num(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _num(x) for k, x in v.items()}
+    return v
+
+
+def canon(tool: str, args: dict[str, Any] | None) -> str:
+    """A call's canonical text, for comparing with an expected action."""
+    return json.dumps([tool, _num(args or {})], sort_keys=True)
+
+
+def expected_actions(record: dict[str, Any]) -> set[str] | None:
+    """The task's expected actions (info.task.actions), canonical; None when absent."""
+    actions = ((record.get("info") or {}).get("task") or {}).get("actions")
+    if not isinstance(actions, list):
+        return None
+    return {canon(a.get("name", ""), a.get("kwargs", a.get("arguments"))) for a in actions}
+
+
+def call_text(tool: str, args: dict[str, Any] | None) -> str:
+    """What the dense baseline embeds for a call."""
+    return f"{tool} {json.dumps(args or {}, sort_keys=True)}"
+
+
+class Baselines:
+    """The two baselines, fitted on the learning runs only."""
+
+    def __init__(self, learned: list[Any], embedder: Any) -> None:
+        import numpy as np
+
+        per_tool: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+        texts: list[str] = []
+        self.failed: list[bool] = []
+        for t in learned:
+            failed = t.outcome.value == "failure"
+            for s in t.steps:
+                if s.type == "tool_call" and s.tool:
+                    per_tool[s.tool][0] += failed
+                    per_tool[s.tool][1] += 1
+                    if is_write(s.tool):
+                        texts.append(call_text(s.tool, s.args))
+                        self.failed.append(failed)
+        total = [sum(v[0] for v in per_tool.values()), sum(v[1] for v in per_tool.values())]
+        self.rate = {k: v[0] / v[1] for k, v in per_tool.items()}
+        self.pooled = total[0] / max(total[1], 1)
+        self.embedder = embedder
+        self.vectors = np.asarray(embedder.embed(texts), dtype=np.float32) if texts else None
+
+    def failure_rate(self, tool: str) -> float:
+        """The tool's past failure rate."""
+        return self.rate.get(tool, self.pooled)
+
+    def dense(self, texts: list[str]) -> list[float]:
+        """Share of failed-run calls among the nearest learning write calls."""
+        import numpy as np
+
+        if self.vectors is None or not texts:
+            return [0.0] * len(texts)
+        q = np.asarray(self.embedder.embed(texts), dtype=np.float32)
+        sims = q @ self.vectors.T
+        out = []
+        for row in sims:
+            top = np.argsort(-row, kind="stable")[:KNN]
+            out.append(sum(self.failed[i] for i in top) / len(top))
+        return out
+
+
+def score_writes(
+    tested: list[Any],
+    records: dict[str, dict[str, Any]],
+    *,
+    snapshot: Any,
+    cards: dict[uuid.UUID, Any],
+    baselines: Baselines,
+    now: Any,
+) -> list[dict[str, Any]]:
+    """One row per write call of the test runs: wrong or not, and each system's score."""
+    from memory_core.replay import ranked_cards
+    from memory_core.task_state import states_before_calls
+
+    rows: list[dict[str, Any]] = []
+    for t in tested:
+        expected = expected_actions(records[t.key])
+        if expected is None:
+            continue
+        calls = [s for s in t.steps if s.type == "tool_call" and s.tool]
+        states = states_before_calls(calls, task_type=t.task_type, agent_id=t.agent_id)
+        for call, state in zip(calls, states, strict=True):
+            if not is_write(call.tool or ""):
+                continue
+            served = ranked_cards(
+                snapshot=snapshot, cards=cards, state=state, top_k=TOP, now=now, pre_call_only=True
+            )
+            cautions = [c for c, _ in served if c.provenance.get("pattern") == "contrast_caution"]
+            rows.append(
+                {
+                    "run": t.key,
+                    "tool": call.tool,
+                    "wrong": canon(call.tool or "", call.args) not in expected,
+                    "hindsight": max((c.confidence for c, _ in served), default=0.0),
+                    "hindsight cautions": max((c.confidence for c in cautions), default=0.0),
+                    "tool failure rate": baselines.failure_rate(call.tool or ""),
+                    "text": call_text(call.tool or "", call.args),
+                }
+            )
+    for row, d in zip(rows, baselines.dense([r.pop("text") for r in rows]), strict=True):
+        row["dense kNN"] = d
+    return rows
+
+
+def card_usefulness(engine: Any, namespace: str) -> dict[str, Any]:
+    """Active cards, and the share whose evidence includes at least one successful run."""
+    from sqlalchemy import select
+    from sqlmodel import Session, col
+
+    from memory_core.models.card import Card, CardEvidence
+    from memory_core.models.trajectory import Trajectory
+
+    with Session(engine) as s:
+        rows = s.execute(
+            select(col(Card.card_id), col(Card.provenance), col(Trajectory.outcome))
+            .join(CardEvidence, col(CardEvidence.card_id) == col(Card.card_id))
+            .join(Trajectory, col(Trajectory.id) == col(CardEvidence.trajectory_id))
+            .where(col(Card.namespace) == namespace, col(Card.status) == "active")
+        ).all()
+    outcomes: dict[uuid.UUID, set[str]] = defaultdict(set)
+    patterns: dict[uuid.UUID, str] = {}
+    for cid, prov, outcome in rows:
+        outcomes[cid].add(outcome)
+        patterns[cid] = str((prov or {}).get("pattern", ""))
+    n = len(outcomes)
+    by_pattern: dict[str, int] = defaultdict(int)
+    for p in patterns.values():
+        by_pattern[p] += 1
+    return {
+        "active_cards": n,
+        "with_a_successful_run": sum("success" in o for o in outcomes.values()),
+        "share_with_a_successful_run": round(
+            sum("success" in o for o in outcomes.values()) / max(n, 1), 4
+        ),
+        "by_pattern": dict(sorted(by_pattern.items())),
+    }

@@ -1,0 +1,92 @@
+"""Contrast at batch time: find the sibling runs (same namespace, same task group) in the DB.
+
+Retrospection runs per batch, but a contrast needs every run of the task, so each batch
+reads the stored siblings of the groups it touches (any status but dead-letter: a stored
+run's steps and outcome are final) and contrasts the whole group again. The group key is
+kept in the run's `extra` so later batches find it; writing it is idempotent, and so is the
+contrast (the same cards, no new evidence).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from collections.abc import Sequence
+
+from sqlalchemy import update
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, col, select
+
+from memory_core.db import session_scope
+from memory_core.models.trajectory import Outcome, Step, Trajectory, TrajectoryStatus
+from memory_core.retrospect.contradict import contradicting
+from memory_core.retrospect.contrast import contrast_group, task_group
+from memory_core.retrospect.drafts import DraftCard, TrajectoryView
+
+GROUP_KEY = "hindsight_task_group"
+T = Trajectory
+
+
+def _view(row: Trajectory) -> TrajectoryView:
+    from memory_core.retrospect.stage import view_of  # stage imports this module
+
+    return view_of(row)
+
+
+def contrast_batch(
+    *, engine: Engine, rows: Sequence[Trajectory]
+) -> dict[uuid.UUID, list[DraftCard]]:
+    """Contrast drafts for the task groups of a batch, each attached to one run of the batch."""
+    keys: dict[uuid.UUID, tuple[str, str]] = {}
+    for row in rows:
+        key = task_group(extra=row.extra or {}, steps=[Step.model_validate(s) for s in row.steps])
+        if key is not None:
+            keys[row.id] = (row.namespace, key)
+    with session_scope(engine) as session:  # the group key, for later batches to find siblings
+        for row in rows:
+            if row.id in keys and (row.extra or {}).get(GROUP_KEY) != keys[row.id][1]:
+                session.execute(
+                    update(T)
+                    .where(col(T.id) == row.id)
+                    .values(extra={**(row.extra or {}), GROUP_KEY: keys[row.id][1]})
+                )
+    members: dict[tuple[str, str], dict[uuid.UUID, TrajectoryView]] = defaultdict(dict)
+    wins: dict[str, dict[uuid.UUID, TrajectoryView]] = defaultdict(dict)
+    for row in rows:
+        view = _view(row)
+        if row.id in keys:
+            members[keys[row.id]][row.id] = view
+        if view.outcome is Outcome.success:
+            wins[row.namespace][row.id] = view
+    out: dict[uuid.UUID, list[DraftCard]] = defaultdict(list)
+    drafts: dict[str, list[DraftCard]] = defaultdict(list)
+    with Session(engine) as session:
+        for (namespace, key), views in members.items():
+            stored = session.exec(
+                select(T).where(
+                    col(T.namespace) == namespace,
+                    col(T.extra)[GROUP_KEY].as_string() == key,
+                    col(T.status) != TrajectoryStatus.dead_letter.value,
+                )
+            ).all()
+            for s in stored:
+                views.setdefault(s.id, _view(s))
+            wins[namespace].update(
+                {rid: v for rid, v in views.items() if v.outcome is Outcome.success}
+            )
+            found = contrast_group(sorted(views.values(), key=lambda v: str(v.id)), group=key)
+            if found:
+                holder = min((rid for rid in views if rid in keys), key=str)
+                out[holder].extend(found)
+                drafts[namespace].extend(found)
+    for namespace in sorted(set(wins) | set(drafts)):
+        extra = contradicting(
+            engine=engine,
+            namespace=namespace,
+            drafts=drafts[namespace],
+            wins=sorted(wins[namespace].values(), key=lambda v: str(v.id)),
+        )
+        if extra:
+            holder = min((r.id for r in rows if r.namespace == namespace), key=str)
+            out[holder].extend(extra)
+    return dict(out)
