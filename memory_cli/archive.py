@@ -6,14 +6,18 @@ import getpass
 import os
 import uuid
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from memory_cli.context import fail_on_errors, load, prefect_defaults
+from memory_cli import stages
+from memory_cli.context import fail_on_errors, load
 from memory_cli.output import Format, console, print_json, table
-from memory_core.decay import Change, list_archive, restore
 from memory_core.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from memory_core.decay import Change
+
 
 app = typer.Typer(help="Cold cards: out of retrieval, kept, restorable.", no_args_is_help=True)
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
@@ -55,11 +59,7 @@ def decay(
     with fail_on_errors():
         settings, _ = load()
         clock = _now_arg(now)
-        prefect_defaults(settings.data_dir)
-        from flows.decay import decay as decay_flow
-        from flows.params import DecayFlowParams
-
-        summary = decay_flow(DecayFlowParams(namespace=namespace, dry_run=dry_run, now=clock))
+        summary = stages.decay(settings=settings, namespace=namespace, dry_run=dry_run, now=clock)
         if fmt is Format.json:
             print_json(summary)
             return
@@ -104,6 +104,8 @@ def list_cmd(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Archived cards, most recently archived first, with why they left."""
+    from memory_core.decay import list_archive
+
     with fail_on_errors():
         settings, engine = load()
         ns = namespace or settings.namespace
@@ -141,6 +143,8 @@ def restore_cmd(
     by: Annotated[str | None, typer.Option("--by", help="who restores (default: $USER)")] = None,
 ) -> None:
     """Bring an archived card back into retrieval (active), its history intact."""
+    from memory_core.decay import restore
+
     with fail_on_errors():
         settings, engine = load()
         card = restore(

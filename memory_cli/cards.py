@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import uuid
 from enum import StrEnum
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from sqlalchemy.engine import Engine
-from sqlmodel import Session
 
 from memory_cli.context import fail_on_errors, load, read_json_arg
 from memory_cli.output import Format, console, print_json, table
-from memory_core.cards.query import get_card, list_cards, query_cards, to_public
-from memory_core.decay.feedback import record_feedback
 from memory_core.errors import InvalidInput
-from memory_core.models.card import Card
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+    from memory_core.models.card import Card
+
 
 app = typer.Typer(help="Inspect and query experience cards.", no_args_is_help=True)
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
@@ -39,6 +40,10 @@ _COLUMNS = ["id", "status", "conf", "evidence", "scenario", "preconditions", "ac
 
 def show_cards_table(engine: Engine, namespace: str, *, title: str, limit: int) -> None:
     """Print the most recently updated cards of a namespace."""
+    from sqlmodel import Session
+
+    from memory_core.cards.query import list_cards
+
     with Session(engine) as session:
         cards = list_cards(session=session, namespace=namespace, limit=limit)
     table(title, _COLUMNS, [_row(c) for c in cards])
@@ -56,6 +61,10 @@ def list_cmd(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Cards, most recently updated first."""
+    from sqlmodel import Session
+
+    from memory_core.cards.query import list_cards, to_public
+
     with fail_on_errors():
         settings, engine = load()
         ns = namespace or settings.namespace
@@ -79,6 +88,10 @@ def list_cmd(
 @app.command("show")
 def show(card_id: str, namespace: NamespaceOpt = None, fmt: FormatOpt = Format.table) -> None:
     """One card with its evidence."""
+    from sqlmodel import Session
+
+    from memory_core.cards.query import get_card
+
     with fail_on_errors():
         settings, engine = load()
         try:
@@ -108,6 +121,10 @@ def query(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Active cards whose preconditions hold on the task state, best first."""
+    from sqlmodel import Session
+
+    from memory_core.cards.query import query_cards, to_public
+
     with fail_on_errors():
         settings, engine = load()
         task_state = read_json_arg(state, field="state")
@@ -167,6 +184,8 @@ def feedback(
 ) -> None:
     """Record the outcome of a task that used the card: +0.05 on success, -0.1 on failure;
     three failures in a row send it to review."""
+    from memory_core.decay.feedback import record_feedback
+
     with fail_on_errors():
         settings, engine = load()
         result = record_feedback(

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from sqlmodel import Session
 
 from memory_cli import archive as archive_cmd
 from memory_cli import cards as cards_cmd
@@ -20,14 +19,10 @@ from memory_cli import memory as memory_cmd
 from memory_cli import replay as replay_cmd
 from memory_cli import review as review_cmd
 from memory_cli import serve as serve_cmd
+from memory_cli import stages
 from memory_cli import up as up_cmd
 from memory_cli.context import fail_on_errors, load, prefect_defaults
 from memory_cli.output import Format, console, polled_progress, print_json, table
-from memory_core import db
-from memory_core.cards.query import example_state
-from memory_core.ingest.store import ingest as ingest_records
-from memory_core.ingest.store import iter_sources
-from memory_core.status import card_counts, trajectory_counts
 
 app = typer.Typer(help=__doc__, no_args_is_help=True, pretty_exceptions_enable=False)
 db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
@@ -56,6 +51,8 @@ FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json
 @db_app.command("upgrade")
 def db_upgrade(revision: str = "head") -> None:
     """Migrate the schema to the latest revision (safe to repeat)."""
+    from memory_core import db
+
     with fail_on_errors():
         settings, _ = load(migrate=False)
         db.upgrade(settings, revision)
@@ -71,6 +68,9 @@ def ingest(
 ) -> None:
     """Store trajectories (OpenAI chat runs, generic steps) and conversations (session
     transcripts, message lists); duplicates are skipped."""
+    from memory_core.ingest.store import ingest as ingest_records
+    from memory_core.ingest.store import iter_sources
+
     with fail_on_errors():
         settings, engine = load()
         seen = [0]
@@ -115,13 +115,9 @@ def retrospect(
     """Run the retrospect flow over every pending trajectory."""
     with fail_on_errors():
         settings, engine = load()
-        prefect_defaults(settings.data_dir)
-        from flows.params import RetrospectParams
-        from flows.retrospect import retrospect as retrospect_flow
-
         with polled_progress("retrospect", lambda: _progress(engine, namespace)):
-            summary = retrospect_flow(RetrospectParams(namespace=namespace))
-        _show_summary(summary.model_dump(), fmt)
+            summary = stages.retrospect(settings=settings, namespace=namespace)
+        _show_summary(summary, fmt)
 
 
 @app.command()
@@ -134,6 +130,10 @@ def nightly(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Run the nightly flow: ingest (optional), retrospect, validate, consolidate, decay."""
+    from sqlmodel import Session
+
+    from memory_core.cards.query import example_state
+
     with fail_on_errors():
         settings, engine = load()
         prefect_defaults(settings.data_dir)
@@ -164,8 +164,7 @@ def nightly(
         m = summary.consolidation
         console.print(
             f"consolidate: {m.merges} merges absorbing {m.absorbed} near-duplicates, "
-            f"{m.facts_superseded} facts superseded"
-            + (f"; index: {m.index}" if m.index else "")
+            f"{m.facts_superseded} facts superseded" + (f"; index: {m.index}" if m.index else "")
         )
         d = summary.decay
         console.print(
@@ -189,6 +188,8 @@ def status(
     fmt: FormatOpt = Format.table, namespace: Annotated[str | None, typer.Option()] = None
 ) -> None:
     """Trajectories and cards by status."""
+    from memory_core.status import card_counts, trajectory_counts
+
     with fail_on_errors():
         _, engine = load()
         t, c = (
@@ -203,6 +204,8 @@ def status(
 
 
 def _progress(engine: object, namespace: str | None) -> tuple[int, int]:
+    from memory_core.status import trajectory_counts
+
     counts = trajectory_counts(engine=engine, namespace=namespace)  # type: ignore[arg-type]
     finished = counts.get("done", 0) + counts.get("dead_letter", 0)
     return finished, sum(counts.values())

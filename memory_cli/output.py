@@ -10,10 +10,7 @@ from contextlib import contextmanager
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 # logs and pipes get a wide table instead of rich's 80-column fallback
 console = Console(width=None if sys.stdout.isatty() else 160)
@@ -29,6 +26,8 @@ class Format(StrEnum):
 
 def to_jsonable(value: Any) -> Any:
     """Pydantic models and dataclass-like objects as plain JSON values."""
+    from pydantic import BaseModel
+
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
     if isinstance(value, (list, tuple)):
@@ -45,6 +44,8 @@ def print_json(value: Any) -> None:
 
 def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     """A readable table on stdout."""
+    from rich.table import Table
+
     t = Table(title=title, show_lines=False, header_style="bold")
     for c in columns:
         t.add_column(c, overflow="fold")
@@ -58,6 +59,14 @@ def polled_progress(
     label: str, poll: Callable[[], tuple[int, int]], interval: float = 0.5
 ) -> Iterator[None]:
     """A progress bar fed by polling (done, total) while the body runs (e.g. a Prefect flow)."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     stop = threading.Event()
     with Progress(
         TextColumn(label),

@@ -12,12 +12,10 @@ from typing import Annotated
 
 import typer
 
-from memory_cli.context import fail_on_errors, load, prefect_defaults, read_json_arg
+from memory_cli import stages
+from memory_cli.context import fail_on_errors, load, read_json_arg
 from memory_cli.output import Format, console, print_json, table
-from memory_core.cards.query import get_card, to_public
 from memory_core.errors import InvalidInput
-from memory_core.validate.review import EDITABLE, decide, edit, review_queue
-from memory_core.validate.stage import latest_run
 
 validate_app = typer.Typer(
     help="The data-quality gate over draft cards.", invoke_without_command=True
@@ -37,11 +35,7 @@ def validate(
         return
     with fail_on_errors():
         settings, _ = load()
-        prefect_defaults(settings.data_dir)
-        from flows.validate import ValidateParams
-        from flows.validate import validate as validate_flow
-
-        summary = validate_flow(ValidateParams(namespace=namespace))
+        summary = stages.validate(settings=settings, namespace=namespace)
         if fmt is Format.json:
             print_json(summary)
             return
@@ -57,6 +51,8 @@ def validate(
 @validate_app.command("report")
 def report(fmt: FormatOpt = Format.table) -> None:
     """The last validation run: counts, failed expectations, and the path of its HTML."""
+    from memory_core.validate.stage import latest_run
+
     with fail_on_errors():
         _, engine = load()
         run = latest_run(engine=engine)
@@ -94,6 +90,9 @@ def _actor(by: str | None) -> str:
 @review_app.command("list")
 def list_cmd(namespace: NamespaceOpt = None, fmt: FormatOpt = Format.table) -> None:
     """Cards in review, oldest first."""
+    from memory_core.cards.query import to_public
+    from memory_core.validate.review import review_queue
+
     with fail_on_errors():
         settings, engine = load()
         cards = review_queue(engine=engine, namespace=namespace or settings.namespace)
@@ -113,6 +112,8 @@ def list_cmd(namespace: NamespaceOpt = None, fmt: FormatOpt = Format.table) -> N
 @review_app.command("show")
 def show(card_id: str, namespace: NamespaceOpt = None) -> None:
     """One card in full (as JSON)."""
+    from memory_core.cards.query import get_card
+
     with fail_on_errors():
         settings, engine = load()
         from sqlmodel import Session
@@ -135,6 +136,8 @@ def approve(
     reason: Annotated[str | None, typer.Option()] = None,
 ) -> None:
     """Make a card in review active."""
+    from memory_core.validate.review import decide
+
     with fail_on_errors():
         settings, engine = load()
         card = decide(
@@ -156,6 +159,8 @@ def reject(
     by: ActorOpt = None,
 ) -> None:
     """Reject a card in review, with the reason."""
+    from memory_core.validate.review import decide
+
     with fail_on_errors():
         settings, engine = load()
         card = decide(
@@ -182,6 +187,9 @@ def edit_cmd(
     by: ActorOpt = None,
 ) -> None:
     """Change fields of a card in review; the edit is validated before it is saved."""
+    from memory_core.cards.query import get_card
+    from memory_core.validate.review import EDITABLE, edit
+
     with fail_on_errors():
         settings, engine = load()
         ns, cid = namespace or settings.namespace, _uuid(card_id)

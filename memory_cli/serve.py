@@ -11,7 +11,6 @@ import typer
 from memory_cli.context import fail_on_errors, load
 from memory_cli.output import Format, console, err_console, print_json, table
 from memory_core.errors import InvalidInput
-from memory_core.serve.keys import create_key, list_keys, revoke_key
 
 keys_app = typer.Typer(help="API keys: each sees one namespace.", no_args_is_help=True)
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
@@ -94,6 +93,8 @@ def keys_create(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Create a key and print it once (only its hash is stored)."""
+    from memory_core.serve.keys import create_key
+
     with fail_on_errors():
         _, engine = load()
         key, secret = create_key(
@@ -116,6 +117,8 @@ def keys_list(
     namespace: Annotated[str | None, typer.Option()] = None, fmt: FormatOpt = Format.table
 ) -> None:
     """Keys (never the secrets)."""
+    from memory_core.serve.keys import list_keys
+
     with fail_on_errors():
         _, engine = load()
         keys = list_keys(engine=engine, namespace=namespace)
@@ -141,6 +144,8 @@ def keys_list(
 @keys_app.command("revoke")
 def keys_revoke(key_id: str) -> None:
     """Revoke a key (running servers stop accepting it within their key cache time)."""
+    from memory_core.serve.keys import revoke_key
+
     with fail_on_errors():
         try:
             kid = uuid.UUID(key_id)

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import threading
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-from prefect.client.schemas.objects import State
 from sqlalchemy.engine import Engine
 
 from memory_core import db
 from memory_core.errors import ConcurrentUpdate
 from memory_core.settings import Settings
+
+if TYPE_CHECKING:  # the CLI's in-process stages use this module without importing Prefect
+    from prefect.client.schemas.objects import State
 
 
 @lru_cache(maxsize=8)
