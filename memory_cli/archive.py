@@ -12,10 +12,12 @@ import typer
 
 from memory_cli import stages
 from memory_cli.context import fail_on_errors, load
-from memory_cli.output import Format, console, print_json, table
+from memory_cli.output import Format, console, polled_progress, print_json, table
 from memory_core.errors import InvalidInput
 
 if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
     from memory_core.decay import Change
 
 
@@ -24,12 +26,11 @@ FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json
 NamespaceOpt = Annotated[str | None, typer.Option(help="namespace (default: the setting)")]
 
 
-def card_id_arg(value: str) -> uuid.UUID:
-    """A card id from the command line, or a clear error."""
-    try:
-        return uuid.UUID(value)
-    except ValueError as exc:
-        raise InvalidInput(f"{value!r} is not a card id (a UUID)", field="card_id") from exc
+def card_id_arg(value: str, engine: Engine) -> uuid.UUID:
+    """A card id from the command line (the id or a unique prefix), or a clear error."""
+    from memory_cli.ids import card_id
+
+    return card_id(value, engine=engine)
 
 
 def _now_arg(value: str | None) -> datetime | None:
@@ -59,7 +60,10 @@ def decay(
     with fail_on_errors():
         settings, _ = load()
         clock = _now_arg(now)
-        summary = stages.decay(settings=settings, namespace=namespace, dry_run=dry_run, now=clock)
+        with polled_progress("decay", transient=True):
+            summary = stages.decay(
+                settings=settings, namespace=namespace, dry_run=dry_run, now=clock
+            )
         if fmt is Format.json:
             print_json(summary)
             return
@@ -150,7 +154,7 @@ def restore_cmd(
         card = restore(
             engine=engine,
             namespace=namespace or settings.namespace,
-            card_id=card_id_arg(card_id),
+            card_id=card_id_arg(card_id, engine),
             actor=by or os.environ.get("USER") or getpass.getuser(),
         )
         console.print(f"restored {card.card_id}: active again (version {card.version})")

@@ -9,7 +9,7 @@ import typer
 from memory_cli import stages
 from memory_cli.archive import card_id_arg
 from memory_cli.context import fail_on_errors, load
-from memory_cli.output import Format, console, err_console, print_json, table
+from memory_cli.output import Format, console, err_console, polled_progress, print_json, table
 from memory_core.errors import NotFound
 
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
@@ -29,7 +29,8 @@ def consolidate(
     that a newer statement contradicts."""
     with fail_on_errors():
         settings, _ = load()
-        summary = stages.consolidate(settings=settings, namespace=namespace, dry_run=dry_run)
+        with polled_progress("consolidate", transient=True):
+            summary = stages.consolidate(settings=settings, namespace=namespace, dry_run=dry_run)
         if fmt is Format.json:
             print_json(summary)
             return
@@ -52,7 +53,7 @@ def consolidate(
             ],
         )
         if summary.index:
-            console.print(f"vector index: {summary.index}")
+            console.print(f"vector index: {summary.index}", markup=False)
         shown = summary.plan if limit == 0 else summary.plan[:limit]
         if shown:
             table(
@@ -79,7 +80,7 @@ def history(card_id: str, fmt: FormatOpt = Format.table) -> None:
 
     with fail_on_errors():
         _, engine = load()
-        cid = card_id_arg(card_id)
+        cid = card_id_arg(card_id, engine)
         with Session(engine) as session:
             card = session.get(Card, cid)
             if card is None:

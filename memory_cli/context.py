@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from memory_cli.output import err_console
+from memory_cli.output import err_console, literal
 from memory_core.errors import HindsightError, InvalidInput, NotFound
 
 if TYPE_CHECKING:
@@ -39,13 +39,13 @@ def fail_on_errors() -> Iterator[None]:
     try:
         yield
     except InvalidInput as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
+        err_console.print(f"[red]error:[/red] {literal(exc)}")
         raise typer.Exit(2) from exc
     except NotFound as exc:
-        err_console.print(f"[red]not found:[/red] {exc}")
+        err_console.print(f"[red]not found:[/red] {literal(exc)}")
         raise typer.Exit(1) from exc
     except HindsightError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
+        err_console.print(f"[red]error:[/red] {literal(exc)}")
         raise typer.Exit(1) from exc
 
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from memory_cli.context import fail_on_errors, load
-from memory_cli.output import Format, console, err_console, print_json, table
+from memory_cli.ids import card_id
+from memory_cli.output import Format, console, err_console, literal, print_json, table
 from memory_core.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ def search(
 
 @app.command("forget")
 def forget(
-    fact_id: Annotated[str, typer.Argument(help="the fact's id (a UUID)")],
+    fact_id: Annotated[str, typer.Argument(help="the fact's id, or a unique prefix of it")],
     namespace: NamespaceOpt = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
@@ -118,10 +118,7 @@ def forget(
 
     with fail_on_errors():
         settings, engine = load()
-        try:
-            fid = uuid.UUID(fact_id)
-        except ValueError as exc:
-            raise InvalidInput(f"{fact_id!r} is not a fact id (a UUID)", field="fact_id") from exc
+        fid = card_id(fact_id, engine=engine, field="fact_id")
         card = forget_fact(
             engine=engine, namespace=namespace or settings.namespace, fact_id=fid, actor="cli"
         )
@@ -152,4 +149,4 @@ def extract(namespace: NamespaceOpt = None, fmt: FormatOpt = Format.table) -> No
         }
         table("facts", list(shown), [list(shown.values())])
         for error in report.errors:
-            console.print(f"[yellow]{error}[/yellow]")
+            console.print(f"[yellow]{literal(error)}[/yellow]")

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from memory_cli.context import fail_on_errors, load
-from memory_cli.output import Format, console, print_json, table
+from memory_cli.output import Format, console, literal, print_json, table
 
 if TYPE_CHECKING:
     from memory_core.replay_report import ReplayReport
@@ -72,7 +72,7 @@ def _show(report: ReplayReport, *, calls: bool) -> None:
         f"{t.noise} of {t.calls - t.failed} calls that succeeded ({noise})"
     )
     for r in report.refused:
-        console.print(f"[red]refused[/red] {r['error']}")
+        console.print(f"[red]refused[/red] {literal(r['error'])}")
 
 
 def replay_cmd(

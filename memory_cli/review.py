@@ -8,14 +8,18 @@ import os
 import subprocess
 import tempfile
 import uuid
-from typing import Annotated
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from memory_cli import stages
 from memory_cli.context import fail_on_errors, load, read_json_arg
-from memory_cli.output import Format, console, print_json, table
+from memory_cli.output import Format, console, polled_progress, print_json, table
 from memory_core.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
 
 validate_app = typer.Typer(
     help="The data-quality gate over draft cards.", invoke_without_command=True
@@ -34,8 +38,9 @@ def validate(
     if ctx.invoked_subcommand is not None:
         return
     with fail_on_errors():
-        settings, _ = load()
-        summary = stages.validate(settings=settings, namespace=namespace)
+        settings, engine = load()
+        with polled_progress("validate", _drafts_left(engine, namespace), transient=True):
+            summary = stages.validate(settings=settings, namespace=namespace)
         if fmt is Format.json:
             print_json(summary)
             return
@@ -76,11 +81,23 @@ def report(fmt: FormatOpt = Format.table) -> None:
         console.print(f"HTML report: {run.docs_path or '(not written)'}")
 
 
-def _uuid(value: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(value)
-    except ValueError as exc:
-        raise InvalidInput(f"{value!r} is not a card id (a UUID)", field="card_id") from exc
+def _drafts_left(engine: Engine, namespace: str | None) -> Callable[[], tuple[int, int]]:
+    """Progress of a validation: drafts decided out of the drafts there were at the start."""
+    from memory_core.status import card_counts
+
+    start = card_counts(engine=engine, namespace=namespace).get("draft", 0)
+
+    def poll() -> tuple[int, int]:
+        left = card_counts(engine=engine, namespace=namespace).get("draft", 0)
+        return max(start - left, 0), start
+
+    return poll
+
+
+def _uuid(value: str, engine: Engine) -> uuid.UUID:
+    from memory_cli.ids import card_id
+
+    return card_id(value, engine=engine)
 
 
 def _actor(by: str | None) -> str:
@@ -123,7 +140,7 @@ def show(card_id: str, namespace: NamespaceOpt = None) -> None:
                 get_card(
                     session=session,
                     namespace=namespace or settings.namespace,
-                    card_id=_uuid(card_id),
+                    card_id=_uuid(card_id, engine),
                 )
             )
 
@@ -143,7 +160,7 @@ def approve(
         card = decide(
             engine=engine,
             namespace=namespace or settings.namespace,
-            card_id=_uuid(card_id),
+            card_id=_uuid(card_id, engine),
             approve=True,
             actor=_actor(by),
             reason=reason,
@@ -166,7 +183,7 @@ def reject(
         card = decide(
             engine=engine,
             namespace=namespace or settings.namespace,
-            card_id=_uuid(card_id),
+            card_id=_uuid(card_id, engine),
             approve=False,
             actor=_actor(by),
             reason=reason,
@@ -192,7 +209,7 @@ def edit_cmd(
 
     with fail_on_errors():
         settings, engine = load()
-        ns, cid = namespace or settings.namespace, _uuid(card_id)
+        ns, cid = namespace or settings.namespace, _uuid(card_id, engine)
         if set_json is not None:
             changes = read_json_arg(set_json, field="set")
         else:
