@@ -39,13 +39,13 @@ def fail_on_errors() -> Iterator[None]:
     try:
         yield
     except InvalidInput as exc:
-        err_console.print(f"[red]error:[/red] {literal(exc)}")
+        err_console.print(f"[red]error:[/red] {literal(exc)}", soft_wrap=True)
         raise typer.Exit(2) from exc
     except NotFound as exc:
-        err_console.print(f"[red]not found:[/red] {literal(exc)}")
+        err_console.print(f"[red]not found:[/red] {literal(exc)}", soft_wrap=True)
         raise typer.Exit(1) from exc
     except HindsightError as exc:
-        err_console.print(f"[red]error:[/red] {literal(exc)}")
+        err_console.print(f"[red]error:[/red] {literal(exc)}", soft_wrap=True)
         raise typer.Exit(1) from exc
 
 
