@@ -1,8 +1,8 @@
 # One image for every Hindsight service: the worker (and the flows it runs), the read API and
 # the MCP server (docker-compose.yml). Extras by build argument: "dask" (the default) for
-# HINDSIGHT_TASK_RUNNER=dask; add "embeddings" for the local embedding model (several hundred
-# MB; pass --build-arg PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu for the CPU
-# build of torch, or a plain torch pulls CUDA).
+# HINDSIGHT_TASK_RUNNER=dask. The local embedding model (ONNX) is in the base install; add
+# "embeddings-torch" only for the PyTorch build of it (several hundred MB; pass --build-arg
+# PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu, or a plain torch pulls CUDA).
 FROM python:3.11-slim
 ARG EXTRAS=dask
 ARG PIP_EXTRA_INDEX_URL

@@ -12,17 +12,17 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.installed: pyproject.toml constraints.txt | $(BIN)/python
-	$(PIP) -e ".[embeddings]"
+	$(PIP) -e .
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml constraints.txt $(VENV)/.installed
-	$(PIP) -e ".[dev,embeddings]"
+	$(PIP) -e ".[dev]"
 	touch $@
 
 # opt-in: llama-cpp-python (the local test model's server) compiles once and pip caches the
 # wheel; built portable (no -march=native): a cached native build crashed (SIGSEGV) elsewhere
 $(VENV)/.installed-model: $(VENV)/.installed-dev
-	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(PIP) -e ".[dev,embeddings,model]"
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(PIP) -e ".[dev,model]"
 	touch $@
 
 install: $(VENV)/.installed

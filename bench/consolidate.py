@@ -40,7 +40,7 @@ def _seed(engine, n: int, rng: np.random.Generator) -> dict[uuid.UUID, int]:
     from sqlalchemy import insert
 
     from memory_core.embed.base import embedding_text, text_hash
-    from memory_core.embed.local import MODEL_NAME
+    from memory_core.embed.onnx import MODEL_NAME
     from memory_core.models.card import Card
     from memory_core.models.columns import utcnow
     from memory_core.models.embedding import CardEmbedding
@@ -129,7 +129,7 @@ def measure(backend: str, n: int) -> dict:
 
     from memory_core import db
     from memory_core.consolidate.stage import consolidate
-    from memory_core.embed.local import LocalMiniLM
+    from memory_core.embed.onnx import OnnxMiniLM
     from memory_core.models.card import Card
     from memory_core.settings import Settings
 
@@ -150,7 +150,7 @@ def measure(backend: str, n: int) -> dict:
         labels = _seed(engine, n, np.random.default_rng(n))
         start = time.perf_counter()
         report = consolidate(
-            engine=engine, namespace="bench", rules=settings.consolidate, embedder=LocalMiniLM()
+            engine=engine, namespace="bench", rules=settings.consolidate, embedder=OnnxMiniLM()
         )
         seconds = time.perf_counter() - start
         with Session(engine) as s:

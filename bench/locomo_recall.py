@@ -76,19 +76,20 @@ def _rrf(*rankings: list[int], k: int = 60) -> list[int]:
     return sorted(fused, key=lambda i: (-fused[i], i))
 
 
-def run(path: Path, ks: list[int]) -> dict[str, Any]:
+def run(path: Path, ks: list[int], embedder_choice: str = "local") -> dict[str, Any]:
     import numpy as np
 
     from memory_core import db
-    from memory_core.embed.local import LocalMiniLM
+    from memory_core.embed.factory import build_embedder
     from memory_core.facts.stage import extract_facts
     from memory_core.ingest.store import ingest
     from memory_core.recall import RecallIndex, fact_ranking, load_items
     from memory_core.settings import Settings
 
     records = _records(path)
-    embedder = LocalMiniLM()
-    settings = Settings(data_dir=Path(tempfile.mkdtemp(prefix="locomo-")), embedder="local")
+    settings = Settings(data_dir=Path(tempfile.mkdtemp(prefix="locomo-")), embedder=embedder_choice)
+    embedder = build_embedder(settings)
+    assert embedder is not None
     db.upgrade(settings)
     engine = db.make_engine(settings)
     # recall[system][category][k] -> per-question values
@@ -216,9 +217,16 @@ def main() -> None:
     ap.add_argument("path", type=Path, help="a LoCoMo-format .json file or a folder of them")
     ap.add_argument("--k", type=int, nargs="+", default=[1, 5, 10])
     ap.add_argument("--out", type=Path, default=RESULTS / "locomo_recall.json")
+    ap.add_argument(
+        "--embedder",
+        default="local",
+        choices=["local", "local-torch"],
+        help="local: MiniLM int8 on ONNX Runtime (the default install); local-torch: on PyTorch",
+    )
     args = ap.parse_args()
     t0 = time.perf_counter()
-    result = run(args.path, sorted(args.k))
+    result = run(args.path, sorted(args.k), args.embedder)
+    result["embedder"] = args.embedder
     result["wall_s"] = round(time.perf_counter() - t0, 1)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")

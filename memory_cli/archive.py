@@ -6,26 +6,31 @@ import getpass
 import os
 import uuid
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from memory_cli.context import fail_on_errors, load, prefect_defaults
-from memory_cli.output import Format, console, print_json, table
-from memory_core.decay import Change, list_archive, restore
+from memory_cli import stages
+from memory_cli.context import fail_on_errors, load
+from memory_cli.output import Format, console, polled_progress, print_json, table
 from memory_core.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+    from memory_core.decay import Change
+
 
 app = typer.Typer(help="Cold cards: out of retrieval, kept, restorable.", no_args_is_help=True)
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
 NamespaceOpt = Annotated[str | None, typer.Option(help="namespace (default: the setting)")]
 
 
-def card_id_arg(value: str) -> uuid.UUID:
-    """A card id from the command line, or a clear error."""
-    try:
-        return uuid.UUID(value)
-    except ValueError as exc:
-        raise InvalidInput(f"{value!r} is not a card id (a UUID)", field="card_id") from exc
+def card_id_arg(value: str, engine: Engine) -> uuid.UUID:
+    """A card id from the command line (the id or a unique prefix), or a clear error."""
+    from memory_cli.ids import card_id
+
+    return card_id(value, engine=engine)
 
 
 def _now_arg(value: str | None) -> datetime | None:
@@ -55,11 +60,10 @@ def decay(
     with fail_on_errors():
         settings, _ = load()
         clock = _now_arg(now)
-        prefect_defaults(settings.data_dir)
-        from flows.decay import decay as decay_flow
-        from flows.params import DecayFlowParams
-
-        summary = decay_flow(DecayFlowParams(namespace=namespace, dry_run=dry_run, now=clock))
+        with polled_progress("decay", transient=True):
+            summary = stages.decay(
+                settings=settings, namespace=namespace, dry_run=dry_run, now=clock
+            )
         if fmt is Format.json:
             print_json(summary)
             return
@@ -104,6 +108,8 @@ def list_cmd(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Archived cards, most recently archived first, with why they left."""
+    from memory_core.decay import list_archive
+
     with fail_on_errors():
         settings, engine = load()
         ns = namespace or settings.namespace
@@ -141,12 +147,14 @@ def restore_cmd(
     by: Annotated[str | None, typer.Option("--by", help="who restores (default: $USER)")] = None,
 ) -> None:
     """Bring an archived card back into retrieval (active), its history intact."""
+    from memory_core.decay import restore
+
     with fail_on_errors():
         settings, engine = load()
         card = restore(
             engine=engine,
             namespace=namespace or settings.namespace,
-            card_id=card_id_arg(card_id),
+            card_id=card_id_arg(card_id, engine),
             actor=by or os.environ.get("USER") or getpass.getuser(),
         )
         console.print(f"restored {card.card_id}: active again (version {card.version})")

@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import uuid
 from enum import StrEnum
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from sqlalchemy.engine import Engine
-from sqlmodel import Session
 
+from memory_cli import ids
 from memory_cli.context import fail_on_errors, load, read_json_arg
-from memory_cli.output import Format, console, print_json, table
-from memory_core.cards.query import get_card, list_cards, query_cards, to_public
-from memory_core.decay.feedback import record_feedback
+from memory_cli.output import Format, console, print_json, shown_of, table
 from memory_core.errors import InvalidInput
-from memory_core.models.card import Card
 from memory_core.screen.provenance import origin_of
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+    from memory_core.models.card import Card
+
 
 app = typer.Typer(help="Inspect and query experience cards.", no_args_is_help=True)
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
@@ -41,9 +43,17 @@ _COLUMNS = ["id", "status", "origin", "conf", "evidence", "scenario", "precondit
 
 def show_cards_table(engine: Engine, namespace: str, *, title: str, limit: int) -> None:
     """Print the most recently updated cards of a namespace."""
+    from sqlmodel import Session
+
+    from memory_core.cards.query import count_cards, list_cards
+
     with Session(engine) as session:
         cards = list_cards(session=session, namespace=namespace, limit=limit)
-    table(title, _COLUMNS, [_row(c) for c in cards])
+        total = count_cards(session=session, namespace=namespace)
+    table(f"{title}: {shown_of(len(cards), total)}", _COLUMNS, [_row(c) for c in cards])
+    if len(cards) < total:
+        ns = "" if namespace == "default" else f" --namespace {namespace}"
+        console.print(f"all of them: hindsight cards list{ns} --limit {total}", markup=False)
 
 
 @app.command("list")
@@ -58,35 +68,39 @@ def list_cmd(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Cards, most recently updated first."""
+    from sqlmodel import Session
+
+    from memory_core.cards.query import count_cards, list_cards, to_public
+
     with fail_on_errors():
         settings, engine = load()
         ns = namespace or settings.namespace
+        filters = {"statuses": status, "kind": kind, "text": text, "min_confidence": min_confidence}
         with Session(engine) as session:
-            cards = list_cards(
-                session=session,
-                namespace=ns,
-                statuses=status,
-                kind=kind,
-                text=text,
-                min_confidence=min_confidence,
-                limit=limit,
-                offset=offset,
-            )
+            cards = list_cards(session=session, namespace=ns, limit=limit, offset=offset, **filters)
+            total = count_cards(session=session, namespace=ns, **filters)
         if fmt is Format.json:
             print_json([to_public(c) for c in cards])
-        else:
-            table(f"cards in {ns!r} ({len(cards)} shown)", _COLUMNS, [_row(c) for c in cards])
+            return
+        table(
+            f"cards in {ns!r}: {shown_of(len(cards), total, offset)}",
+            _COLUMNS,
+            [_row(c) for c in cards],
+        )
+        if offset + len(cards) < total:
+            console.print(f"next page: --offset {offset + len(cards)} (or --limit {total})")
 
 
 @app.command("show")
 def show(card_id: str, namespace: NamespaceOpt = None, fmt: FormatOpt = Format.table) -> None:
     """One card with its evidence."""
+    from sqlmodel import Session
+
+    from memory_core.cards.query import get_card
+
     with fail_on_errors():
         settings, engine = load()
-        try:
-            cid = uuid.UUID(card_id)
-        except ValueError as exc:
-            raise InvalidInput(f"{card_id!r} is not a card id (a UUID)", field="card_id") from exc
+        cid = ids.card_id(card_id, engine=engine)
         with Session(engine) as session:
             card = get_card(session=session, namespace=namespace or settings.namespace, card_id=cid)
         if fmt is Format.json:
@@ -110,6 +124,10 @@ def query(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Active cards whose preconditions hold on the task state, best first."""
+    from sqlmodel import Session
+
+    from memory_core.cards.query import query_cards, to_public
+
     with fail_on_errors():
         settings, engine = load()
         task_state = read_json_arg(state, field="state")
@@ -169,14 +187,16 @@ def feedback(
 ) -> None:
     """Record the outcome of a task that used the card: +0.05 on success, -0.1 on failure;
     three failures in a row send it to review."""
+    from memory_core.decay.feedback import record_feedback
+
     with fail_on_errors():
         settings, engine = load()
         result = record_feedback(
             engine=engine,
             namespace=namespace or settings.namespace,
-            card_id=_uuid(card_id, "card_id"),
+            card_id=ids.card_id(card_id, engine=engine),
             outcome=outcome.value,
-            use_id=_uuid(use_id, "use_id") if use_id else None,
+            use_id=_use_id(use_id, engine) if use_id else None,
             actor=by,
             failures_to_review=settings.failures_to_review,
         )
@@ -196,8 +216,7 @@ def feedback(
             )
 
 
-def _uuid(value: str, field: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(value)
-    except ValueError as exc:
-        raise InvalidInput(f"{value!r} is not a UUID", field=field) from exc
+def _use_id(value: str, engine: Engine) -> uuid.UUID:
+    from memory_core.models.card import CardUse
+
+    return ids.resolve_id(value, engine=engine, column=CardUse.id, field="use_id", what="use")

@@ -5,14 +5,12 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from sqlalchemy import select
-from sqlmodel import Session, col
 
+from memory_cli import stages
 from memory_cli.archive import card_id_arg
-from memory_cli.context import fail_on_errors, load, prefect_defaults
-from memory_cli.output import Format, console, err_console, print_json, table
+from memory_cli.context import fail_on_errors, load
+from memory_cli.output import Format, console, err_console, polled_progress, print_json, table
 from memory_core.errors import NotFound
-from memory_core.models.card import Card, CardVersion
 
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
 
@@ -31,11 +29,8 @@ def consolidate(
     that a newer statement contradicts."""
     with fail_on_errors():
         settings, _ = load()
-        prefect_defaults(settings.data_dir)
-        from flows.consolidate import consolidate as consolidate_flow
-        from flows.params import ConsolidateParams
-
-        summary = consolidate_flow(ConsolidateParams(namespace=namespace, dry_run=dry_run))
+        with polled_progress("consolidate", transient=True):
+            summary = stages.consolidate(settings=settings, namespace=namespace, dry_run=dry_run)
         if fmt is Format.json:
             print_json(summary)
             return
@@ -58,7 +53,7 @@ def consolidate(
             ],
         )
         if summary.index:
-            console.print(f"vector index: {summary.index}")
+            console.print(f"vector index: {summary.index}", markup=False)
         shown = summary.plan if limit == 0 else summary.plan[:limit]
         if shown:
             table(
@@ -78,9 +73,14 @@ def consolidate(
 
 def history(card_id: str, fmt: FormatOpt = Format.table) -> None:
     """Every version of a card or fact: when, who, why."""
+    from sqlalchemy import select
+    from sqlmodel import Session, col
+
+    from memory_core.models.card import Card, CardVersion
+
     with fail_on_errors():
         _, engine = load()
-        cid = card_id_arg(card_id)
+        cid = card_id_arg(card_id, engine)
         with Session(engine) as session:
             card = session.get(Card, cid)
             if card is None:

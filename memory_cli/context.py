@@ -8,19 +8,25 @@ import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from sqlalchemy.engine import Engine
 
-from memory_cli.output import err_console
-from memory_core import db
+from memory_cli.output import err_console, literal
 from memory_core.errors import HindsightError, InvalidInput, NotFound
-from memory_core.settings import Settings
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+    from memory_core.settings import Settings
 
 
 def load(*, migrate: bool = True) -> tuple[Settings, Engine]:
     """Settings from HINDSIGHT_* variables, and an engine on a migrated schema."""
+    # imported here, not at the top: `hindsight --help` must not pay for SQLAlchemy/pydantic
+    from memory_core import db
+    from memory_core.settings import Settings
+
     settings = Settings()
     if migrate:
         db.upgrade(settings)
@@ -33,13 +39,13 @@ def fail_on_errors() -> Iterator[None]:
     try:
         yield
     except InvalidInput as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
+        err_console.print(f"[red]error:[/red] {literal(exc)}", soft_wrap=True)
         raise typer.Exit(2) from exc
     except NotFound as exc:
-        err_console.print(f"[red]not found:[/red] {exc}")
+        err_console.print(f"[red]not found:[/red] {literal(exc)}", soft_wrap=True)
         raise typer.Exit(1) from exc
     except HindsightError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
+        err_console.print(f"[red]error:[/red] {literal(exc)}", soft_wrap=True)
         raise typer.Exit(1) from exc
 
 

@@ -8,7 +8,6 @@ import typer
 
 from memory_cli.context import fail_on_errors, load
 from memory_cli.output import Format, console, print_json, table
-from memory_core.retrospect.dead_letters import list_dead_letters, redrive
 
 app = typer.Typer(help="Dead-lettered trajectories.", no_args_is_help=True)
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
@@ -21,6 +20,8 @@ def list_cmd(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Dead letters with their error and how many times they were claimed."""
+    from memory_core.retrospect.dead_letters import list_dead_letters
+
     with fail_on_errors():
         _, engine = load()
         rows = list_dead_letters(engine=engine, namespace=namespace, limit=limit)
@@ -51,6 +52,8 @@ def redrive_cmd(
     namespace: Annotated[str | None, typer.Option(help="only this namespace")] = None,
 ) -> None:
     """Send dead letters back to the queue; the next retrospect run picks them up."""
+    from memory_core.retrospect.dead_letters import redrive
+
     with fail_on_errors():
         _, engine = load()
         n = redrive(engine=engine, ids=ids or None, namespace=namespace)

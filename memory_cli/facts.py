@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from pydantic import ValidationError
 
 from memory_cli.context import fail_on_errors, load
-from memory_cli.output import Format, console, err_console, print_json, table
+from memory_cli.ids import card_id
+from memory_cli.output import Format, console, err_console, literal, print_json, table
 from memory_core.errors import InvalidInput
-from memory_core.facts.llm import build_fact_extractor
-from memory_core.facts.search import search_facts
-from memory_core.facts.stage import extract_facts
-from memory_core.facts.store import FactIn, forget_fact, write_fact
-from memory_core.index.similar import vector_search
-from memory_core.models.card import CardPublic
 from memory_core.screen.provenance import origin_of
+
+if TYPE_CHECKING:
+    from memory_core.models.card import CardPublic
+
 
 app = typer.Typer(
     help="Facts: what an agent should know (key, query, value).", no_args_is_help=True
@@ -65,6 +62,10 @@ def add(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Store a fact; an older value for the same key and query is superseded."""
+    from pydantic import ValidationError
+
+    from memory_core.facts.store import FactIn, write_fact
+
     with fail_on_errors():
         settings, engine = load()
         try:
@@ -92,6 +93,9 @@ def search(
 ) -> None:
     """The facts that best answer TEXT: keywords and, with an embedder, vectors (fused by
     rank), blended with the decay-aware card score."""
+    from memory_core.facts.search import search_facts
+    from memory_core.index.similar import vector_search
+
     with fail_on_errors():
         settings, engine = load()
         with vector_search(settings=settings, engine=engine) as (vectors, why_not):
@@ -118,17 +122,16 @@ def search(
 
 @app.command("forget")
 def forget(
-    fact_id: Annotated[str, typer.Argument(help="the fact's id (a UUID)")],
+    fact_id: Annotated[str, typer.Argument(help="the fact's id, or a unique prefix of it")],
     namespace: NamespaceOpt = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Take a fact out of retrieval for good (its history stays)."""
+    from memory_core.facts.store import forget_fact
+
     with fail_on_errors():
         settings, engine = load()
-        try:
-            fid = uuid.UUID(fact_id)
-        except ValueError as exc:
-            raise InvalidInput(f"{fact_id!r} is not a fact id (a UUID)", field="fact_id") from exc
+        fid = card_id(fact_id, engine=engine, field="fact_id")
         card = forget_fact(
             engine=engine, namespace=namespace or settings.namespace, fact_id=fid, actor="cli"
         )
@@ -142,6 +145,9 @@ def forget(
 def extract(namespace: NamespaceOpt = None, fmt: FormatOpt = Format.table) -> None:
     """Extract facts from trajectories and conversations not yet done (rules; the LLM too
     when HINDSIGHT_LLM_BASE_URL is set)."""
+    from memory_core.facts.llm import build_fact_extractor
+    from memory_core.facts.stage import extract_facts
+
     with fail_on_errors():
         settings, engine = load()
         report = extract_facts(
@@ -159,4 +165,4 @@ def extract(namespace: NamespaceOpt = None, fmt: FormatOpt = Format.table) -> No
         }
         table("facts", list(shown), [list(shown.values())])
         for error in report.errors:
-            console.print(f"[yellow]{error}[/yellow]")
+            console.print(f"[yellow]{literal(error)}[/yellow]")

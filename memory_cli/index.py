@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from sqlalchemy.engine import Engine
 
 from memory_cli.context import fail_on_errors, load
 from memory_cli.output import Format, console, err_console, polled_progress, print_json, table
-from memory_core.embed.base import Embedder
-from memory_core.embed.factory import build_embedder
-from memory_core.embed.store import ensure_embeddings
 from memory_core.errors import InvalidInput
-from memory_core.index.factory import index_path, open_index
-from memory_core.index.sync import Drift, check_index, rebuild_index, stored_models
-from memory_core.settings import Settings
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+    from memory_core.embed.base import Embedder
+    from memory_core.index.sync import Drift
+    from memory_core.settings import Settings
+
 
 app = typer.Typer(help="The vector index (derived from the database).", no_args_is_help=True)
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
@@ -27,6 +28,8 @@ ModelOpt = Annotated[
 
 
 def _model_and_dim(engine: Engine, embedder: Embedder | None, model: str | None) -> tuple[str, int]:
+    from memory_core.index.sync import stored_models
+
     stored = stored_models(engine=engine)
     if model is None and embedder is not None:
         model = embedder.model
@@ -44,6 +47,9 @@ def _model_and_dim(engine: Engine, embedder: Embedder | None, model: str | None)
 
 
 def _embed_first(settings: Settings, engine: Engine, namespace: str | None) -> Embedder | None:
+    from memory_core.embed.factory import build_embedder
+    from memory_core.embed.store import ensure_embeddings
+
     embedder = build_embedder(settings)
     if embedder is None:
         err_console.print("no embedder configured: indexing the vectors already stored")
@@ -69,6 +75,9 @@ def rebuild(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Fill the index with every active card's stored vector; drop points of other cards."""
+    from memory_core.index.factory import index_path, open_index
+    from memory_core.index.sync import rebuild_index
+
     with fail_on_errors():
         settings, engine = load()
         embedder = _embed_first(settings, engine, namespace) if embed else None
@@ -104,6 +113,10 @@ def check(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Report drift: active cards missing from the index, stale points. Exit 1 on drift."""
+    from memory_core.embed.factory import build_embedder
+    from memory_core.index.factory import index_path, open_index
+    from memory_core.index.sync import check_index
+
     with fail_on_errors():
         settings, engine = load()
         name, dim = _model_and_dim(engine, build_embedder(settings), model)

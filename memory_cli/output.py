@@ -10,10 +10,7 @@ from contextlib import contextmanager
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 # logs and pipes get a wide table instead of rich's 80-column fallback
 console = Console(width=None if sys.stdout.isatty() else 160)
@@ -29,6 +26,8 @@ class Format(StrEnum):
 
 def to_jsonable(value: Any) -> Any:
     """Pydantic models and dataclass-like objects as plain JSON values."""
+    from pydantic import BaseModel
+
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
     if isinstance(value, (list, tuple)):
@@ -44,20 +43,51 @@ def print_json(value: Any) -> None:
 
 
 def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    """A readable table on stdout."""
-    t = Table(title=title, show_lines=False, header_style="bold")
+    """A readable table on stdout; every cell shown as stored (no rich markup read into it)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    # stored text such as "could not find [bisquick manufacturer]" would lose its brackets
+    # as rich markup: Text objects are printed literally
+    t = Table(title=Text(title), show_lines=False, header_style="bold")
     for c in columns:
-        t.add_column(c, overflow="fold")
+        t.add_column(Text(c), overflow="fold")
     for r in rows:
-        t.add_row(*[("" if v is None else str(v)) for v in r])
+        t.add_row(*[v if isinstance(v, Text) else Text("" if v is None else str(v)) for v in r])
     console.print(t)
+
+
+def shown_of(shown: int, total: int, offset: int = 0) -> str:
+    """'12 in all' or '50 of 498 shown (1-50)': a listing says how many there are."""
+    if shown == total and offset == 0:
+        return f"{total} in all"
+    return f"{shown} of {total} shown ({offset + 1 if shown else offset}-{offset + shown})"
+
+
+def literal(text: object) -> str:
+    """Stored text escaped for a rich console.print with markup around it."""
+    from rich.markup import escape
+
+    return escape(str(text))
 
 
 @contextmanager
 def polled_progress(
-    label: str, poll: Callable[[], tuple[int, int]], interval: float = 0.5
+    label: str,
+    poll: Callable[[], tuple[int, int]] = lambda: (0, 0),
+    interval: float = 0.5,
+    *,
+    transient: bool = False,
 ) -> Iterator[None]:
     """A progress bar fed by polling (done, total) while the body runs (e.g. a Prefect flow)."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     stop = threading.Event()
     with Progress(
         TextColumn(label),
@@ -65,7 +95,7 @@ def polled_progress(
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         console=err_console,
-        transient=False,
+        transient=transient,
     ) as progress:
         bar = progress.add_task(label, total=None)
 

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from memory_cli.context import fail_on_errors, load
-from memory_cli.output import Format, console, print_json, table
-from memory_core.ingest.store import iter_sources
-from memory_core.replay import parse_all, replay
-from memory_core.replay_report import ReplayReport, Verdict
+from memory_cli.output import Format, console, literal, print_json, table
 
-_SHOWN = (Verdict.hit, Verdict.miss)
+if TYPE_CHECKING:
+    from memory_core.replay_report import ReplayReport
+
+
+# the verdicts listed call by call (StrEnum values: no import of the report module here)
+_SHOWN = ("hit", "miss")
 
 
 def _short(text: str | None, n: int = 70) -> str:
@@ -70,7 +72,7 @@ def _show(report: ReplayReport, *, calls: bool) -> None:
         f"{t.noise} of {t.calls - t.failed} calls that succeeded ({noise})"
     )
     for r in report.refused:
-        console.print(f"[red]refused[/red] {r['error']}")
+        console.print(f"[red]refused[/red] {literal(r['error'])}")
 
 
 def replay_cmd(
@@ -87,6 +89,9 @@ def replay_cmd(
     """At each tool call of each run in PATHS, ask the memory with the state known just before
     the call: hit (a served card warned about the error that followed), miss (the call failed
     unwarned), noise (cards served for a call that succeeded). Nothing is stored or recorded."""
+    from memory_core.ingest.store import iter_sources
+    from memory_core.replay import parse_all, replay
+
     with fail_on_errors():
         settings, engine = load()
         ns = namespace or settings.namespace

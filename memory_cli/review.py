@@ -8,16 +8,18 @@ import os
 import subprocess
 import tempfile
 import uuid
-from typing import Annotated
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from memory_cli.context import fail_on_errors, load, prefect_defaults, read_json_arg
-from memory_cli.output import Format, console, print_json, table
-from memory_core.cards.query import get_card, to_public
+from memory_cli import stages
+from memory_cli.context import fail_on_errors, load, read_json_arg
+from memory_cli.output import Format, console, polled_progress, print_json, table
 from memory_core.errors import InvalidInput
-from memory_core.validate.review import EDITABLE, decide, edit, review_queue
-from memory_core.validate.stage import latest_run
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
 
 validate_app = typer.Typer(
     help="The data-quality gate over draft cards.", invoke_without_command=True
@@ -36,12 +38,9 @@ def validate(
     if ctx.invoked_subcommand is not None:
         return
     with fail_on_errors():
-        settings, _ = load()
-        prefect_defaults(settings.data_dir)
-        from flows.validate import ValidateParams
-        from flows.validate import validate as validate_flow
-
-        summary = validate_flow(ValidateParams(namespace=namespace))
+        settings, engine = load()
+        with polled_progress("validate", _drafts_left(engine, namespace), transient=True):
+            summary = stages.validate(settings=settings, namespace=namespace)
         if fmt is Format.json:
             print_json(summary)
             return
@@ -57,6 +56,8 @@ def validate(
 @validate_app.command("report")
 def report(fmt: FormatOpt = Format.table) -> None:
     """The last validation run: counts, failed expectations, and the path of its HTML."""
+    from memory_core.validate.stage import latest_run
+
     with fail_on_errors():
         _, engine = load()
         run = latest_run(engine=engine)
@@ -80,11 +81,23 @@ def report(fmt: FormatOpt = Format.table) -> None:
         console.print(f"HTML report: {run.docs_path or '(not written)'}")
 
 
-def _uuid(value: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(value)
-    except ValueError as exc:
-        raise InvalidInput(f"{value!r} is not a card id (a UUID)", field="card_id") from exc
+def _drafts_left(engine: Engine, namespace: str | None) -> Callable[[], tuple[int, int]]:
+    """Progress of a validation: drafts decided out of the drafts there were at the start."""
+    from memory_core.status import card_counts
+
+    start = card_counts(engine=engine, namespace=namespace).get("draft", 0)
+
+    def poll() -> tuple[int, int]:
+        left = card_counts(engine=engine, namespace=namespace).get("draft", 0)
+        return max(start - left, 0), start
+
+    return poll
+
+
+def _uuid(value: str, engine: Engine) -> uuid.UUID:
+    from memory_cli.ids import card_id
+
+    return card_id(value, engine=engine)
 
 
 def _actor(by: str | None) -> str:
@@ -94,6 +107,9 @@ def _actor(by: str | None) -> str:
 @review_app.command("list")
 def list_cmd(namespace: NamespaceOpt = None, fmt: FormatOpt = Format.table) -> None:
     """Cards in review, oldest first."""
+    from memory_core.cards.query import to_public
+    from memory_core.validate.review import review_queue
+
     with fail_on_errors():
         settings, engine = load()
         cards = review_queue(engine=engine, namespace=namespace or settings.namespace)
@@ -113,6 +129,8 @@ def list_cmd(namespace: NamespaceOpt = None, fmt: FormatOpt = Format.table) -> N
 @review_app.command("show")
 def show(card_id: str, namespace: NamespaceOpt = None) -> None:
     """One card in full (as JSON)."""
+    from memory_core.cards.query import get_card
+
     with fail_on_errors():
         settings, engine = load()
         from sqlmodel import Session
@@ -122,7 +140,7 @@ def show(card_id: str, namespace: NamespaceOpt = None) -> None:
                 get_card(
                     session=session,
                     namespace=namespace or settings.namespace,
-                    card_id=_uuid(card_id),
+                    card_id=_uuid(card_id, engine),
                 )
             )
 
@@ -135,12 +153,14 @@ def approve(
     reason: Annotated[str | None, typer.Option()] = None,
 ) -> None:
     """Make a card in review active."""
+    from memory_core.validate.review import decide
+
     with fail_on_errors():
         settings, engine = load()
         card = decide(
             engine=engine,
             namespace=namespace or settings.namespace,
-            card_id=_uuid(card_id),
+            card_id=_uuid(card_id, engine),
             approve=True,
             actor=_actor(by),
             reason=reason,
@@ -156,12 +176,14 @@ def reject(
     by: ActorOpt = None,
 ) -> None:
     """Reject a card in review, with the reason."""
+    from memory_core.validate.review import decide
+
     with fail_on_errors():
         settings, engine = load()
         card = decide(
             engine=engine,
             namespace=namespace or settings.namespace,
-            card_id=_uuid(card_id),
+            card_id=_uuid(card_id, engine),
             approve=False,
             actor=_actor(by),
             reason=reason,
@@ -182,9 +204,12 @@ def edit_cmd(
     by: ActorOpt = None,
 ) -> None:
     """Change fields of a card in review; the edit is validated before it is saved."""
+    from memory_core.cards.query import get_card
+    from memory_core.validate.review import EDITABLE, edit
+
     with fail_on_errors():
         settings, engine = load()
-        ns, cid = namespace or settings.namespace, _uuid(card_id)
+        ns, cid = namespace or settings.namespace, _uuid(card_id, engine)
         if set_json is not None:
             changes = read_json_arg(set_json, field="set")
         else:

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import os
-import uuid
 from typing import Annotated
 
 import typer
 
 from memory_cli.context import fail_on_errors, load
 from memory_cli.output import Format, console, err_console, print_json, table
-from memory_core.errors import InvalidInput
-from memory_core.serve.keys import create_key, list_keys, revoke_key
 
 keys_app = typer.Typer(help="API keys: each sees one namespace.", no_args_is_help=True)
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
@@ -34,13 +31,20 @@ def serve(
     with fail_on_errors():
         settings, engine = load()
         app = create_app(MemoryService(engine=engine, settings=settings), freeze_gc=True)
+    bind_host = host or settings.serve.host
+    bind_port = port if port is not None else settings.serve.port
+    base = f"http://{bind_host}:{bind_port}"
+    err_console.print(
+        f"read API on {base} (docs: {base}/docs, metrics: {base}/metrics); Ctrl-C stops it",
+        highlight=False,
+    )
     # httptools and uvloop (uvicorn[standard]) are picked when installed, as they are
     uvicorn.run(
         app if workers == 1 else "memory_api.app:app_from_env",
         factory=workers > 1,
         workers=workers,
-        host=host or settings.serve.host,
-        port=port if port is not None else settings.serve.port,
+        host=bind_host,
+        port=bind_port,
         log_level="warning",
         access_log=False,
     )
@@ -70,10 +74,17 @@ def mcp(
 
             from memory_api.mcp_http import mcp_http_app
 
+            bind_host = host or settings.serve.host
+            bind_port = port if port is not None else settings.serve.mcp_port
+            err_console.print(
+                f"MCP over streamable HTTP on http://{bind_host}:{bind_port}/mcp "
+                "(each request: Authorization: Bearer <key>); Ctrl-C stops it",
+                highlight=False,
+            )
             uvicorn.run(
                 mcp_http_app(service),
-                host=host or settings.serve.host,
-                port=port if port is not None else settings.serve.mcp_port,
+                host=bind_host,
+                port=bind_port,
                 log_level="warning",
             )
         else:
@@ -94,6 +105,8 @@ def keys_create(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Create a key and print it once (only its hash is stored)."""
+    from memory_core.serve.keys import create_key
+
     with fail_on_errors():
         _, engine = load()
         key, secret = create_key(
@@ -116,6 +129,8 @@ def keys_list(
     namespace: Annotated[str | None, typer.Option()] = None, fmt: FormatOpt = Format.table
 ) -> None:
     """Keys (never the secrets)."""
+    from memory_core.serve.keys import list_keys
+
     with fail_on_errors():
         _, engine = load()
         keys = list_keys(engine=engine, namespace=namespace)
@@ -141,11 +156,13 @@ def keys_list(
 @keys_app.command("revoke")
 def keys_revoke(key_id: str) -> None:
     """Revoke a key (running servers stop accepting it within their key cache time)."""
+    from memory_core.serve.keys import revoke_key
+
     with fail_on_errors():
-        try:
-            kid = uuid.UUID(key_id)
-        except ValueError as exc:
-            raise InvalidInput(f"{key_id!r} is not a key id", field="key_id") from exc
+        from memory_cli.ids import resolve_id
+        from memory_core.models.api_key import ApiKey
+
         _, engine = load()
+        kid = resolve_id(key_id, engine=engine, column=ApiKey.id, field="key_id", what="key")
         key = revoke_key(engine=engine, key_id=kid)
     console.print(f"revoked {key.id} ({key.namespace})")

@@ -18,14 +18,19 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from memory_cli.context import fail_on_errors, load
 from memory_cli.output import console, err_console, table
-from memory_cli.processes import MARKER, Services, StartFailed, wait_http
-from memory_core.settings import Settings
+
+if TYPE_CHECKING:
+    from memory_cli.processes import Services
+
+
+if TYPE_CHECKING:
+    from memory_core.settings import Settings
 
 
 def _bin(name: str) -> str:
@@ -36,6 +41,8 @@ def _bin(name: str) -> str:
 
 def child_env(settings: Settings, api_url: str) -> dict[str, str]:
     """The environment every service shares: settings by absolute path, this Prefect API."""
+    from memory_cli.processes import MARKER
+
     env = dict(os.environ)
     data_dir = settings.data_dir.resolve()
     env["HINDSIGHT_DATA_DIR"] = str(data_dir)
@@ -83,6 +90,8 @@ def up(
 ) -> None:
     """Run Hindsight as a service: the Prefect server and UI, the scheduled deployments and a
     worker, the read API and the MCP server over HTTP. Ctrl-C stops everything."""
+    from memory_cli.processes import Services, StartFailed
+
     with fail_on_errors():
         settings, _ = load()  # migrates the schema once, before any service reads it
         host = host or settings.serve.host
@@ -122,6 +131,8 @@ def _start_all(
     stop: list[int],
     timeout_s: float,
 ) -> None:
+    from memory_cli.processes import wait_http
+
     prefect_port, api_port, mcp_port = ports
     prefect_url = f"http://{host}:{prefect_port}"
     server = services.start(
@@ -175,6 +186,9 @@ def _show(
 def deploy() -> None:
     """Create the work pool and every deployment on the Prefect API in $PREFECT_API_URL (the
     nightly one on HINDSIGHT_NIGHTLY_CRON); safe to repeat."""
+    from memory_cli.processes import StartFailed
+    from memory_core.settings import Settings
+
     with fail_on_errors():
         settings = Settings()
         from prefect.settings import PREFECT_API_URL

@@ -151,8 +151,9 @@ class Settings(BaseSettings):
     )
     llm_max_observation_chars: int = 600
     llm_max_system_chars: int = 600
-    # embeddings: "auto" = the local model when its extra is installed, else none
-    embedder: Literal["auto", "local", "openai", "none"] = "auto"
+    # embeddings: "auto" = an endpoint when HINDSIGHT_EMBED_BASE_URL is set, else the local
+    # ONNX model (the default install), else the PyTorch model ('embeddings-torch' extra)
+    embedder: Literal["auto", "local", "local-torch", "openai", "none"] = "auto"
     embed_base_url: str | None = None
     embed_model: str = "text-embedding-3-small"
     embed_api_key: SecretStr | None = None

@@ -5,14 +5,16 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
-from prefect.client.schemas.objects import State
 from sqlalchemy.engine import Engine
 
 from memory_core import db
 from memory_core.errors import ConcurrentUpdate
 from memory_core.settings import Settings
+
+if TYPE_CHECKING:  # the CLI's in-process stages use this module without importing Prefect
+    from prefect.client.schemas.objects import State
 
 V = TypeVar("V")
 

@@ -9,7 +9,7 @@ from sqlmodel import Session
 
 from flows.consolidate import consolidate
 from flows.params import ConsolidateParams
-from memory_core.embed.local import MODEL_NAME
+from memory_core.embed.onnx import MODEL_NAME
 from memory_core.index.factory import open_index
 from memory_core.index.sync import check_index
 from memory_core.models.card import Card

@@ -100,7 +100,7 @@ def test_bad_facts_are_refused(engine):
 
 
 def test_vector_side_finds_a_fact_without_shared_words(engine, settings):
-    from memory_core.embed.local import LocalMiniLM
+    from memory_core.embed.onnx import OnnxMiniLM
     from memory_core.embed.store import ensure_embeddings
     from memory_core.index.factory import open_index
     from memory_core.index.similar import IndexedSimilarity
@@ -108,7 +108,7 @@ def test_vector_side_finds_a_fact_without_shared_words(engine, settings):
 
     _write(engine, "db", "we use PostgreSQL", "Which database do we use?")
     _write(engine, "editor", "vim", "Which editor does the user prefer?")
-    embedder = LocalMiniLM()
+    embedder = OnnxMiniLM()
     assert ensure_embeddings(engine=engine, embedder=embedder) == 2
     index = open_index(settings, dim=embedder.dim)
     try:

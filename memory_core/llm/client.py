@@ -8,12 +8,14 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-import openai
 from pydantic import BaseModel
 
 from memory_core.errors import LLMRefused, LLMTransient
+
+if TYPE_CHECKING:
+    import openai
 
 StructuredMode = Literal["auto", "json_schema", "json_object"]
 
@@ -60,6 +62,10 @@ class OpenAICompatibleLLM:
         self.model = model
         self._gate = gate or nullcontext  # e.g. a global concurrency limit on calls
         self.max_tokens = max_tokens
+        # imported here: every command that merely can call an LLM imports this module, and
+        # `openai` alone takes most of a second to import
+        import openai
+
         self._client = openai.OpenAI(
             base_url=base_url, api_key=api_key or "not-needed", timeout=timeout_s, max_retries=0
         )
@@ -72,6 +78,8 @@ class OpenAICompatibleLLM:
 
     def complete(self, *, messages: list[dict[str, str]], schema: type[BaseModel]) -> LLMReply:
         """One chat completion asking for JSON shaped like `schema`."""
+        import openai  # imported by __init__ already
+
         while True:
             mode = self._modes[0]
             response_format = _response_format(mode, schema)  # before taking a call slot

@@ -22,8 +22,8 @@ from memory_core.models.trajectory import Outcome, Step, Trajectory, TrajectoryS
 from memory_core.redact.fields import redact_steps
 from memory_core.retrospect.claims import claim_batch, release
 from memory_core.retrospect.drafts import DraftCard, Extraction, Extractor, TrajectoryView
-from memory_core.screen.gate import untaint
 from memory_core.retrospect.siblings import contrast_batch
+from memory_core.screen.gate import untaint
 
 log = logging.getLogger(__name__)
 T = Trajectory

@@ -1,0 +1,144 @@
+"""`hindsight retrospect` and `hindsight nightly`: the stages over the pending runs."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from memory_cli import cards as cards_cmd
+from memory_cli import stages
+from memory_cli.context import fail_on_errors, load, prefect_defaults
+from memory_cli.output import Format, console, literal, polled_progress, print_json, table
+
+FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
+
+
+def retrospect(
+    namespace: Annotated[str | None, typer.Option(help="only this namespace")] = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Distil cards from every pending trajectory (rules here; an LLM or PREFECT_API_URL: a flow
+    run)."""
+    with fail_on_errors():
+        settings, engine = load()
+        with polled_progress("retrospect", lambda: _progress(engine, namespace)):
+            summary, failed = stages.retrospect(settings=settings, namespace=namespace)
+        _show_summary(summary, fmt)
+        _exit_if_failed(failed, fmt)
+
+
+def nightly(
+    input: Annotated[
+        list[str] | None, typer.Option("--input", "-i", help="files/folders to ingest first")
+    ] = None,
+    namespace: Annotated[str | None, typer.Option(help="namespace for ingested runs")] = None,
+    task_type: Annotated[str | None, typer.Option(help="task type for runs without one")] = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Run the nightly flow: ingest (optional), retrospect, validate, consolidate, decay."""
+    from sqlmodel import Session
+
+    from memory_core.cards.query import example_state
+
+    with fail_on_errors():
+        settings, engine = load()
+        prefect_defaults(settings.data_dir)
+        from flows.nightly import nightly as nightly_flow
+        from flows.params import NightlyParams
+
+        params = NightlyParams(
+            input=[str(Path(p).resolve()) for p in input or []],
+            namespace=namespace,
+            task_type=task_type,
+        )
+        from flows.nightly import NightlySummary
+
+        with polled_progress("nightly", lambda: _progress(engine, None)):
+            run = nightly_flow(params, return_state=True)
+        summary = stages.flow_summary(run, NightlySummary)
+        failed = (
+            stages.RunFailure(
+                run.message or "failed", [*summary.outcome.failures, *summary.outcome.dead_letters]
+            )
+            if run.is_failed()
+            else None
+        )
+        if fmt is Format.json:
+            print_json(summary)
+            _exit_if_failed(failed, fmt)
+            return
+        for ing in summary.ingested:
+            console.print(
+                f"ingested {ing.source}: {ing.stored} new, {ing.duplicates} already "
+                f"stored, {len(ing.refused)} refused"
+            )
+        _show_summary(summary.retrospect.model_dump(), fmt)
+        v = summary.validation
+        console.print(
+            f"validated {v.evaluated} drafts: {v.activated} active, {v.review} to "
+            f"review, {v.rejected} rejected" + (f"; report: {v.docs_index}" if v.docs_index else "")
+        )
+        m = summary.consolidation
+        console.print(
+            f"consolidate: {m.merges} merges absorbing {m.absorbed} near-duplicates, "
+            f"{m.facts_superseded} facts superseded" + (f"; index: {m.index}" if m.index else "")
+        )
+        d = summary.decay
+        console.print(
+            f"decay: {d.decayed} cards faded, {d.archived_unused} archived as unused, "
+            f"{d.archived_cap} archived over the cap"
+        )
+        ns = namespace or settings.namespace
+        cards_cmd.show_cards_table(engine, ns, title=f"cards in namespace {ns!r}", limit=20)
+        with Session(engine) as session:
+            state = example_state(session=session, namespace=ns) or {"tool": "<tool name>"}
+        ns_opt = "" if ns == settings.namespace else f" --namespace {shlex.quote(ns)}"
+        console.print(
+            "\nquery them with:\n  hindsight cards query"
+            f"{ns_opt} --state {shlex.quote(json.dumps(state))} --explain",
+            soft_wrap=True,
+        )
+        _exit_if_failed(failed, fmt)
+
+
+def _exit_if_failed(failed: stages.RunFailure | None, fmt: Format) -> None:
+    """A run that dead-lettered or failed says so, names them, and exits 1 (cron notices)."""
+    if failed is None:
+        return
+    if fmt is not Format.json:
+        console.print(literal(failed.message), style="red")
+        for line in failed.lines[:20]:
+            console.print(literal(f"  {line}"), soft_wrap=True)
+        console.print("re-drive them with: hindsight dead-letters redrive")
+    raise typer.Exit(1)
+
+
+def _progress(engine: object, namespace: str | None) -> tuple[int, int]:
+    from memory_core.status import trajectory_counts
+
+    counts = trajectory_counts(engine=engine, namespace=namespace)  # type: ignore[arg-type]
+    finished = counts.get("done", 0) + counts.get("dead_letter", 0)
+    return finished, sum(counts.values())
+
+
+_LLM_ONLY = (
+    "deferred",
+    "llm_calls",
+    "tokens_sent",
+    "tokens_received",
+    "tokens_saved",
+    "budget_exhausted",
+)
+
+
+def _show_summary(summary: dict[str, object], fmt: Format) -> None:
+    if fmt is Format.json:
+        print_json(summary)
+        return
+    # the LLM columns only when the LLM did something
+    shown = {k: v for k, v in summary.items() if k not in _LLM_ONLY or v}
+    table("retrospect", list(shown), [list(shown.values())])

@@ -1,0 +1,189 @@
+"""Where a stage command runs: in this process, or as a flow run on a Prefect server.
+
+With no Prefect API configured (PREFECT_API_URL unset), `validate`, `consolidate`, `decay`
+and rule-based `retrospect` call the stage bodies directly (tasks.plain: the same functions the
+Prefect tasks run, the same summaries), so a command on a small store answers in about a second
+instead of starting a temporary Prefect server. With PREFECT_API_URL set, the command runs the
+flow and its run shows in that server's UI. Schedules, retries and the UI stay with
+deployments, `hindsight up` and `hindsight nightly`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+
+from memory_cli.output import err_console
+
+S = TypeVar("S")
+
+if TYPE_CHECKING:
+    from memory_core.settings import Settings
+
+
+if TYPE_CHECKING:
+    from tasks.plain import DecaySummary, ValidationSummary
+    from tasks.plain_consolidate import ConsolidateSummary
+
+
+class _Warnings(logging.Handler):
+    """A stage's warnings and errors as one yellow line each (its info lines stay quiet)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        err_console.print(self.format(record), style="yellow", markup=False, highlight=False)
+
+
+def stage_log() -> logging.Logger:
+    """The logger in-process stages write to: warnings shown, info kept out of the way."""
+    log = logging.getLogger("hindsight.cli")
+    if not log.handlers:
+        log.addHandler(_Warnings(level=logging.WARNING))
+        log.propagate = False
+    return log
+
+
+def prefect_api() -> str | None:
+    """The Prefect server this command should report to, or None: run in process."""
+    return os.environ.get("PREFECT_API_URL") or None
+
+
+def in_process(settings: Settings, *, needs_llm_tasks: bool = False) -> bool:
+    """True when the stage runs here, without Prefect (see the module docstring)."""
+    return prefect_api() is None and not needs_llm_tasks
+
+
+def _flow_setup(settings: Settings) -> None:
+    from memory_cli.context import prefect_defaults
+
+    prefect_defaults(settings.data_dir)
+
+
+def validate(*, settings: Settings, namespace: str | None) -> ValidationSummary:
+    """The validate stage, here or as a flow run."""
+    if in_process(settings):
+        from tasks.plain import validate_run
+
+        return validate_run(namespace, settings, stage_log())
+    _flow_setup(settings)
+    from flows.validate import ValidateParams
+    from flows.validate import validate as validate_flow
+
+    return validate_flow(ValidateParams(namespace=namespace))
+
+
+def consolidate(*, settings: Settings, namespace: str | None, dry_run: bool) -> ConsolidateSummary:
+    """The consolidate stage over one namespace or all with active cards."""
+    if in_process(settings):
+        from memory_core.consolidate.stage import live_namespaces
+        from tasks.plain_consolidate import ConsolidateSummary, consolidate_run
+        from tasks.runtime import engine_for
+
+        names = [namespace] if namespace else live_namespaces(engine=engine_for(settings))
+        total = ConsolidateSummary(dry_run=dry_run)
+        for ns in names:
+            total.add(consolidate_run(ns, dry_run, settings, stage_log()))
+        return total
+    _flow_setup(settings)
+    from flows.consolidate import consolidate as consolidate_flow
+    from flows.params import ConsolidateParams
+
+    return consolidate_flow(ConsolidateParams(namespace=namespace, dry_run=dry_run))
+
+
+def decay(
+    *, settings: Settings, namespace: str | None, dry_run: bool, now: datetime | None
+) -> DecaySummary:
+    """The decay stage with the settings' rules (or, dry, its plan)."""
+    if in_process(settings):
+        from memory_core.decay import DecayParams
+        from tasks.plain import decay_run
+
+        params = DecayParams(**settings.decay.model_dump(), dry_run=dry_run, now=now)
+        return decay_run(params, namespace, settings, stage_log())
+    _flow_setup(settings)
+    from flows.decay import decay as decay_flow
+    from flows.params import DecayFlowParams
+
+    return decay_flow(DecayFlowParams(namespace=namespace, dry_run=dry_run, now=now))
+
+
+def retrospect(
+    *, settings: Settings, namespace: str | None
+) -> tuple[dict[str, Any], RunFailure | None]:
+    """Rule extraction here, batch by batch; LLM extraction (parallel calls, Prefect's retries
+    and dead letters visible as failed task runs) always as a flow run."""
+    if in_process(settings, needs_llm_tasks=bool(settings.llm_base_url)):
+        from memory_core.retrospect.claims import worker_id
+        from tasks.plain import retrospect_rule_batch
+
+        totals = _RetrospectTotals()
+        worker = worker_id()
+
+        while True:
+            batch = retrospect_rule_batch(namespace, worker, settings, stage_log())
+            if batch.claimed == 0:
+                break
+            totals.add(batch.model_dump())
+        n = totals.summary["dead_letters"]
+        failed = RunFailure(f"{n} dead letters: see hindsight dead-letters list", []) if n else None
+        return totals.summary, failed
+    _flow_setup(settings)
+    from flows.params import RetrospectParams
+    from flows.retrospect import RetrospectRun
+    from flows.retrospect import retrospect as retrospect_flow
+
+    state = retrospect_flow(RetrospectParams(namespace=namespace), return_state=True)
+    summary = flow_summary(state, RetrospectRun)
+    failed = (
+        RunFailure(
+            state.message or "failed", [*summary.outcome.failures, *summary.outcome.dead_letters]
+        )
+        if state.is_failed()
+        else None
+    )
+    return summary.model_dump(exclude={"outcome"}), failed
+
+
+class RunFailure(NamedTuple):
+    """A run that dead-lettered or failed: the message and what it names."""
+
+    message: str
+    lines: list[str]
+
+
+def flow_summary(state: Any, kind: type[S]) -> S:
+    """The flow run's summary, Completed or Failed; a run that crashed raises its error."""
+    result = state.result(raise_on_failure=False)
+    if isinstance(result, BaseException):
+        raise result
+    if not isinstance(result, kind):
+        raise TypeError(f"the flow returned {type(result).__name__}, not {kind.__name__}")
+    return result
+
+
+class _RetrospectTotals:
+    """The flow's RetrospectSummary fields, summed over rule batches (no Prefect import)."""
+
+    _SUMMED = (
+        "dead_letters",
+        "deferred",
+        "cards_created",
+        "evidence_added",
+        "llm_calls",
+        "tokens_sent",
+        "tokens_received",
+        "tokens_saved",
+    )
+
+    def __init__(self) -> None:
+        self.summary: dict[str, Any] = {"batches": 0, "trajectories": 0}
+        self.summary.update(dict.fromkeys(self._SUMMED, 0))
+        self.summary["budget_exhausted"] = False
+
+    def add(self, batch: dict[str, Any]) -> None:
+        self.summary["batches"] += 1
+        self.summary["trajectories"] += batch["claimed"] - batch["deferred"]
+        for name in self._SUMMED:
+            self.summary[name] += batch[name]

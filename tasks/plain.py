@@ -1,0 +1,185 @@
+"""The stage bodies the Prefect tasks run, without Prefect: the same call, log and summary.
+
+The tasks wrap these (adding retries, names and the run logger); the CLI calls them directly
+when no Prefect API is configured, so a stage command on a small store answers at once
+instead of starting a temporary Prefect server. Nothing here imports Prefect.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import BaseModel
+
+from memory_core.decay import Change, DecayParams, run_decay
+from memory_core.decay.use_log import prune_use_log
+from memory_core.retrospect.stage import BatchResult
+from memory_core.settings import Settings
+from tasks.runtime import engine_for
+
+Log = logging.Logger | logging.LoggerAdapter[Any]
+_log = logging.getLogger("hindsight.stages")
+
+
+class ValidationSummary(BaseModel):
+    """What one validation run decided."""
+
+    evaluated: int = 0
+    activated: int = 0
+    review: int = 0
+    rejected: int = 0
+    rule_failures: dict[str, int] = {}
+    docs_index: str | None = None
+    deferred: int = 0  # failing LLM drafts kept as drafts: regeneration waits for the LLM
+
+
+def validate_run(namespace: str | None, settings: Settings, log: Log = _log) -> ValidationSummary:
+    """Drafts -> active / review / rejected; the report and Data Docs under the data dir."""
+    from memory_core.validate.stage import validate_drafts
+
+    report = validate_drafts(
+        regenerate=_regenerator(settings),
+        engine=engine_for(settings),
+        reports_dir=settings.reports_dir,
+        namespace=namespace,
+        registry=frozenset(settings.tool_registry) if settings.tool_registry else None,
+        review_below=settings.review_below,
+    )
+    log.info(
+        "validated %d drafts: %d active, %d to review, %d rejected",
+        report.evaluated,
+        report.activated,
+        report.review,
+        report.rejected,
+    )
+    if report.deferred:
+        log.warning("%d failing LLM drafts wait for the LLM to regenerate them", report.deferred)
+    for rule, n in report.rule_failures.items():
+        log.warning("%d card(s) failed %r", n, rule)
+    return ValidationSummary(
+        evaluated=report.evaluated,
+        activated=report.activated,
+        review=report.review,
+        rejected=report.rejected,
+        rule_failures=report.rule_failures,
+        docs_index=report.docs_index,
+        deferred=report.deferred,
+    )
+
+
+def _regenerator(settings: Settings) -> Any:
+    """With an LLM configured, a rejected LLM draft gets one regeneration attempt."""
+    if not settings.llm_base_url:  # the openai package is only imported when it is used
+        return None
+    from memory_core.retrospect.factory import build_llm
+    from memory_core.validate.regenerate import llm_regenerator
+
+    llm = build_llm(settings)
+    return llm_regenerator(llm) if llm is not None else None
+
+
+class DecaySummary(BaseModel):
+    """What one decay run changed (dry run: would change, with the plan listed)."""
+
+    run_id: uuid.UUID | None = None
+    now: datetime | None = None
+    dry_run: bool = False
+    decayed: int = 0
+    archived_unused: int = 0
+    archived_cap: int = 0
+    skipped: int = 0  # cards changed by others while the stage ran: planned again next run
+    changes: list[Change] = []
+    uses_pruned: int = 0
+
+
+def decay_run(
+    params: DecayParams, namespace: str | None, settings: Settings, log: Log = _log
+) -> DecaySummary:
+    """Plan the rules, then (unless a dry run) apply them in one transaction."""
+    engine = engine_for(settings)
+    report = run_decay(engine=engine, params=params, weights=settings.ranking, namespace=namespace)
+    pruned = 0
+    if not params.dry_run:  # the use log stays bounded (counts stay on the cards)
+        pruned = prune_use_log(
+            engine=engine,
+            retention_days=settings.use_retention_days,
+            namespace=namespace,
+            now=params.now,
+        )
+    log.info(
+        "%s: %d cards faded, %d archived as unused, %d archived over the cap, "
+        "%d changed meanwhile (left for the next run)",
+        "dry run" if params.dry_run else "decay",
+        report.counts["decay"],
+        report.counts["unused"],
+        report.counts["cap"],
+        report.skipped,
+    )
+    return DecaySummary(
+        run_id=None if params.dry_run else report.run_id,
+        now=report.now,
+        dry_run=params.dry_run,
+        decayed=report.counts["decay"],
+        archived_unused=report.counts["unused"],
+        archived_cap=report.counts["cap"],
+        skipped=report.skipped,
+        changes=report.changes,
+        uses_pruned=pruned,
+    )
+
+
+class BatchSummary(BaseModel):
+    """Counts of one retrospect batch."""
+
+    claimed: int = 0
+    done: int = 0
+    dead_letters: int = 0
+    deferred: int = 0
+    cards_created: int = 0
+    evidence_added: int = 0
+    llm_calls: int = 0
+    tokens_sent: int = 0
+    tokens_received: int = 0
+    tokens_saved: int = 0
+
+    @classmethod
+    def of(cls, result: BatchResult) -> BatchSummary:
+        """The counts of a stage result."""
+        return cls(**{k: getattr(result, k) for k in cls.model_fields})
+
+
+def retrospect_rule_batch(
+    namespace: str | None,
+    worker: str,
+    settings: Settings,
+    log: Log = _log,
+    run_id: str | None = None,
+) -> BatchSummary:
+    """Claim up to batch_size trajectories, write their cards, and mark them done together."""
+    from memory_core.retrospect.rule_extractor import RuleExtractor
+    from memory_core.retrospect.stage import retrospect_once
+
+    result = retrospect_once(
+        engine=engine_for(settings),
+        extractor=RuleExtractor(default_task_type=settings.default_task_type),
+        worker=worker,
+        batch_size=settings.retrospect_batch_size,
+        lease=timedelta(seconds=settings.lease_seconds),
+        namespace=namespace,
+        run_id=run_id,
+        screen=settings.screen,
+    )
+    for err in result.errors:
+        log.error("dead letter: %s", err)
+    if result.claimed:
+        log.info(
+            "%d trajectories, %d new cards, %d evidence rows, %d dead letters",
+            result.claimed,
+            result.cards_created,
+            result.evidence_added,
+            result.dead_letters,
+        )
+    return BatchSummary.of(result)
