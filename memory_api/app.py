@@ -17,6 +17,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from memory_api.errors import BodyLimit, install_error_handlers
 from memory_api.metrics import install_metrics
+from memory_api.ui import mount_console
 from memory_core.db import make_engine
 from memory_core.decay.feedback import Feedback
 from memory_core.errors import InvalidInput
@@ -79,10 +80,13 @@ def create_app(service: MemoryService, *, freeze_gc: bool = False) -> FastAPI:
         summary="Experience cards and facts for LLM agents, scoped by API key.",
         version="0.1.0",
         lifespan=lifespan,
+        docs_url=None,  # /docs and /redoc from local assets (memory_api/ui/docs.py)
+        redoc_url=None,
     )
     app.add_middleware(BodyLimit, max_bytes=service.settings.serve.max_body_bytes)
     install_error_handlers(app)
     install_metrics(app, service)  # GET /metrics; requests timed by a plain ASGI wrapper
+    mount_console(app, service)  # the web console under /ui, offline /docs and /redoc
 
     async def caller(
         creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
