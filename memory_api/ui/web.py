@@ -19,6 +19,11 @@ from memory_core.errors import HindsightError
 from memory_core.serve.service import MemoryService
 
 HERE = Path(__file__).parent
+# pages run no script and load nothing from elsewhere; forms post only here
+CSP = (
+    "default-src 'self'; script-src 'none'; style-src 'self'; img-src 'self' data:; "
+    "form-action 'self'; frame-ancestors 'none'"
+)
 templates = Jinja2Templates(directory=str(HERE / "templates"))
 templates.env.filters["pretty"] = lambda v: json.dumps(v, indent=2, sort_keys=True, default=str)
 templates.env.filters["short"] = lambda v: str(v)[:8]
@@ -59,17 +64,21 @@ class Console:
         self, request: Request, name: str, user: ConsoleUser | None, status: int = 200, **ctx: Any
     ) -> HTMLResponse:
         """A page in the base layout."""
-        return templates.TemplateResponse(request, name, {"user": user, **ctx}, status_code=status)
+        page = templates.TemplateResponse(request, name, {"user": user, **ctx}, status_code=status)
+        page.headers["Content-Security-Policy"] = CSP
+        return page
 
 
 def error_page(request: Request, status: int, message: str) -> HTMLResponse:
     """A plain error page (404 for another namespace's card, as for a missing one)."""
-    return templates.TemplateResponse(
+    page = templates.TemplateResponse(
         request,
         "error.html",
         {"user": None, "status": status, "message": message},
         status_code=status,
     )
+    page.headers["Content-Security-Policy"] = CSP
+    return page
 
 
 class ConsoleRoute(APIRoute):
