@@ -202,6 +202,7 @@ def test_dead_letters_redrive_facts_overview_and_offline_docs(ui) -> None:
         assert "No dead letters" in c.get("/ui/dead-letters").text
         overview = c.get("/ui/overview").text
         assert "<svg" in overview and "Cards by status" in overview
+        assert "Uses per day" in overview and ">rate limited<" in overview
         assert c.get("/ui/facts").status_code == 200
     with httpx.Client(base_url=server.url, timeout=30) as c:
         for page in ("/docs", "/redoc"):

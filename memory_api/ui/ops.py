@@ -14,8 +14,9 @@ from sqlmodel import Session
 from memory_api.ui.web import Console, ConsoleRoute
 from memory_core.cards.query import example_state
 from memory_core.errors import InvalidInput, NotFound
+from memory_core.models.columns import utcnow
 from memory_core.retrospect.dead_letters import list_dead_letters, redrive
-from memory_core.serve import browse
+from memory_core.serve import browse, pictures
 from memory_core.serve.schemas import QueryRequest
 
 DEFAULT_BUDGET = 400
@@ -25,7 +26,7 @@ def bars(values: list[tuple[str, int]], *, width: int = 520, bar: int = 22) -> d
     """Geometry of a horizontal bar chart drawn as inline SVG by the template."""
     top = max((v for _, v in values), default=0) or 1
     rows = [
-        {"label": k, "value": v, "y": i * (bar + 6), "w": round((width - 190) * v / top)}
+        {"label": k, "value": v, "y": i * (bar + 6), "w": round((width - 200) * v / top)}
         for i, (k, v) in enumerate(values)
     ]
     return {"rows": rows, "height": len(rows) * (bar + 6) + 4, "width": width, "bar": bar}
@@ -140,8 +141,10 @@ def router(console: Console) -> APIRouter:
     def overview(request: Request) -> Response:
         user = console.user(request)
         user.principal.require("read")
-        c = browse.counts(engine=svc.engine, namespace=user.principal.namespace)
+        ns, e = user.principal.namespace, svc.engine
+        c = pictures.counts(engine=e, namespace=ns)
         conf = [(f"{i / 10:.1f}–{(i + 1) / 10:.1f}", n) for i, n in enumerate(c.confidence)]
+        days = pictures.uses_per_day(engine=e, namespace=ns, now=utcnow())
         return console.render(
             request,
             "overview.html",
@@ -149,6 +152,9 @@ def router(console: Console) -> APIRouter:
             total=sum(c.by_status.values()),
             by_status=bars(sorted(c.by_status.items(), key=lambda kv: -kv[1])),
             confidence=bars(conf),
+            uses=bars([(d[5:], n) for d, n in days]),
+            failures=bars(pictures.top_failure_modes(engine=e, namespace=ns)),
+            sample=pictures.FAILURE_SAMPLE,
         )
 
     return r
