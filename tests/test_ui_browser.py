@@ -41,7 +41,16 @@ def site(settings, engine):
         yield server.url, seeded, engine.dialect.name == "sqlite"
 
 
+UNLABELLED = """Array.from(document.querySelectorAll(
+  'input:not([type=hidden]), select, textarea, button'))
+  .filter(el => !(el.labels && el.labels.length) && !el.getAttribute('aria-label')
+                && !(el.tagName === 'BUTTON' && el.textContent.trim()))
+  .map(el => el.outerHTML)"""
+
+
 def _shot(page, name: str, keep: bool) -> None:
+    # every page shot is also checked: each control has a label a screen reader can say
+    assert page.evaluate(UNLABELLED) == [], name
     if keep:  # one set of pictures (the SQLite run's), not one per database
         DOCS.mkdir(exist_ok=True)
         page.screenshot(path=str(DOCS / f"ui-{name}.png"), full_page=True)

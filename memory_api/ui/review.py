@@ -15,6 +15,9 @@ from memory_core.errors import InvalidInput
 from memory_core.validate.review import EDITABLE, edit
 
 
+REVIEW_PAGE = 25  # the oldest first; a decision brings the next one up
+
+
 def editable(card: Any) -> str:
     """The editable fields of a card as the JSON an editor changes."""
     return json.dumps({k: getattr(card, k) for k in sorted(EDITABLE)}, indent=2, default=str)
@@ -27,7 +30,7 @@ def router(console: Console) -> APIRouter:
 
     def queue(request: Request, status: int = 200, **extra: Any) -> Response:
         user = console.user(request)
-        cards = svc.review_queue(principal=user.principal, limit=100)
+        cards = svc.review_queue(principal=user.principal, limit=REVIEW_PAGE)
         return console.render(
             request, "review.html", user, status, cards=cards, editable=editable, **extra
         )

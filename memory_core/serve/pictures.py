@@ -12,7 +12,7 @@ from sqlmodel import Session, col
 
 from memory_core.models.card import Card, CardUse
 
-FAILURE_SAMPLE = 2000  # failure modes are JSON: counted over the most recently changed cards
+FAILURE_SAMPLE = 500  # failure modes are JSON: counted over the most recently changed cards
 
 
 @dataclass
