@@ -113,7 +113,8 @@ def run_one(settings: Settings, n: int, repeat: int) -> dict:
     svc = MemoryService(engine=engine, settings=settings)
     out: dict = {"cards": n, "seed_s": round(seeded_s, 1), "pages": {}}
     with LiveServer(create_app(svc)) as server, httpx.Client(base_url=server.url, timeout=60) as c:
-        assert c.post("/ui/login", data={"key": secret}).status_code == 303
+        login = c.get("/ui/login").text.split('name="csrf" value="')[1].split('"')[0]
+        assert c.post("/ui/login", data={"key": secret, "csrf": login}).status_code == 303
         page = c.get("/ui/try").text
         csrf = page.split('name="csrf" value="')[1].split('"')[0]
         # a deep keyset page: follow 'next' 20 times

@@ -27,9 +27,17 @@ def test_sign_in_sets_a_strict_httponly_expiring_cookie_and_bad_keys_are_refused
     with httpx.Client(base_url=server.url, timeout=30) as c:
         r = c.get("/ui/cards")
         assert r.status_code == 303 and r.headers["location"].startswith("/ui/login?next=")
-        r = c.post("/ui/login", data={"key": "hs_not-a-key", "next": "/ui/cards"})
+        # a sign-in posted from elsewhere carries no sign-in cookie: refused before the key
+        r = c.post("/ui/login", data={"key": s.keys["read"], "csrf": "guess"})
+        assert r.status_code == 403 and "hs_console" not in r.headers.get("set-cookie", "")
+        token = csrf_of(c.get("/ui/login").text)
+        r = c.post("/ui/login", data={"key": "hs_not-a-key", "next": "/ui/cards", "csrf": token})
         assert r.status_code == 401 and "unknown or revoked" in r.text
-        r = c.post("/ui/login", data={"key": s.keys["read"], "next": "https://evil.example/"})
+        token = csrf_of(r.text)
+        r = c.post(
+            "/ui/login",
+            data={"key": s.keys["read"], "next": "https://evil.example/", "csrf": token},
+        )
         assert r.status_code == 303 and r.headers["location"] == "/ui/cards"
         cookie = r.headers["set-cookie"].lower()
         assert "httponly" in cookie and "samesite=strict" in cookie and "max-age=" in cookie

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hmac
+import secrets
 import uuid
 from typing import Any
 from urllib.parse import urlencode
@@ -17,6 +19,7 @@ from memory_core.preconditions import compile_stored
 from memory_core.serve import browse
 
 STATUSES = [s.value for s in CardStatus]
+LOGIN_COOKIE = "hs_login"
 
 
 def _float(params: Any, name: str) -> float | None:
@@ -65,9 +68,21 @@ def router(console: Console) -> APIRouter:
     r = APIRouter(prefix="/ui", route_class=ConsoleRoute, include_in_schema=False)
     svc = console.service
 
+    def login_page(request: Request, target: str, status: int, error: str | None) -> Response:
+        # the sign-in form has no session yet: its CSRF token is a double-submit cookie
+        # (SameSite=Strict, so a form posted from another site arrives without it)
+        token = secrets.token_urlsafe(16)
+        page = console.render(
+            request, "login.html", None, status, next=target, error=error, login_csrf=token
+        )
+        page.set_cookie(
+            LOGIN_COOKIE, token, max_age=3600, httponly=True, samesite="strict", path="/ui"
+        )
+        return page
+
     @r.get("/login", response_class=HTMLResponse)
     def login_form(request: Request, next: str = "/ui/cards") -> Response:
-        return console.render(request, "login.html", None, next=next, error=None)
+        return login_page(request, next, 200, None)
 
     @r.post("/login")
     async def login(request: Request) -> Response:
@@ -75,11 +90,16 @@ def router(console: Console) -> APIRouter:
         target = str(form.get("next") or "/ui/cards")
         if not target.startswith("/ui/") or target.startswith("//"):
             target = "/ui/cards"  # no open redirect
+        expected = request.cookies.get(LOGIN_COOKIE) or ""
+        sent = str(form.get("csrf") or "")
+        if not expected or not hmac.compare_digest(expected, sent):
+            return login_page(request, target, 403, "the sign-in form was stale: try again")
         try:
             cookie = console.sessions.sign_in(str(form.get("key") or ""))
         except Unauthorized as exc:
-            return console.render(request, "login.html", None, 401, next=target, error=str(exc))
+            return login_page(request, target, 401, str(exc))
         resp = RedirectResponse(target, status_code=303)
+        resp.delete_cookie(LOGIN_COOKIE, path="/ui")
         resp.set_cookie(
             COOKIE,
             cookie,

@@ -14,7 +14,6 @@ from memory_api.ui.web import Console, ConsoleRoute
 from memory_core.errors import InvalidInput
 from memory_core.validate.review import EDITABLE, edit
 
-
 REVIEW_PAGE = 25  # the oldest first; a decision brings the next one up
 
 

@@ -140,7 +140,8 @@ def seed(engine: Engine, namespace: str = "team-a") -> Seeded:
 def signed_in(base: str, key: str) -> Iterator[httpx.Client]:
     """An HTTP client with a console session for this key."""
     with httpx.Client(base_url=base, timeout=30) as c:
-        r = c.post("/ui/login", data={"key": key, "next": "/ui/cards"})
+        token = csrf_of(c.get("/ui/login").text)
+        r = c.post("/ui/login", data={"key": key, "next": "/ui/cards", "csrf": token})
         assert r.status_code == 303, r.text
         yield c
 
