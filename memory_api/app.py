@@ -19,6 +19,7 @@ from memory_api.errors import BodyLimit, install_error_handlers
 from memory_api.guards import install_guards
 from memory_api.metrics import install_metrics
 from memory_api.responses import document_answers
+from memory_api.ui import mount_console
 from memory_core.db import make_engine
 from memory_core.decay.feedback import Feedback
 from memory_core.errors import InvalidInput
@@ -81,11 +82,14 @@ def create_app(service: MemoryService, *, freeze_gc: bool = False) -> FastAPI:
         summary="Experience cards and facts for LLM agents, scoped by API key.",
         version="0.1.0",
         lifespan=lifespan,
+        docs_url=None,  # /docs and /redoc from local assets (memory_api/ui/docs.py)
+        redoc_url=None,
     )
     app.add_middleware(BodyLimit, max_bytes=service.settings.serve.max_body_bytes)
     install_error_handlers(app)
     install_guards(app)  # NUL / surrogates in query strings; 422s that never echo the input
     install_metrics(app, service)  # GET /metrics; requests timed by a plain ASGI wrapper
+    mount_console(app, service)  # the web console under /ui, offline /docs and /redoc
 
     async def caller(
         creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],

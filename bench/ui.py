@@ -1,0 +1,206 @@
+"""Console page times at 5,000 (and 100,000) cards, on SQLite and PostgreSQL.
+
+Each page is requested over loopback from a real uvicorn server with a signed-in session;
+the time is the page's server time (its Server-Timing header: routing, the service calls,
+rendering), with the client's wall time beside it. Medians and
+p95 of `--repeat` requests per page. Writes bench/results/ui.json.
+
+    PYTHONPATH=. python bench/ui.py --cards 5000 100000 --repeat 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+import httpx
+import psycopg
+from sqlalchemy import insert
+
+from bench.retrieval_data import query_states, seed
+from memory_api.app import create_app
+from memory_core import db
+from memory_core.db import session_scope
+from memory_core.models.card import Card
+from memory_core.models.columns import utcnow
+from memory_core.models.trajectory import Trajectory
+from memory_core.serve.keys import create_key
+from memory_core.serve.service import MemoryService
+from memory_core.settings import Settings
+from tests.helpers.serve import LiveServer
+
+OUT = Path(__file__).parent / "results" / "ui.json"
+PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+def _vary(engine, n: int) -> None:
+    """Realistic spread: updated over the last weeks, 2% in review, 3% archived."""
+    from sqlalchemy import bindparam, update
+
+    with session_scope(engine) as session:
+        ids = [
+            r[0] for r in session.execute(Card.__table__.select().with_only_columns(Card.card_id))
+        ]
+        now = utcnow()
+        params = [
+            {
+                "cid": cid,
+                "u": now - timedelta(minutes=i * 7 % 40_000),
+                "s": "review" if i % 50 == 0 else "archived" if i % 33 == 0 else "active",
+            }
+            for i, cid in enumerate(ids)
+        ]
+        stmt = (
+            update(Card.__table__)
+            .where(Card.__table__.c.card_id == bindparam("cid"))
+            .values(updated_at=bindparam("u"), status=bindparam("s"))
+        )
+        session.execute(stmt, params)
+        session.execute(
+            insert(Trajectory),
+            [
+                {
+                    "id": uuid.uuid4(),
+                    "namespace": "bench",
+                    "key": f"dead-{i}",
+                    "content_hash": uuid.uuid4().hex,
+                    "source_format": "steps",
+                    "task_type": "task",
+                    "steps": [{"index": s, "type": "message", "text": f"s{s}"} for s in range(30)],
+                    "extra": {},
+                    "status": "dead_letter",
+                    "error": "LLM answer invalid",
+                    "attempts": 3,
+                    "created_at": now,
+                }
+                for i in range(50)
+            ],
+        )
+
+
+def _timed(client: httpx.Client, method: str, url: str, repeat: int, **kw) -> dict:
+    wall, server = [], []
+    for i in range(repeat + 2):
+        t0 = time.perf_counter()
+        r = client.request(method, url, **kw)
+        dt = (time.perf_counter() - t0) * 1000
+        assert r.status_code == 200, (url, r.status_code, r.text[:300])
+        if i >= 2:  # two warm-up requests
+            wall.append(dt)
+            server.append(float(r.headers["server-timing"].split("dur=")[1]))
+    wall.sort()
+    server.sort()
+    return {
+        "median_ms": round(statistics.median(server), 2),  # server time (Server-Timing)
+        "p95_ms": round(server[int(len(server) * 0.95) - 1], 2),
+        "wall_median_ms": round(statistics.median(wall), 2),
+    }
+
+
+def run_one(settings: Settings, n: int, repeat: int) -> dict:
+    engine = db.make_engine(settings)
+    t0 = time.perf_counter()
+    seed(engine, n)
+    _vary(engine, n)
+    seeded_s = time.perf_counter() - t0
+    secret = create_key(engine=engine, namespace="bench", scopes=["admin"], name="bench")[1]
+    svc = MemoryService(engine=engine, settings=settings)
+    out: dict = {"cards": n, "seed_s": round(seeded_s, 1), "pages": {}}
+    with LiveServer(create_app(svc)) as server, httpx.Client(base_url=server.url, timeout=60) as c:
+        login = c.get("/ui/login").text.split('name="csrf" value="')[1].split('"')[0]
+        assert c.post("/ui/login", data={"key": secret, "csrf": login}).status_code == 303
+        page = c.get("/ui/try").text
+        csrf = page.split('name="csrf" value="')[1].split('"')[0]
+        # a deep keyset page: follow 'next' 20 times
+        url = "/ui/cards?sort=confidence&limit=50"
+        for _ in range(20):
+            html = c.get(url).text
+            url = (
+                html.split('rel="next"')[0]
+                .rsplit('href="', 1)[1]
+                .split('"')[0]
+                .replace("&amp;", "&")
+            )
+        some = c.get("/ui/cards?limit=1").text.split('href="/ui/cards/')[1].split('"')[0]
+        dead = c.get("/ui/dead-letters").text.split('href="/ui/trajectories/')[1].split("?")[0]
+        state = json.dumps(query_states(1, n)[0])
+        pages = {
+            "cards": ("GET", "/ui/cards", {}),
+            "cards_text": ("GET", "/ui/cards?q=tool_7%20after", {}),
+            "cards_tool": ("GET", "/ui/cards?tool=tool_7&status=active", {}),
+            "cards_conf_range": ("GET", "/ui/cards?min_confidence=0.6&max_confidence=0.7", {}),
+            "cards_page_21": ("GET", url, {}),
+            "card": ("GET", f"/ui/cards/{some}", {}),
+            "try_state": (
+                "POST",
+                "/ui/try",
+                {"data": {"csrf": csrf, "state": state, "budget": "400"}},
+            ),
+            "review": ("GET", "/ui/review", {}),
+            "overview": ("GET", "/ui/overview", {}),
+            "facts": ("GET", "/ui/facts?q=tool", {}),
+            "dead_letters": ("GET", "/ui/dead-letters", {}),
+            "trajectory": ("GET", f"/ui/trajectories/{dead}?step=10", {}),
+        }
+        for name, (method, u, kw) in pages.items():
+            out["pages"][name] = _timed(c, method, u, repeat, **kw)
+            p = out["pages"][name]
+            print(
+                f"  {engine.dialect.name} {n:>7} {name:<18} server median {p['median_ms']:7.2f} "
+                f"ms  p95 {p['p95_ms']:7.2f} ms  wall median {p['wall_median_ms']:7.2f} ms",
+                flush=True,
+            )
+    engine.dispose()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cards", type=int, nargs="+", default=[5000])
+    ap.add_argument("--repeat", type=int, default=30)
+    ap.add_argument("--db", nargs="+", default=["sqlite", "postgresql"])
+    a = ap.parse_args()
+    results = []
+    for n in a.cards:
+        for kind in a.db:
+            with tempfile.TemporaryDirectory() as tmp:
+                if kind == "sqlite":
+                    s = Settings(data_dir=Path(tmp))
+                    db.upgrade(s)
+                    results.append({"db": kind, **run_one(s, n, a.repeat)})
+                else:
+                    name = f"hindsight_bench_ui_{uuid.uuid4().hex[:8]}"
+                    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+                        conn.execute(f'CREATE DATABASE "{name}"')
+                    try:
+                        s = Settings(
+                            data_dir=Path(tmp),
+                            database_url=f"postgresql://postgres@127.0.0.1:5432/{name}",
+                        )
+                        db.upgrade(s)
+                        results.append({"db": kind, **run_one(s, n, a.repeat)})
+                    finally:
+                        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+                            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    worst = {
+        f"{r['db']}_{r['cards']}": max(p["median_ms"] for p in r["pages"].values()) for r in results
+    }
+    OUT.parent.mkdir(exist_ok=True)
+    load = Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
+    OUT.write_text(
+        json.dumps(
+            {"results": results, "slowest_page_median_ms": worst, "load_average_1m": load},
+            indent=2,
+        )
+    )
+    print("slowest page (median ms):", worst)
+
+
+if __name__ == "__main__":
+    main()

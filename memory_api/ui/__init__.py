@@ -1,0 +1,22 @@
+"""The web console under /ui: server-rendered pages over the same MemoryService as the API."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from memory_api.ui import cards, docs, ops, review
+from memory_api.ui.web import HERE, Console
+
+
+def mount_console(app: FastAPI, service: object) -> None:
+    """Add the console pages, their static files and the offline /docs and /redoc."""
+    from fastapi.staticfiles import StaticFiles
+
+    from memory_core.serve.service import MemoryService
+
+    assert isinstance(service, MemoryService)
+    console = Console(service)
+    app.mount("/ui/static", StaticFiles(directory=str(HERE / "static")), name="ui-static")
+    for module in (cards, review, ops):
+        app.include_router(module.router(console))
+    docs.install(app)

@@ -1,0 +1,184 @@
+"""Console pages: sign-in, the card list (keyset pages), a card, a trajectory around a step."""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+import uuid
+from typing import Any
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from memory_api.ui.session import COOKIE, SESSION_S
+from memory_api.ui.web import Console, ConsoleRoute
+from memory_core.errors import InvalidInput, InvalidPrecondition, Unauthorized
+from memory_core.models.card import CardStatus
+from memory_core.preconditions import compile_stored
+from memory_core.serve import browse
+
+STATUSES = [s.value for s in CardStatus]
+LOGIN_COOKIE = "hs_login"
+
+
+def _float(params: Any, name: str) -> float | None:
+    raw = (params.get(name) or "").strip()
+    if not raw:
+        return None
+    try:
+        return float(raw)
+    except ValueError as exc:
+        raise InvalidInput(f"{name} must be a number within 0..1, not {raw!r}", field=name) from exc
+
+
+def _filters(params: Any) -> browse.CardFilter:
+    return browse.CardFilter(
+        statuses=tuple(s for s in params.getlist("status") if s),
+        kind=params.get("kind") or None,
+        text=(params.get("q") or "").strip() or None,
+        min_confidence=_float(params, "min_confidence"),
+        max_confidence=_float(params, "max_confidence"),
+        tool=(params.get("tool") or "").strip() or None,
+        sort=params.get("sort") or "updated",
+        descending=params.get("order", "desc") != "asc",
+    )
+
+
+def _variables(expression: str) -> list[str]:
+    try:
+        return sorted(compile_stored(expression).variables)
+    except InvalidPrecondition:
+        return []
+
+
+def timeline(history: list[Any]) -> list[dict[str, Any]]:
+    """Each version with the fields it changed: before and after."""
+    out, prev = [], {}
+    for h in history:
+        snap = h.snapshot or {}
+        changed = [(k, prev.get(k), v) for k, v in snap.items() if prev and prev.get(k) != v]
+        out.append({"entry": h, "changed": changed, "first": not prev})
+        prev = {**prev, **snap}
+    return list(reversed(out))  # newest first
+
+
+def router(console: Console) -> APIRouter:
+    """The card pages."""
+    r = APIRouter(prefix="/ui", route_class=ConsoleRoute, include_in_schema=False)
+    svc = console.service
+
+    def login_page(request: Request, target: str, status: int, error: str | None) -> Response:
+        # the sign-in form has no session yet: its CSRF token is a double-submit cookie
+        # (SameSite=Strict, so a form posted from another site arrives without it)
+        token = secrets.token_urlsafe(16)
+        page = console.render(
+            request, "login.html", None, status, next=target, error=error, login_csrf=token
+        )
+        page.set_cookie(
+            LOGIN_COOKIE, token, max_age=3600, httponly=True, samesite="strict", path="/ui"
+        )
+        return page
+
+    @r.get("/login", response_class=HTMLResponse)
+    def login_form(request: Request, next: str = "/ui/cards") -> Response:
+        return login_page(request, next, 200, None)
+
+    @r.post("/login")
+    async def login(request: Request) -> Response:
+        form = await request.form()
+        target = str(form.get("next") or "/ui/cards")
+        if not target.startswith("/ui/") or target.startswith("//"):
+            target = "/ui/cards"  # no open redirect
+        expected = request.cookies.get(LOGIN_COOKIE) or ""
+        sent = str(form.get("csrf") or "")
+        if not expected or not hmac.compare_digest(expected, sent):
+            return login_page(request, target, 403, "the sign-in form was stale: try again")
+        try:
+            cookie = console.sessions.sign_in(str(form.get("key") or ""))
+        except Unauthorized as exc:
+            return login_page(request, target, 401, str(exc))
+        resp = RedirectResponse(target, status_code=303)
+        resp.delete_cookie(LOGIN_COOKIE, path="/ui")
+        resp.set_cookie(
+            COOKIE,
+            cookie,
+            max_age=SESSION_S,
+            httponly=True,
+            samesite="strict",
+            path="/ui",
+            secure=request.url.scheme == "https",
+        )
+        return resp
+
+    @r.post("/logout")
+    async def logout(request: Request) -> Response:
+        await console.form(request, console.user(request))
+        resp = RedirectResponse("/ui/login", status_code=303)
+        resp.delete_cookie(COOKIE, path="/ui")
+        return resp
+
+    @r.get("", response_class=HTMLResponse)
+    @r.get("/", response_class=HTMLResponse)
+    def home() -> Response:
+        return RedirectResponse("/ui/cards", status_code=303)
+
+    @r.get("/cards", response_class=HTMLResponse)
+    def cards(request: Request, after: str | None = None, limit: int = 50) -> Response:
+        user = console.user(request)
+        user.principal.require("read")
+        params = request.query_params
+        f = _filters(params)
+        page = browse.list_page(
+            engine=svc.engine,
+            namespace=user.principal.namespace,
+            filters=f,
+            after=after,
+            limit=min(max(limit, 1), browse.MAX_LIMIT),
+        )
+        keep = [(k, v) for k, v in params.multi_items() if k != "after" and v]
+        nxt = urlencode([*keep, ("after", page.next_cursor)]) if page.next_cursor else None
+        first = urlencode(keep) if after else None
+        return console.render(
+            request,
+            "cards.html",
+            user,
+            page=page,
+            f=f,
+            statuses=STATUSES,
+            sorts=list(browse.SORTS),
+            next_qs=nxt,
+            first_qs=first,
+        )
+
+    @r.get("/cards/{card_id}", response_class=HTMLResponse)
+    def card(request: Request, card_id: uuid.UUID) -> Response:
+        user = console.user(request)
+        c = svc.get_card(principal=user.principal, card_id=card_id)
+        history = svc.history(principal=user.principal, card_id=card_id)
+        uses = browse.recent_uses(
+            engine=svc.engine, namespace=user.principal.namespace, card_id=card_id
+        )
+        return console.render(
+            request,
+            "card.html",
+            user,
+            card=c,
+            uses=uses,
+            timeline=timeline(history),
+            preconditions=[(p, _variables(p)) for p in c.preconditions],
+        )
+
+    @r.get("/trajectories/{trajectory_id}", response_class=HTMLResponse)
+    def trajectory(request: Request, trajectory_id: uuid.UUID, step: int = 0) -> Response:
+        user = console.user(request)
+        user.principal.require("read")
+        w = browse.trajectory_window(
+            engine=svc.engine,
+            namespace=user.principal.namespace,
+            trajectory_id=trajectory_id,
+            step=max(step, 0),
+        )
+        return console.render(request, "trajectory.html", user, w=w)
+
+    return r

@@ -1,0 +1,160 @@
+"""Console pages: try a state, dead letters (redrive), facts, and the overview pictures."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from pydantic import ValidationError
+from sqlmodel import Session
+
+from memory_api.ui.web import Console, ConsoleRoute
+from memory_core.cards.query import example_state
+from memory_core.errors import InvalidInput, NotFound
+from memory_core.models.columns import utcnow
+from memory_core.retrospect.dead_letters import list_dead_letters, redrive
+from memory_core.serve import browse, pictures
+from memory_core.serve.schemas import QueryRequest
+
+DEFAULT_BUDGET = 400
+
+
+def bars(values: list[tuple[str, int]], *, width: int = 520, bar: int = 22) -> dict[str, Any]:
+    """Geometry of a horizontal bar chart drawn as inline SVG by the template."""
+    top = max((v for _, v in values), default=0) or 1
+    rows = [
+        {"label": k, "value": v, "y": i * (bar + 6), "w": round((width - 200) * v / top)}
+        for i, (k, v) in enumerate(values)
+    ]
+    return {"rows": rows, "height": len(rows) * (bar + 6) + 4, "width": width, "bar": bar}
+
+
+def router(console: Console) -> APIRouter:
+    """The pages that try, redrive, search facts and draw."""
+    r = APIRouter(prefix="/ui", route_class=ConsoleRoute, include_in_schema=False)
+    svc = console.service
+
+    @r.get("/try", response_class=HTMLResponse)
+    def try_form(request: Request) -> Response:
+        user = console.user(request)
+        user.principal.require("read")
+        with Session(svc.engine) as session:
+            example = example_state(session=session, namespace=user.principal.namespace)
+        state = json.dumps(example or {"task_type": "", "tool": ""}, indent=2)
+        return console.render(
+            request,
+            "try.html",
+            user,
+            state=state,
+            budget=DEFAULT_BUDGET,
+            top_k=5,
+            query="",
+            result=None,
+            error=None,
+        )
+
+    @r.post("/try", response_class=HTMLResponse)
+    async def try_state(request: Request) -> Response:
+        user = console.user(request)
+        form = await console.form(request, user)
+        state_text = form.get("state") or "{}"
+        page = {
+            "state": state_text,
+            "budget": form.get("budget") or DEFAULT_BUDGET,
+            "top_k": form.get("top_k") or 5,
+            "query": form.get("query") or "",
+        }
+        try:
+            state = json.loads(state_text)
+            if not isinstance(state, dict):
+                raise InvalidInput("the task state must be a JSON object", field="state")
+            req = QueryRequest(
+                task_state=state,
+                top_k=int(page["top_k"]),
+                query=page["query"] or None,
+                explain=True,
+                prompt_tokens=int(page["budget"]),
+                record_use=False,  # trying a state is not an agent's use of the cards
+            )
+        except json.JSONDecodeError as exc:
+            return console.render(
+                request,
+                "try.html",
+                user,
+                400,
+                result=None,
+                error=f"the task state is not JSON: {exc}",
+                **page,
+            )
+        except (ValueError, ValidationError, InvalidInput) as exc:
+            return console.render(
+                request, "try.html", user, 400, result=None, error=str(exc), **page
+            )
+        # the API's query with explain and a prompt budget: the same retrieval and ranking
+        result = svc.query(principal=user.principal, request=req, via="console")
+        return console.render(request, "try.html", user, result=result, error=None, **page)
+
+    @r.get("/dead-letters", response_class=HTMLResponse)
+    def dead_letters(request: Request, done: str | None = None) -> Response:
+        user = console.user(request)
+        user.principal.require("read")
+        rows = list_dead_letters(engine=svc.engine, namespace=user.principal.namespace, limit=200)
+        return console.render(request, "dead_letters.html", user, rows=rows, notice=done)
+
+    @r.post("/dead-letters/{trajectory_id}/redrive")
+    async def redrive_one(request: Request, trajectory_id: uuid.UUID) -> Response:
+        user = console.user(request)
+        await console.form(request, user)
+        user.principal.require("write")
+        n = redrive(engine=svc.engine, ids=[str(trajectory_id)], namespace=user.principal.namespace)
+        if n == 0:
+            raise NotFound(
+                f"no dead letter {trajectory_id} in namespace {user.principal.namespace!r}"
+            )
+        return RedirectResponse(f"/ui/dead-letters?done=redriven+{trajectory_id}", status_code=303)
+
+    @r.get("/facts", response_class=HTMLResponse)
+    def facts(request: Request, q: str = "", fact: uuid.UUID | None = None) -> Response:
+        user = console.user(request)
+        p = user.principal
+        hits = (
+            svc.search_facts(principal=p, text=q, top_k=20, include_superseded=True)
+            if q.strip()
+            else []
+        )
+        ns, e = p.namespace, svc.engine
+        return console.render(
+            request,
+            "facts.html",
+            user,
+            q=q,
+            hits=hits,
+            chain=browse.chain(engine=e, namespace=ns, card_id=fact) if fact else None,
+            conflicts=browse.fact_conflicts(engine=e, namespace=ns),
+            expiring=browse.expiring_facts(engine=e, namespace=ns),
+        )
+
+    @r.get("/overview", response_class=HTMLResponse)
+    def overview(request: Request) -> Response:
+        user = console.user(request)
+        user.principal.require("read")
+        ns, e = user.principal.namespace, svc.engine
+        c = pictures.counts(engine=e, namespace=ns)
+        conf = [(f"{i / 10:.1f}–{(i + 1) / 10:.1f}", n) for i, n in enumerate(c.confidence)]
+        days = pictures.uses_per_day(engine=e, namespace=ns, now=utcnow())
+        return console.render(
+            request,
+            "overview.html",
+            user,
+            total=sum(c.by_status.values()),
+            by_status=bars(sorted(c.by_status.items(), key=lambda kv: -kv[1])),
+            confidence=bars(conf),
+            uses=bars([(d[5:], n) for d, n in days]),
+            failures=bars(pictures.top_failure_modes(engine=e, namespace=ns)),
+            sample=pictures.FAILURE_SAMPLE,
+        )
+
+    return r

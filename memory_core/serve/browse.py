@@ -1,0 +1,263 @@
+"""Reads for the console: keyset-paged card lists, a card's uses and evidence in context, and
+counts for pictures. Every function stays inside one namespace (the caller's key's)."""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import orjson
+from sqlalchemy import String, and_, cast, func, or_, select
+from sqlalchemy.engine import Engine
+from sqlalchemy.sql.elements import ColumnElement
+from sqlmodel import Session, col
+
+from memory_core.errors import InvalidInput, NotFound
+from memory_core.models.card import Card, CardStatus, CardUse
+from memory_core.models.trajectory import Trajectory
+
+SORTS: dict[str, Any] = {
+    "updated": Card.updated_at,
+    "created": Card.created_at,
+    "confidence": Card.confidence,
+    "uses": Card.use_count,
+}
+_TIMES = {"updated", "created"}
+_ATTR = {
+    "updated": "updated_at",
+    "created": "created_at",
+    "confidence": "confidence",
+    "uses": "use_count",
+}
+MAX_LIMIT = 200
+
+
+@dataclass(frozen=True, kw_only=True)
+class CardFilter:
+    """What the card list shows: filters and the order."""
+
+    statuses: tuple[str, ...] = ()
+    kind: str | None = None
+    text: str | None = None
+    min_confidence: float | None = None
+    max_confidence: float | None = None
+    tool: str | None = None
+    sort: str = "updated"
+    descending: bool = True
+
+    def __post_init__(self) -> None:
+        bad = set(self.statuses) - {s.value for s in CardStatus}
+        if bad:
+            raise InvalidInput(f"unknown status {sorted(bad)}", field="status")
+        if self.sort not in SORTS:
+            raise InvalidInput(f"sort must be one of {sorted(SORTS)}", field="sort")
+        if self.kind not in (None, "experience", "fact"):
+            raise InvalidInput("kind must be experience or fact", field="kind")
+        lo, hi = self.min_confidence, self.max_confidence
+        for v, name in ((lo, "min_confidence"), (hi, "max_confidence")):
+            if v is not None and not 0.0 <= v <= 1.0:
+                raise InvalidInput(f"{name} must be within 0..1", field=name)
+
+
+@dataclass
+class Page:
+    """One page of cards and the cursor of the next page (None: the last page)."""
+
+    cards: list[Any]  # rows of LISTED: what the list shows, not whole cards
+    next_cursor: str | None = None
+
+
+# the list's columns only: sorting whole rows (JSON columns and all) cost most of a page
+LISTED = (
+    col(Card.card_id),
+    col(Card.scenario),
+    col(Card.status),
+    col(Card.kind),
+    col(Card.confidence),
+    col(Card.use_count),
+    col(Card.updated_at),
+    col(Card.created_at),
+)
+
+
+def _like(text: str) -> str:
+    """A LIKE pattern matching the text literally (its wildcards escaped)."""
+    return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _encode(value: Any, card_id: uuid.UUID) -> str:
+    raw = orjson.dumps([value.isoformat() if isinstance(value, datetime) else value, str(card_id)])
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode(cursor: str, sort: str) -> tuple[Any, uuid.UUID]:
+    try:
+        value, cid = orjson.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        if sort in _TIMES:
+            value = datetime.fromisoformat(value)
+        elif not isinstance(value, (int, float)):
+            raise ValueError("not a number")
+        return value, uuid.UUID(cid)
+    except (ValueError, TypeError) as exc:
+        raise InvalidInput("the page cursor is not one this server gave", field="after") from exc
+
+
+def _filters(namespace: str, f: CardFilter) -> list[ColumnElement[bool]]:
+    where: list[ColumnElement[bool]] = [col(Card.namespace) == namespace]
+    if f.statuses:
+        where.append(col(Card.status).in_(list(f.statuses)))
+    if f.kind:
+        where.append(col(Card.kind) == f.kind)
+    if f.text:
+        where.append(func.lower(col(Card.scenario)).like(_like(f.text.lower()), escape="\\"))
+    if f.min_confidence is not None:
+        where.append(col(Card.confidence) >= f.min_confidence)
+    if f.max_confidence is not None:
+        where.append(col(Card.confidence) <= f.max_confidence)
+    if f.tool:
+        # both dialects print stored JSON with ": " between key and value
+        step = '"tool": ' + orjson.dumps(f.tool).decode()
+        seq = cast(col(Card.action_sequence), String)
+        where.append(seq.like(_like(step), escape="\\"))
+    return where
+
+
+def list_page(
+    *, engine: Engine, namespace: str, filters: CardFilter, after: str | None, limit: int = 50
+) -> Page:
+    """One page of a namespace's cards after the cursor: keyset, so page 2,000 costs as page 1."""
+    if not 1 <= limit <= MAX_LIMIT:
+        raise InvalidInput(f"limit must be 1..{MAX_LIMIT}", field="limit")
+    key = SORTS[filters.sort]
+    where = _filters(namespace, filters)
+    if after:
+        v, cid = _decode(after, filters.sort)
+        if filters.descending:
+            where.append(or_(key < v, and_(key == v, col(Card.card_id) < cid)))
+        else:
+            where.append(or_(key > v, and_(key == v, col(Card.card_id) > cid)))
+    order = (
+        (key.desc(), col(Card.card_id).desc())
+        if filters.descending
+        else (key.asc(), col(Card.card_id).asc())
+    )
+    with Session(engine) as session:
+        rows = list(
+            session.execute(select(*LISTED).where(*where).order_by(*order).limit(limit + 1)).all()
+        )
+    more = len(rows) > limit
+    rows = rows[:limit]
+    nxt = _encode(getattr(rows[-1], _ATTR[filters.sort]), rows[-1].card_id) if more else None
+    return Page(rows, nxt)
+
+
+def recent_uses(
+    *, engine: Engine, namespace: str, card_id: uuid.UUID, limit: int = 20
+) -> list[CardUse]:
+    """The last uses of a card, newest first."""
+    with Session(engine) as session:
+        return list(
+            session.execute(
+                select(CardUse)
+                .where(col(CardUse.card_id) == card_id, col(CardUse.namespace) == namespace)
+                .order_by(col(CardUse.used_at).desc())
+                .limit(limit)
+            ).scalars()
+        )
+
+
+@dataclass
+class StepWindow:
+    """A trajectory around one step: the steps before and after it."""
+
+    trajectory: Trajectory
+    step: int
+    steps: list[dict[str, Any]]
+    first: int  # the index of steps[0]
+
+
+def trajectory_window(
+    *, engine: Engine, namespace: str, trajectory_id: uuid.UUID, step: int, around: int = 3
+) -> StepWindow:
+    """The steps around one step of a trajectory of this namespace (NotFound otherwise)."""
+    with Session(engine) as session:
+        t = session.get(Trajectory, trajectory_id)
+    if t is None or t.namespace != namespace:
+        raise NotFound(f"no trajectory {trajectory_id} in namespace {namespace!r}")
+    first = max(step - around, 0)
+    return StepWindow(t, step, t.steps[first : step + around + 1], first)
+
+
+def chain(*, engine: Engine, namespace: str, card_id: uuid.UUID, limit: int = 20) -> list[Card]:
+    """A card's supersession chain, oldest first: what it replaced and what replaced it."""
+    seen: dict[uuid.UUID, Card] = {}
+    with Session(engine) as session:
+        start = session.get(Card, card_id)
+        if start is None or start.namespace != namespace:
+            raise NotFound(f"no card {card_id} in namespace {namespace!r}")
+        back: list[Card] = []
+        c: Card | None = start
+        while c is not None and c.supersedes and len(back) < limit:
+            c = session.get(Card, c.supersedes)
+            if c is None or c.namespace != namespace or c.card_id in seen:
+                break
+            seen[c.card_id] = c
+            back.append(c)
+        fwd: list[Card] = []
+        c = start
+        while c is not None and c.superseded_by and len(fwd) < limit:
+            c = session.get(Card, c.superseded_by)
+            if c is None or c.namespace != namespace or c.card_id in seen:
+                break
+            seen[c.card_id] = c
+            fwd.append(c)
+    return [*reversed(back), start, *fwd]
+
+
+def fact_conflicts(*, engine: Engine, namespace: str, limit: int = 50) -> list[Sequence[Card]]:
+    """Facts that disagree: more than one active value for the same key and query."""
+    with Session(engine) as session:
+        groups = session.execute(
+            select(col(Card.key), col(Card.query))
+            .where(
+                col(Card.namespace) == namespace,
+                col(Card.kind) == "fact",
+                col(Card.status) == "active",
+            )
+            .group_by(col(Card.key), col(Card.query))
+            .having(func.count() > 1)
+            .limit(limit)
+        ).all()
+        out: list[Sequence[Card]] = []
+        for key, query in groups:
+            q = select(Card).where(
+                col(Card.namespace) == namespace,
+                col(Card.kind) == "fact",
+                col(Card.status) == "active",
+                col(Card.key) == key,
+            )
+            q = q.where(col(Card.query).is_(None) if query is None else col(Card.query) == query)
+            out.append(list(session.execute(q).scalars()))
+    return out
+
+
+def expiring_facts(*, engine: Engine, namespace: str, limit: int = 50) -> list[Card]:
+    """Active facts with an expiry, soonest first."""
+    with Session(engine) as session:
+        return list(
+            session.execute(
+                select(Card)
+                .where(
+                    col(Card.namespace) == namespace,
+                    col(Card.kind) == "fact",
+                    col(Card.status) == "active",
+                    col(Card.valid_until).is_not(None),
+                )
+                .order_by(col(Card.valid_until))
+                .limit(limit)
+            ).scalars()
+        )

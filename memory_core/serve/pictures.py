@@ -1,0 +1,82 @@
+"""What the console's pictures draw: cards by status, confidence, uses per day, failure modes."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from sqlalchemy import Integer, cast, func, select
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, col
+
+from memory_core.models.card import Card, CardUse
+
+FAILURE_SAMPLE = 500  # failure modes are JSON: counted over the most recently changed cards
+
+
+@dataclass
+class Counts:
+    """What the pictures draw: cards by status, and confidence in ten buckets (active cards)."""
+
+    by_status: dict[str, int] = field(default_factory=dict)
+    confidence: list[int] = field(default_factory=lambda: [0] * 10)
+
+
+def counts(*, engine: Engine, namespace: str) -> Counts:
+    """Cards by status and the confidence distribution of the active ones."""
+    out = Counts()
+    bucket = cast(col(Card.confidence) * 10, Integer)
+    with Session(engine) as session:
+        for status, n in session.execute(
+            select(col(Card.status), func.count())
+            .where(col(Card.namespace) == namespace)
+            .group_by(col(Card.status))
+        ):
+            out.by_status[str(status)] = int(n)
+        for b, n in session.execute(
+            select(bucket, func.count())
+            .where(col(Card.namespace) == namespace, col(Card.status) == "active")
+            .group_by(bucket)
+        ):
+            out.confidence[min(max(int(b), 0), 9)] += int(n)
+    return out
+
+
+def uses_per_day(
+    *, engine: Engine, namespace: str, now: datetime, days: int = 14
+) -> list[tuple[str, int]]:
+    """Uses of the namespace's cards per day (UTC), the last `days` days, oldest first."""
+    since = now - timedelta(days=days - 1)
+    start = since.replace(hour=0, minute=0, second=0, microsecond=0)
+    used = col(CardUse.used_at)
+    # PostgreSQL would take the date in the session's time zone; days here are UTC
+    day = func.date(func.timezone("UTC", used) if engine.dialect.name == "postgresql" else used)
+    with Session(engine) as session:
+        got = {
+            str(d): int(n)
+            for d, n in session.execute(
+                select(day, func.count())
+                .where(col(CardUse.namespace) == namespace, col(CardUse.used_at) >= start)
+                .group_by(day)
+            )
+        }
+    dates = [(start + timedelta(days=i)).date().isoformat() for i in range(days)]
+    return [(d, got.get(d, 0)) for d in dates]
+
+
+def top_failure_modes(*, engine: Engine, namespace: str, limit: int = 8) -> list[tuple[str, int]]:
+    """The failure modes most active cards name (among the most recently changed ones)."""
+    seen: Counter[str] = Counter()
+    with Session(engine) as session:
+        rows = session.execute(
+            select(col(Card.failure_modes))
+            .where(col(Card.namespace) == namespace, col(Card.status) == "active")
+            .order_by(col(Card.updated_at).desc())
+            .limit(FAILURE_SAMPLE)
+        ).scalars()
+        for modes in rows:
+            for m in modes or []:
+                if isinstance(m, dict) and m.get("mode"):
+                    seen[str(m["mode"])[:60]] += 1
+    return seen.most_common(limit)

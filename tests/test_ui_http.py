@@ -1,0 +1,221 @@
+"""The console over HTTP on a real server: sign-in, CSRF, namespaces, filters, keyset pages."""
+
+from __future__ import annotations
+
+import html
+import re
+
+import httpx
+import pytest
+
+from memory_api.app import create_app
+from memory_core.serve.service import MemoryService
+from tests.helpers.serve import LiveServer, add_card
+from tests.helpers.ui import csrf_of, seed, signed_in
+
+
+@pytest.fixture
+def ui(settings, engine):
+    svc = MemoryService(engine=engine, settings=settings)
+    seeded = seed(engine)
+    with LiveServer(create_app(svc)) as server:
+        yield server, seeded
+
+
+def test_sign_in_sets_a_strict_httponly_expiring_cookie_and_bad_keys_are_refused(ui) -> None:
+    server, s = ui
+    with httpx.Client(base_url=server.url, timeout=30) as c:
+        r = c.get("/ui/cards")
+        assert r.status_code == 303 and r.headers["location"].startswith("/ui/login?next=")
+        # a sign-in posted from elsewhere carries no sign-in cookie: refused before the key
+        r = c.post("/ui/login", data={"key": s.keys["read"], "csrf": "guess"})
+        assert r.status_code == 403 and "hs_console" not in r.headers.get("set-cookie", "")
+        token = csrf_of(c.get("/ui/login").text)
+        r = c.post("/ui/login", data={"key": "hs_not-a-key", "next": "/ui/cards", "csrf": token})
+        assert r.status_code == 401 and "unknown or revoked" in r.text
+        token = csrf_of(r.text)
+        r = c.post(
+            "/ui/login",
+            data={"key": s.keys["read"], "next": "https://evil.example/", "csrf": token},
+        )
+        assert r.status_code == 303 and r.headers["location"] == "/ui/cards"
+        cookie = r.headers["set-cookie"].lower()
+        assert "httponly" in cookie and "samesite=strict" in cookie and "max-age=" in cookie
+        assert s.keys["read"] not in r.headers["set-cookie"]  # the secret never goes back
+        page = c.get("/ui/cards")
+        assert page.status_code == 200 and "search answers 429" in page.text
+        # a forged cookie (another signature) is no session
+        name, value = next(iter(c.cookies.items()))
+        forged = value.rsplit(".", 1)[0] + ".0" + value.rsplit(".", 1)[1][1:]
+        c.cookies.set(name, forged, path="/ui")
+        assert c.get("/ui/cards").status_code == 303
+
+
+def test_another_namespace_is_invisible_and_its_card_answers_404(ui) -> None:
+    server, s = ui
+    foreign = s.cards["foreign"].card_id
+    with signed_in(server.url, s.keys["admin"]) as c:
+        assert "team b secret lesson" not in c.get("/ui/cards").text
+        r = c.get(f"/ui/cards/{foreign}")
+        assert r.status_code == 404 and "team b secret lesson" not in r.text
+        assert c.get(f"/ui/trajectories/{s.trajectory}?step=2").status_code == 200
+    with signed_in(server.url, s.keys["other"]) as c:
+        assert c.get(f"/ui/cards/{s.cards['held'].card_id}").status_code == 404
+        assert c.get(f"/ui/trajectories/{s.trajectory}?step=2").status_code == 404
+        page = c.get("/ui/cards").text
+        assert "team b secret lesson" in page and "search answers 429" not in page
+        # deciding on team-a's card from team-b: not found, and nothing changed
+        token = csrf_of(c.get("/ui/review").text)
+        r = c.post(
+            f"/ui/review/{s.cards['review'].card_id}/decide",
+            data={"csrf": token, "decision": "approve"},
+        )
+        assert r.status_code == 404
+    with signed_in(server.url, s.keys["admin"]) as c:
+        assert "refunds need a second look" in c.get("/ui/review").text
+
+
+def test_forms_without_the_session_csrf_token_are_refused(ui) -> None:
+    server, s = ui
+    card = s.cards["review"].card_id
+    with signed_in(server.url, s.keys["admin"]) as c:
+        for token in (None, "0" * 32):
+            data = {"decision": "approve"} | ({"csrf": token} if token else {})
+            r = c.post(f"/ui/review/{card}/decide", data=data)
+            assert r.status_code == 403 and "CSRF" in r.text
+        assert "refunds need a second look" in c.get("/ui/review").text  # still waiting
+        # another session's token is not this session's
+        with signed_in(server.url, s.keys["admin"]) as other:
+            theirs = csrf_of(other.get("/ui/review").text)
+        assert theirs != csrf_of(c.get("/ui/review").text)
+        r = c.post(f"/ui/review/{card}/decide", data={"csrf": theirs, "decision": "approve"})
+        assert r.status_code == 403
+
+
+def test_read_keys_see_but_do_not_decide(ui) -> None:
+    server, s = ui
+    with signed_in(server.url, s.keys["read"]) as c:
+        token = csrf_of(c.get("/ui/try").text)
+        assert c.get("/ui/review").status_code == 403
+        r = c.post(
+            f"/ui/review/{s.cards['review'].card_id}/decide",
+            data={"csrf": token, "decision": "approve"},
+        )
+        assert r.status_code == 403
+        r = c.post(f"/ui/dead-letters/{s.dead_letter}/redrive", data={"csrf": token})
+        assert r.status_code == 403
+        assert "Redrive" not in c.get("/ui/dead-letters").text
+
+
+def test_filters_and_keyset_pages_walk_every_card_once(ui, engine) -> None:
+    server, s = ui
+    for i in range(23):
+        add_card(engine, scenario=f"bulk card {i:02d}", confidence=0.3 + i / 100, tool="bulk")
+    with signed_in(server.url, s.keys["read"]) as c:
+        seen: list[str] = []
+        url = "/ui/cards?q=bulk&sort=confidence&order=asc&limit=5"
+        pages = 0
+        while url:
+            page = c.get(url)
+            assert page.status_code == 200
+            seen += re.findall(r'/ui/cards/[0-9a-f-]+">(bulk card \d+)<', page.text)
+            nxt = [ln for ln in page.text.splitlines() if 'rel="next"' in ln]
+            url = nxt[0].split('href="')[1].split('"')[0].replace("&amp;", "&") if nxt else ""
+            pages += 1
+        assert pages == 5 and seen == [f"bulk card {i:02d}" for i in range(23)]
+        text = c.get("/ui/cards?tool=lookup").text
+        assert "lookup needs an order id" in text and "search answers 429" not in text
+        text = c.get("/ui/cards?status=review").text
+        assert "refunds need a second look" in text and "lookup needs" not in text
+        text = c.get("/ui/cards?min_confidence=0.5&max_confidence=0.9&q=o").text
+        assert "search answers 429" in text and "lookup needs" not in text
+        r = c.get("/ui/cards?min_confidence=lots")
+        assert r.status_code == 400 and "min_confidence" in r.text
+        assert c.get("/ui/cards?after=garbage").status_code == 400
+
+
+def test_card_page_shows_variables_evidence_link_and_history(ui) -> None:
+    server, s = ui
+    with signed_in(server.url, s.keys["read"]) as c:
+        page = c.get(f"/ui/cards/{s.cards['held'].card_id}").text
+        assert "reads retry_count" in page and "reads tool" in page
+        assert f"/ui/trajectories/{s.trajectory}?step=6" in page
+        assert "feedback: success" in page and "0.6" in page and "0.8" in page
+        traj = c.get(f"/ui/trajectories/{s.trajectory}?step=6").text
+        assert 'id="step-6"' in traj and 'id="step-3"' in traj and 'id="step-9"' in traj
+        assert 'id="step-2"' not in traj and 'aria-current="step"' in traj
+
+
+def test_try_a_state_matches_the_api_query(ui) -> None:
+    server, s = ui
+    state = '{"tool": "search", "retry_count": 1}'
+    with signed_in(server.url, s.keys["read"]) as c:
+        token = csrf_of(c.get("/ui/try").text)
+        r = c.post("/ui/try", data={"csrf": token, "state": state, "budget": "200", "top_k": "5"})
+        assert r.status_code == 200
+        assert "search answers 429 on big pages" in r.text and "held" in r.text
+        assert "Experience from earlier runs" in r.text  # the prompt block
+        assert "lookup needs an order id" in r.text  # a near miss, with its failed check
+        api = httpx.post(
+            f"{server.url}/v1/cards/query",
+            headers={"Authorization": f"Bearer {s.keys['read']}"},
+            json={
+                "task_state": {"tool": "search", "retry_count": 1},
+                "prompt_tokens": 200,
+                "explain": True,
+                "record_use": False,
+            },
+        ).json()
+        shown = re.search(r'<pre id="prompt">(.*?)</pre>', r.text, re.S)
+        assert shown and html.unescape(shown.group(1)) == api["prompt"]  # exactly the API's
+        bad = c.post("/ui/try", data={"csrf": token, "state": "[1", "budget": "200"})
+        assert bad.status_code == 400 and "not JSON" in bad.text
+
+
+def test_review_decisions_land_in_history_with_the_key_name(ui) -> None:
+    server, s = ui
+    with signed_in(server.url, s.keys["admin"]) as c:
+        token = csrf_of(c.get("/ui/review").text)
+        a, b = s.cards["review"].card_id, s.cards["review2"].card_id
+        r = c.post(f"/ui/review/{a}/decide", data={"csrf": token, "decision": "reject"})
+        assert r.status_code == 400 and "needs a reason" in r.text
+        r = c.post(f"/ui/review/{b}/edit", data={"csrf": token, "fields": '{"confidence": 7}'})
+        assert r.status_code == 400 and "fails validation" in r.text
+        r = c.post(
+            f"/ui/review/{b}/edit",
+            data={"csrf": token, "fields": '{"scenario": "cancel twice is refused by the API"}'},
+        )
+        assert r.status_code == 303
+        r = c.post(
+            f"/ui/review/{a}/decide",
+            data={"csrf": token, "decision": "reject", "reason": "too vague"},
+        )
+        assert r.status_code == 303
+        r = c.post(f"/ui/review/{b}/decide", data={"csrf": token, "decision": "approve"})
+        assert r.status_code == 303
+        hist = c.get(f"/ui/cards/{a}").text
+        assert "rejected in review: too vague" in hist and "Ada admin (key:" in hist
+        hist = c.get(f"/ui/cards/{b}").text
+        assert "approved in review" in hist and "edited in review: scenario" in hist
+        assert "Nothing waits for review" in c.get("/ui/review").text
+
+
+def test_dead_letters_redrive_facts_overview_and_offline_docs(ui) -> None:
+    server, s = ui
+    with signed_in(server.url, s.keys["write"]) as c:
+        page = c.get("/ui/dead-letters").text
+        assert "no JSON" in page
+        r = c.post(f"/ui/dead-letters/{s.dead_letter}/redrive", data={"csrf": csrf_of(page)})
+        assert r.status_code == 303
+        assert "No dead letters" in c.get("/ui/dead-letters").text
+        overview = c.get("/ui/overview").text
+        assert "<svg" in overview and "Cards by status" in overview
+        assert "Uses per day" in overview and ">rate limited<" in overview
+        assert c.get("/ui/facts").status_code == 200
+    with httpx.Client(base_url=server.url, timeout=30) as c:
+        for page in ("/docs", "/redoc"):
+            html = c.get(page).text
+            assert "cdn" not in html.lower() and "/docs-assets/" in html
+        assert c.get("/docs-assets/swagger-ui-bundle.js").status_code == 200
+        assert c.get("/docs-assets/redoc.standalone.js").status_code == 200
+        assert c.get("/ui/static/console.css").status_code == 200
