@@ -20,7 +20,7 @@ from memory_core.models.columns import JSONType
 from memory_core.screen.provenance import origin_of
 
 revision: str = "0010_trust"
-down_revision: str | None = "0009"
+down_revision: str | None = "0010_night"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
