@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from enum import StrEnum
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -75,7 +75,12 @@ def list_cmd(
     with fail_on_errors():
         settings, engine = load()
         ns = namespace or settings.namespace
-        filters = {"statuses": status, "kind": kind, "text": text, "min_confidence": min_confidence}
+        filters: dict[str, Any] = {
+            "statuses": status,
+            "kind": kind,
+            "text": text,
+            "min_confidence": min_confidence,
+        }
         with Session(engine) as session:
             cards = list_cards(session=session, namespace=ns, limit=limit, offset=offset, **filters)
             total = count_cards(session=session, namespace=ns, **filters)
