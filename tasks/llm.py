@@ -134,7 +134,9 @@ def claim_refs(
     )
     rules = build_rule_extractor(settings)
     done = (
-        write_rule_lessons(engine=engine, rows=rows, extractor=rules, worker=worker)
+        write_rule_lessons(
+            engine=engine, rows=rows, extractor=rules, worker=worker, screen=settings.screen
+        )
         if rules is not None and rows
         else None
     )

@@ -21,9 +21,11 @@ from memory_core.db import session_scope
 from memory_core.errors import LeaseLost
 from memory_core.models.card import CardStatus
 from memory_core.models.columns import utcnow
-from memory_core.models.trajectory import Trajectory, TrajectoryStatus
+from memory_core.models.trajectory import Step, Trajectory, TrajectoryStatus
 from memory_core.retrospect.drafts import DraftCard, Extractor
+from memory_core.retrospect.siblings import contrast_batch
 from memory_core.retrospect.stage import view_of
+from memory_core.screen.gate import untaint
 
 log = logging.getLogger(__name__)
 T = Trajectory
@@ -46,21 +48,32 @@ def write_rule_lessons(
     extractor: Extractor,
     worker: str,
     card_status: CardStatus = CardStatus.draft,
+    screen: bool = True,
 ) -> RulesResult:
-    """In one transaction: the rule drafts of the claimed rows not yet done, and their rules_at."""
+    """In one transaction: the rule drafts of the claimed rows not yet done, and their rules_at.
+
+    The same lessons as the rules-only path: each run's drafts, the contrast of its task's
+    failed and successful runs, and (with the screen) no call made on an injected order."""
     result = RulesResult()
-    counts: dict[uuid.UUID, int] = {}
-    by_namespace: dict[str, list[DraftCard]] = {}
+    per_row: dict[uuid.UUID, list[DraftCard]] = {}
     for row in rows:
         if row.rules_at is not None:
             continue  # a re-driven run: its rule lesson is already stored
         try:
-            drafts = extractor.extract(view_of(row)).drafts
+            per_row[row.id] = extractor.extract(view_of(row)).drafts
         # one poisoned trajectory must not stop the batch: it is parked with its error
         except Exception as exc:  # noqa: BLE001
             result.failed[row.id] = f"rules: {type(exc).__name__}: {exc}"
             log.error("trajectory %s failed rule extraction: %s", row.id, result.failed[row.id])
-            continue
+    fresh = [r for r in rows if r.id in per_row]
+    for rid, extra in contrast_batch(engine=engine, rows=fresh).items():
+        per_row[rid].extend(extra)
+    counts: dict[uuid.UUID, int] = {}
+    by_namespace: dict[str, list[DraftCard]] = {}
+    for row in fresh:
+        drafts = per_row[row.id]
+        if screen:  # calls made on an instruction from a tool or user teach nothing
+            drafts = untaint(drafts, [Step.model_validate(s) for s in row.steps])
         counts[row.id] = len(drafts)
         by_namespace.setdefault(row.namespace, []).extend(drafts)
     if not counts:
@@ -89,6 +102,7 @@ def write_rule_lessons(
                 drafts=drafts,
                 status=card_status,
                 provenance={"source": "agent_run"},
+                screen=screen,
             )
             result.cards_created += w.created
             result.evidence_added += w.evidence_added
