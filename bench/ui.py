@@ -160,6 +160,22 @@ def run_one(settings: Settings, n: int, repeat: int) -> dict:
     return out
 
 
+def _write(results: list[dict]) -> None:
+    """The results so far (written after each run, so a stopped run keeps what it measured)."""
+    worst = {
+        f"{r['db']}_{r['cards']}": max(p["median_ms"] for p in r["pages"].values()) for r in results
+    }
+    load = Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
+    OUT.parent.mkdir(exist_ok=True)
+    OUT.write_text(
+        json.dumps(
+            {"results": results, "slowest_page_median_ms": worst, "load_average_1m": load},
+            indent=2,
+        )
+    )
+    print("slowest page (median server ms):", worst, "load", load, flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cards", type=int, nargs="+", default=[5000])
@@ -174,6 +190,7 @@ def main() -> None:
                     s = Settings(data_dir=Path(tmp))
                     db.upgrade(s)
                     results.append({"db": kind, **run_one(s, n, a.repeat)})
+                    _write(results)
                 else:
                     name = f"hindsight_bench_ui_{uuid.uuid4().hex[:8]}"
                     with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
@@ -185,21 +202,10 @@ def main() -> None:
                         )
                         db.upgrade(s)
                         results.append({"db": kind, **run_one(s, n, a.repeat)})
+                        _write(results)
                     finally:
                         with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
                             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    worst = {
-        f"{r['db']}_{r['cards']}": max(p["median_ms"] for p in r["pages"].values()) for r in results
-    }
-    OUT.parent.mkdir(exist_ok=True)
-    load = Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
-    OUT.write_text(
-        json.dumps(
-            {"results": results, "slowest_page_median_ms": worst, "load_average_1m": load},
-            indent=2,
-        )
-    )
-    print("slowest page (median ms):", worst)
 
 
 if __name__ == "__main__":
