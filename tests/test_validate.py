@@ -143,6 +143,14 @@ def test_review_decisions_land_in_history(engine, tmp_path) -> None:
             changes={"preconditions": ["tool ="]},
             actor="cy",
         )
+    with pytest.raises(InvalidInput, match="confidence"):  # a bad value is named, not a crash
+        edit(
+            engine=engine,
+            namespace="default",
+            card_id=c["card_id"],
+            changes={"confidence": 7},
+            actor="cy",
+        )
     edit(
         engine=engine,
         namespace="default",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
@@ -110,7 +111,13 @@ def edit(
         )
     with session_scope(engine) as session:
         card = _in_review(session, namespace, card_id)
-        edited = Card.model_validate({**card.model_dump(), **changes})
+        try:
+            edited = Card.model_validate({**card.model_dump(), **changes})
+        except ValidationError as exc:  # a bad value is the caller's error, named, not a crash
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+            )
+            raise InvalidInput(f"the edit is invalid: {problems}", field="changes") from exc
         failures = run_suite(cards_frame([edited], registry=registry)).failures
         if failures:
             raise InvalidInput(
