@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -28,12 +27,12 @@ class _WorkflowOrder(TyperGroup):
     """Commands listed in the order they were registered (below: the workflow's), groups and
     single commands alike; Typer would list single commands first."""
 
-    def list_commands(self, ctx: click.Context) -> list[str]:
+    def list_commands(self, ctx: Any) -> list[str]:  # typer's vendored click.Context
         return [n for n in _ORDER if n in self.commands] + sorted(
             n for n in self.commands if n not in _ORDER
         )
 
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
         cmd = super().get_command(ctx, cmd_name)
         if cmd is not None and not cmd.short_help and cmd.help:
             # the listing shows a docstring's first paragraph as one line, not as wrapped
