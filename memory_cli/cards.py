@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from enum import StrEnum
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -75,15 +75,25 @@ def list_cmd(
     with fail_on_errors():
         settings, engine = load()
         ns = namespace or settings.namespace
-        filters: dict[str, Any] = {
-            "statuses": status,
-            "kind": kind,
-            "text": text,
-            "min_confidence": min_confidence,
-        }
         with Session(engine) as session:
-            cards = list_cards(session=session, namespace=ns, limit=limit, offset=offset, **filters)
-            total = count_cards(session=session, namespace=ns, **filters)
+            cards = list_cards(
+                session=session,
+                namespace=ns,
+                statuses=status,
+                kind=kind,
+                text=text,
+                min_confidence=min_confidence,
+                limit=limit,
+                offset=offset,
+            )
+            total = count_cards(
+                session=session,
+                namespace=ns,
+                statuses=status,
+                kind=kind,
+                text=text,
+                min_confidence=min_confidence,
+            )
         if fmt is Format.json:
             print_json([to_public(c) for c in cards])
             return

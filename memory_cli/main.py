@@ -29,7 +29,7 @@ class _WorkflowOrder(TyperGroup):
     """Commands listed in the order they were registered (below: the workflow's), groups and
     single commands alike; Typer would list single commands first."""
 
-    def list_commands(self, ctx: Any) -> list[str]:
+    def list_commands(self, ctx: Any) -> list[str]:  # typer's vendored click.Context
         return [n for n in _ORDER if n in self.commands] + sorted(
             n for n in self.commands if n not in _ORDER
         )
