@@ -269,6 +269,13 @@ def main() -> None:
                     (cards == base) if base is not None else None
                 )
                 r["cards_differing"] = len(cards ^ base) if base is not None else None
+                r["cards_diff"] = (
+                    [  # which (kind, status, signature) differ, for a look
+                        ["no-fault" if c in base else "this run", *c] for c in sorted(cards ^ base)
+                    ][:20]
+                    if base is not None
+                    else []
+                )
                 rows.append(r)
                 print(
                     f"{backend:10} p={p:4.0%}  rule cards {r['rule_cards_pct']}%  lost {r['lost']}"
