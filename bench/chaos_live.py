@@ -129,7 +129,7 @@ def _lost(engine: Any, acked: list[tuple[str, str, str]]) -> dict[str, int]:
         }
         history = set(
             conn.execute(
-                text("SELECT snapshot->>'use_id' FROM card_version WHERE actor = 'feedback'")
+                text("SELECT snapshot->>'use_id' FROM card_version WHERE snapshot ? 'use_id'")
             ).scalars()
         )
         counts = {
