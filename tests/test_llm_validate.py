@@ -67,7 +67,9 @@ def test_one_regeneration_then_active_or_rejected(flow_env, engine, monkeypatch,
             task_type="default",
         )
         summary = nightly(NightlyParams())
-        assert server.calls("[prompt: regenerate") == 1
+        # the leaked key is redacted when the draft is written (memory_core.redact), so the
+        # "no secrets" expectation never fails and nothing needs regenerating
+        assert server.calls("[prompt: regenerate") == 0
     with Session(engine) as s:
         [card] = s.execute(select(Card)).scalars().all()
         reasons = [
@@ -78,13 +80,7 @@ def test_one_regeneration_then_active_or_rejected(flow_env, engine, monkeypatch,
                 .order_by(CardVersion.version)
             ).scalars()
         ]
-    if fix:
-        assert card.status == "active" and summary.validation.activated == 1
-        assert card.provenance["regenerated"] and LEAKY not in json.dumps(card.failure_modes)
-        assert reasons == [
-            "created by retrospection",
-            "regenerated after failing: no secrets in text",
-        ]
-    else:
-        assert card.status == "rejected" and summary.validation.rejected == 1
-        assert reasons == ["created by retrospection", "rejected by validation: no secrets in text"]
+    assert card.status == "active" and summary.validation.activated == 1
+    assert LEAKY not in json.dumps(card.failure_modes)
+    assert "[REDACTED:" in json.dumps(card.failure_modes)
+    assert reasons == ["created by retrospection"]

@@ -31,6 +31,7 @@ by as into about over under again once never always sent shown displayed generat
 revoked active inactive disabled enabled locked unlocked verified
 """
 _PLAIN_WORDS = frozenset(_WORDS.split())
+_ALL_HINTS = frozenset(h for p in PATTERNS for h in p.hints)
 _NEED_DIGIT = ("pin", "otp", "code")  # nouns whose values are numbers when they are secrets
 
 
@@ -58,9 +59,16 @@ def find_secrets(text: str) -> list[Finding]:
     """Every secret in the text, without overlaps, in order."""
     found: list[Finding] = []
     low = text.lower()
+    gates: dict[re.Pattern[str], bool] = {}
+    present = {h for h in _ALL_HINTS if h in low}  # each hint looked for once per text
     for p in PATTERNS:
-        if p.hints and not any(h in low for h in p.hints):
+        if p.hints and present.isdisjoint(p.hints):
             continue
+        if p.gate is not None:
+            if p.gate not in gates:
+                gates[p.gate] = p.gate.search(text) is not None
+            if not gates[p.gate]:
+                continue
         for m in p.regex.finditer(text):
             start, end = m.span(p.group)
             if start < 0:

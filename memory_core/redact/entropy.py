@@ -80,7 +80,7 @@ def looks_random(token: str) -> bool:
 
 def random_spans(text: str) -> Iterator[tuple[int, int]]:
     """(start, end) of every random-looking token of the text outside URLs."""
-    urls = [m.span() for m in _URLISH.finditer(text)] if "/" in text or "www." in text else []
+    urls = [m.span() for m in _URLISH.finditer(text)] if "://" in text or "www." in text else []
     for m in _CANDIDATE.finditer(text):
         start, end = m.span()
         if any(a <= start < b for a, b in urls):

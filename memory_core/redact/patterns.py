@@ -20,10 +20,13 @@ class Pattern:
     group: int = 0
     # the pattern runs only on text (lower-cased) holding one of these: most text holds none
     hints: tuple[str, ...] = ()
+    # ... and, when set, only on text this cheaper regex finds something in
+    gate: re.Pattern[str] | None = None
 
 
 def _p(kind: str, regex: str, group: int = 0, hints: tuple[str, ...] = ()) -> Pattern:
-    return Pattern(kind, re.compile(regex), group, hints)
+    gate = NOUN_GATE if hints is _NOUN_HINTS else None
+    return Pattern(kind, re.compile(regex), group, hints, gate)
 
 
 # a value a person gives as a password: no spaces, not a plain word of the sentence
@@ -35,6 +38,10 @@ _SECRET_NOUN = (
     r"private[\s_-]?key|client[\s_-]?secret|token)"
 )
 
+# a secret noun as a word (or a snake_case part): "passengers" and "shipping" do not open
+# the four noun patterns (they cost most of the time on tool results)
+# (the leading character class lets the scan skip most positions at once)
+NOUN_GATE = re.compile(r"(?i)(?=[psaotlcr])(?<![a-z])" + _SECRET_NOUN + r"(?![a-z])")
 _NOUN_HINTS = ("pass", "pwd", "pin", "secret", "key", "token", "code", "otp", "auth")
 
 PATTERNS: tuple[Pattern, ...] = (
