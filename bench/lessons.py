@@ -39,7 +39,6 @@ import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +48,7 @@ RESULTS = REPO / "bench" / "results"
 MAX_NOISE = 0.15
 SYSTEMS = ("hindsight", "hindsight cautions", "tool failure rate", "dense kNN")
 
+from bench.lessons_learn import _learn, _snippet, _state_text  # noqa: E402
 from bench.lessons_metrics import KS, ranking_summary, score_summary  # noqa: E402
 from bench.lessons_plot import plot, report  # noqa: E402
 from bench.lessons_writes import Baselines, card_usefulness, score_writes  # noqa: E402
@@ -61,48 +61,6 @@ def _group(record: dict[str, Any], key: str) -> str:
 
 def _trial(record: dict[str, Any]) -> int:
     return int(record.get("trial", record.get("metadata", {}).get("trial", 0)) or 0)
-
-
-def _learn(records: list[tuple[str, dict[str, Any]]], data_dir: Path) -> Any:
-    from memory_core import db
-    from memory_core.consolidate.stage import consolidate
-    from memory_core.ingest.store import ingest
-    from memory_core.retrospect.claims import worker_id
-    from memory_core.retrospect.rule_extractor import RuleExtractor
-    from memory_core.retrospect.stage import retrospect_once
-    from memory_core.settings import Settings
-    from memory_core.validate.stage import validate_drafts
-
-    settings = Settings(data_dir=data_dir, embedder="none")
-    db.upgrade(settings)
-    engine = db.make_engine(settings)
-    blind = [(n, {k: v for k, v in r.items() if k != "info"}) for n, r in records]
-    ingest(engine=engine, records=blind, namespace="bench", task_type="default")
-    while retrospect_once(
-        engine=engine,
-        extractor=RuleExtractor(),
-        worker=worker_id(),
-        batch_size=200,
-        lease=timedelta(seconds=300),
-    ).claimed:
-        pass
-    validate_drafts(engine=engine, reports_dir=None, review_below=settings.review_below)
-    consolidate(engine=engine, namespace="bench", rules=settings.consolidate)
-    return engine
-
-
-def _snippet(step: Any) -> str:
-    result = step.error or step.observation or ""
-    return f"{step.tool} {json.dumps(step.args or {}, sort_keys=True)} -> {result[:300]}"
-
-
-def _state_text(state: dict[str, Any], args: dict[str, Any]) -> str:
-    text = f"{state['tool']} {json.dumps(args, sort_keys=True)}"
-    if state.get("last_tool"):
-        text += f" after {state['last_tool']}"
-        if state.get("last_error"):
-            text += f" failed: {state['last_error']}"
-    return text
 
 
 class Metrics:

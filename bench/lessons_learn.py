@@ -1,0 +1,50 @@
+"""Learning for bench/lessons.py: the product's nightly stages on some runs, blind to answers."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+
+def _learn(records: list[tuple[str, dict[str, Any]]], data_dir: Path) -> Any:
+    from memory_core import db
+    from memory_core.consolidate.stage import consolidate
+    from memory_core.ingest.store import ingest
+    from memory_core.retrospect.claims import worker_id
+    from memory_core.retrospect.rule_extractor import RuleExtractor
+    from memory_core.retrospect.stage import retrospect_once
+    from memory_core.settings import Settings
+    from memory_core.validate.stage import validate_drafts
+
+    settings = Settings(data_dir=data_dir, embedder="none")
+    db.upgrade(settings)
+    engine = db.make_engine(settings)
+    blind = [(n, {k: v for k, v in r.items() if k != "info"}) for n, r in records]
+    ingest(engine=engine, records=blind, namespace="bench", task_type="default")
+    while retrospect_once(
+        engine=engine,
+        extractor=RuleExtractor(),
+        worker=worker_id(),
+        batch_size=200,
+        lease=timedelta(seconds=300),
+    ).claimed:
+        pass
+    validate_drafts(engine=engine, reports_dir=None, review_below=settings.review_below)
+    consolidate(engine=engine, namespace="bench", rules=settings.consolidate)
+    return engine
+
+
+def _snippet(step: Any) -> str:
+    result = step.error or step.observation or ""
+    return f"{step.tool} {json.dumps(step.args or {}, sort_keys=True)} -> {result[:300]}"
+
+
+def _state_text(state: dict[str, Any], args: dict[str, Any]) -> str:
+    text = f"{state['tool']} {json.dumps(args, sort_keys=True)}"
+    if state.get("last_tool"):
+        text += f" after {state['last_tool']}"
+        if state.get("last_error"):
+            text += f" failed: {state['last_error']}"
+    return text
