@@ -171,7 +171,10 @@ def test_prompt_block_quotes_observed_text_with_its_origin(engine) -> None:
 
 
 def test_migration_backfills_the_origin(settings, engine) -> None:
-    db.upgrade(settings, "0009")
+    from alembic import command
+
+    db.upgrade(settings, "head")
+    command.downgrade(db.alembic_config(settings.sqlalchemy_url), "0009")
     cid = uuid.uuid4()
     with engine.begin() as conn:
         conn.execute(
