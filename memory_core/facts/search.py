@@ -54,7 +54,8 @@ def fact_text(card: Card) -> str:
     return " ".join(p for p in (card.key or "", card.query or "", card.value or "") if p)
 
 
-def _keyword_ranks(cards: Sequence[Card], text: str) -> dict[uuid.UUID, int]:
+def _keyword_ranks(cards: Sequence[Card], text: str) -> dict[uuid.UUID, tuple[int, float]]:
+    """Each matching fact's BM25 rank and its score as a share of the best one's."""
     corpus = [fact_text(c).replace("_", " ") for c in cards]
     docs = bm25s.tokenize(corpus, stopwords="en", show_progress=False)
     # the query as words: ids from a second tokenize() call would not match the corpus vocabulary
@@ -67,8 +68,9 @@ def _keyword_ranks(cards: Sequence[Card], text: str) -> dict[uuid.UUID, int]:
     retriever = bm25s.BM25()
     retriever.index(docs, show_progress=False)
     found, scores = retriever.retrieve([words], k=min(len(cards), 100), show_progress=False)
+    top = float(scores[0][0]) if len(scores[0]) else 0.0
     return {
-        cards[int(d)].card_id: rank
+        cards[int(d)].card_id: (rank, float(s) / top)
         for rank, (d, s) in enumerate(zip(found[0], scores[0], strict=True))
         if s > 0
     }
@@ -113,15 +115,18 @@ def search_facts(
     if not cards:
         return []
     by_id = {c.card_id: c for c in cards}
-    ranks = {"keyword": _keyword_ranks(cards, text), "vector": {}}
+    # a rank alone would put a fact sharing one common word next to the one the text is about:
+    # each list's contribution is its rank's, scaled by the match's strength (BM25 share, cosine)
+    keyword = _keyword_ranks(cards, text)
+    ranks: dict[str, dict[uuid.UUID, tuple[int, float]]] = {"keyword": keyword, "vector": {}}
     if vectors is not None:
         near = vectors.similar(namespace=namespace, text=text, kind="fact", limit=100)
         close = [c for c in near if c[0] in by_id and c[1] >= MIN_SIMILARITY]
-        ranks["vector"] = {cid: r for r, (cid, _) in enumerate(close)}
+        ranks["vector"] = {cid: (r, sim) for r, (cid, sim) in enumerate(close)}
     fused: dict[uuid.UUID, float] = {}
     for found in ranks.values():
-        for cid, rank in found.items():
-            fused[cid] = fused.get(cid, 0.0) + 1.0 / (RRF_K + rank + 1)
+        for cid, (rank, strength) in found.items():
+            fused[cid] = fused.get(cid, 0.0) + strength / (RRF_K + rank + 1)
     if not fused:
         return []
     best = max(fused.values())
@@ -135,10 +140,14 @@ def search_facts(
             FactHit(
                 fact=to_public(card),
                 score=round(score, 6),
-                keyword_rank=ranks["keyword"].get(cid),
-                vector_rank=ranks["vector"].get(cid),
+                keyword_rank=_rank(ranks["keyword"], cid),
+                vector_rank=_rank(ranks["vector"], cid),
                 conflicts_with=conflicts_of(card),
             )
         )
     hits.sort(key=lambda h: -h.score)
     return hits[:top_k]
+
+
+def _rank(found: dict[uuid.UUID, tuple[int, float]], cid: uuid.UUID) -> int | None:
+    return found[cid][0] if cid in found else None
