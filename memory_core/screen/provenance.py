@@ -33,7 +33,7 @@ LABEL: dict[Origin, str] = {
     Origin.user: "stated by a user",
     Origin.llm: "inferred by an LLM",
 }
-# producers written before provenance was typed (see migration 0010_trust)
+# producers written before provenance was typed (see migration 0011)
 _LEGACY: dict[str, Origin] = {
     "rule-extractor": Origin.agent_action,
     "llm": Origin.llm,

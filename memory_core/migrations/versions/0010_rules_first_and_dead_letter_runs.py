@@ -5,7 +5,7 @@ only the LLM part of the run, and a re-drive does not write its rule lesson twic
 `dead_letter_run` is the flow run that parked it, so retrying that flow run in the Prefect UI
 re-drives exactly those.
 
-Revision ID: 0010_night
+Revision ID: 0010
 Revises: 0009
 Create Date: 2026-12-01 05:30:00
 """
@@ -17,7 +17,7 @@ from alembic import op
 
 from memory_core.models.columns import UTCDateTime
 
-revision: str = "0010_night"
+revision: str = "0010"
 down_revision: str | None = "0009"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None

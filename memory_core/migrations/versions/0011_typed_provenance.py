@@ -5,7 +5,7 @@ Cards written before this revision carry only a producer name. The origin is der
 facts -> user, operator / a key -> operator) and stored, so ranking, review and the prompt
 block read one typed field. Downgrade removes the field again.
 
-Revision ID: 0010_trust
+Revision ID: 0011
 Revises: 0009
 Create Date: 2026-12-01 05:55:00
 """
@@ -19,8 +19,8 @@ from alembic import op
 from memory_core.models.columns import JSONType
 from memory_core.screen.provenance import origin_of
 
-revision: str = "0010_trust"
-down_revision: str | None = "0010_night"
+revision: str = "0011"
+down_revision: str | None = "0010"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
