@@ -6,7 +6,7 @@ facts -> user, operator / a key -> operator) and stored, so ranking, review and 
 block read one typed field. Downgrade removes the field again.
 
 Revision ID: 0011
-Revises: 0009
+Revises: 0010
 Create Date: 2026-12-01 05:55:00
 """
 
