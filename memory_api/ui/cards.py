@@ -54,7 +54,8 @@ def _variables(expression: str) -> list[str]:
 
 def timeline(history: list[Any]) -> list[dict[str, Any]]:
     """Each version with the fields it changed: before and after."""
-    out, prev = [], {}
+    out: list[dict[str, Any]] = []
+    prev: dict[str, Any] = {}
     for h in history:
         snap = h.snapshot or {}
         changed = [(k, prev.get(k), v) for k, v in snap.items() if prev and prev.get(k) != v]

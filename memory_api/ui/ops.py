@@ -61,7 +61,7 @@ def router(console: Console) -> APIRouter:
         user = console.user(request)
         form = await console.form(request, user)
         state_text = form.get("state") or "{}"
-        page = {
+        page: dict[str, Any] = {
             "state": state_text,
             "budget": form.get("budget") or DEFAULT_BUDGET,
             "top_k": form.get("top_k") or 5,

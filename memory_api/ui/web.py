@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -85,7 +85,7 @@ def error_page(request: Request, status: int, message: str) -> HTMLResponse:
 class ConsoleRoute(APIRoute):
     """Routes whose refusals are pages: sign-in redirects, CSRF 403, Hindsight errors."""
 
-    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
 
         async def run(request: Request) -> Response:
