@@ -19,22 +19,24 @@ from memory_core.models.card import Card, CardVersion
 from tests.helpers import fake_model
 from tests.helpers.scripted_llm import Reply
 
-LEAKY = "rotate the key sk-live0123456789abcdefXYZ then retry"
+# a first draft that fails the suite (its expected outcome is over the size bound); a secret
+# no longer does: it is redacted before validation sees the draft
+WORDY = "the vault answers again " * 120
 RUN = {"id": "leak", "steps": [{"type": "tool_call", "tool": "vault_read", "error": "HTTP 401"}]}
 
 
 def _regenerating(card_change):
     def respond(body, n):
         kind = fake_model.prompt_kind(body)
-        if kind == "cards":  # a first draft that fails validation (a secret in its text)
+        if kind == "cards":  # a first draft that fails validation (over the size bound)
             out = fake_model.cards(body)
-            out["cards"][0]["failure_modes"][0]["handling"] = LEAKY
+            out["cards"][0]["expected_outcome"] = WORDY
             return Reply(json.dumps(out))
         if kind == "regenerate":
             card = json.loads(
                 body["messages"][1]["content"].split("The card:\n", 1)[1].split("\n\nIt failed")[0]
             )
-            card["failure_modes"][0]["handling"] = "rotate the key, then retry"
+            card["expected_outcome"] = "the vault answers again"
             card_change(card)
             return Reply(json.dumps(card))
         if "durable facts" in body["messages"][0]["content"]:

@@ -3,7 +3,8 @@
 Retrospection runs per batch, but a contrast needs every run of the task, so each batch
 reads the stored siblings of the groups it touches (any status but dead-letter: a stored
 run's steps and outcome are final) and contrasts the whole group again. The group key is
-kept in the run's `extra` so later batches find it; writing it is idempotent, and so is the
+kept in the run's `extra`, written at ingest (so a batch sees the whole group however the runs
+were batched) and here for runs stored before that; writing it is idempotent, and so is the
 contrast (the same cards, no new evidence).
 """
 
