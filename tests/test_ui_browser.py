@@ -93,7 +93,7 @@ def test_curator_walks_the_console(browser, site) -> None:
     page.get_by_label("Task state (JSON object)").fill('{"tool": "search", "retry_count": 1}')
     page.get_by_label("Prompt budget (tokens)").fill("120")
     page.get_by_role("button", name="Try it").click()
-    assert "Experience from earlier runs" in page.locator("#prompt").inner_text()
+    assert "Lessons of earlier runs" in page.locator("#prompt").inner_text()
     assert page.get_by_role("link", name="lookup needs an order id").is_visible()  # near miss
     _shot(page, "try", keep)
 

@@ -154,7 +154,7 @@ def test_try_a_state_matches_the_api_query(ui) -> None:
         r = c.post("/ui/try", data={"csrf": token, "state": state, "budget": "200", "top_k": "5"})
         assert r.status_code == 200
         assert "search answers 429 on big pages" in r.text and "held" in r.text
-        assert "Experience from earlier runs" in r.text  # the prompt block
+        assert "Lessons of earlier runs" in r.text  # the prompt block
         assert "lookup needs an order id" in r.text  # a near miss, with its failed check
         api = httpx.post(
             f"{server.url}/v1/cards/query",
@@ -183,7 +183,10 @@ def test_review_decisions_land_in_history_with_the_key_name(ui) -> None:
         assert r.status_code == 400 and "fails validation" in r.text
         r = c.post(
             f"/ui/review/{b}/edit",
-            data={"csrf": token, "fields": '{"scenario": "cancel twice is refused by the API"}'},
+            data={
+                "csrf": token,
+                "fields": '{"scenario": "a second cancellation is refused by the API"}',
+            },
         )
         assert r.status_code == 303
         r = c.post(

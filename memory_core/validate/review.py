@@ -117,7 +117,7 @@ def edit(
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
             )
-            raise InvalidInput(f"the edit is invalid: {problems}", field="changes") from exc
+            raise InvalidInput(f"the edit fails validation: {problems}", field="changes") from exc
         failures = run_suite(cards_frame([edited], registry=registry)).failures
         if failures:
             raise InvalidInput(
