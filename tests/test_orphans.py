@@ -54,8 +54,10 @@ def _alive(procs: dict, timeout_s: float) -> list[str]:
 
 
 def test_sigkill_of_a_command_leaves_no_child(env_for, tmp_path) -> None:
+    # the nightly always runs as a flow, so it starts Prefect's temporary server (a stage
+    # command alone runs in process and starts none)
     proc = subprocess.Popen(
-        [str(BIN), "decay", "--dry-run"],
+        [str(BIN), "nightly"],
         env=_command_env(env_for, tmp_path),
         cwd=tmp_path,
         stdout=subprocess.DEVNULL,
