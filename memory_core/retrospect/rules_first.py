@@ -16,7 +16,6 @@ from sqlalchemy import bindparam, update
 from sqlalchemy.engine import Engine
 from sqlmodel import col
 
-from memory_core.cards.writer import write_drafts
 from memory_core.db import session_scope
 from memory_core.errors import LeaseLost
 from memory_core.models.card import CardStatus
@@ -24,7 +23,7 @@ from memory_core.models.columns import utcnow
 from memory_core.models.trajectory import Step, Trajectory, TrajectoryStatus
 from memory_core.retrospect.drafts import DraftCard, Extractor
 from memory_core.retrospect.siblings import contrast_batch
-from memory_core.retrospect.stage import view_of
+from memory_core.retrospect.stage import view_of, write_run_drafts
 from memory_core.screen.gate import untaint
 
 log = logging.getLogger(__name__)
@@ -95,16 +94,8 @@ def write_rule_lessons(
             update(T).where(col(T.id) == bindparam("rid")).values(cards_written=bindparam("n")),
             [{"rid": rid, "n": n} for rid, n in counts.items()],
         )
-        for namespace, drafts in by_namespace.items():
-            w = write_drafts(
-                session=session,
-                namespace=namespace,
-                drafts=drafts,
-                status=card_status,
-                provenance={"source": "agent_run"},
-                screen=screen,
-            )
-            result.cards_created += w.created
-            result.evidence_added += w.evidence_added
+        result.cards_created, result.evidence_added = write_run_drafts(
+            session=session, by_namespace=by_namespace, status=card_status, screen=screen
+        )
     result.written = len(counts)
     return result

@@ -11,7 +11,7 @@ from typing import Protocol
 
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.engine import Engine
-from sqlmodel import col
+from sqlmodel import Session, col
 
 from memory_core.cards.writer import write_drafts
 from memory_core.db import session_scope
@@ -73,6 +73,28 @@ class Claimed(Protocol):
 
     @property
     def namespace(self) -> str: ...
+
+
+def write_run_drafts(
+    *,
+    session: Session,
+    by_namespace: dict[str, list[DraftCard]],
+    status: CardStatus,
+    screen: bool,
+) -> tuple[int, int]:
+    """Write the drafts of agent runs, namespace by namespace: cards created, evidence added."""
+    created = evidence = 0
+    for namespace, drafts in by_namespace.items():
+        w = write_drafts(
+            session=session,
+            namespace=namespace,
+            drafts=drafts,
+            status=status,
+            provenance={"source": "agent_run"},
+            screen=screen,
+        )
+        created, evidence = created + w.created, evidence + w.evidence_added
+    return created, evidence
 
 
 def finish_batch(
@@ -164,17 +186,9 @@ def finish_batch(
         for row in rows:
             if row.id in extractions:
                 by_namespace.setdefault(row.namespace, []).extend(extractions[row.id].drafts)
-        for namespace, drafts in by_namespace.items():
-            w = write_drafts(
-                session=session,
-                namespace=namespace,
-                drafts=drafts,
-                status=card_status,
-                provenance={"source": "agent_run"},
-                screen=screen,
-            )
-            result.cards_created += w.created
-            result.evidence_added += w.evidence_added
+        result.cards_created, result.evidence_added = write_run_drafts(
+            session=session, by_namespace=by_namespace, status=card_status, screen=screen
+        )
     result.dead_letters, result.deferred = len(failed), len(deferred)
     result.done = len(rows) - len(failed) - len(deferred)
     result.errors = list(failed.values())
