@@ -29,8 +29,9 @@ from memory_core.facts.rules import Statement
 from memory_core.facts.store import FactIn, normalise_key, write_fact
 from memory_core.models.card import Card, CardKind, CardStatus
 from memory_core.models.columns import utcnow
-from memory_core.models.trajectory import Trajectory
+from memory_core.models.trajectory import Step, Trajectory
 from memory_core.redact import redact
+from memory_core.screen.pointers import known_identifiers
 from memory_core.screen.provenance import Origin
 
 MARKER = "facts_extracted"
@@ -148,6 +149,7 @@ def _write(
     actor: str,
     report: FactsReport,
     statement: str,
+    known: frozenset[str],
     screen: bool,
 ) -> None:
     held = _holder(engine, namespace, fact)
@@ -168,6 +170,7 @@ def _write(
             actor=actor,
             origin=Origin.llm if actor == "facts-llm" else Origin.user,
             said=[statement],
+            known=known,
             screen=screen,
         )
     except InvalidInput as exc:  # e.g. a value that looks like a credential
@@ -202,8 +205,10 @@ def extract_facts(
         after = (rows[-1].created_at, rows[-1].id)
         unfinished: set[uuid.UUID] = set()
         found: list[tuple[datetime, int, int, str, FactIn, str, str]] = []
+        known: dict[int, frozenset[str]] = {}  # by order: the identifiers each run knows
         for order, row in enumerate(rows):
             statements = statements_of(row)
+            known[order] = known_identifiers([Step.model_validate(s) for s in row.steps])
             report.statements += len(statements)
             for i, st in enumerate(statements):
                 for fact in rule_facts(st):
@@ -229,8 +234,8 @@ def extract_facts(
                     found.append((when, order, i, row.namespace, fact, "facts-llm", said))
         found.sort(key=lambda f: f[:3])
         report.found += len(found)
-        for *_, ns, fact, actor, said in found:
-            _write(engine, ns, fact, actor, report, said, screen)
+        for _, order, _, ns, fact, actor, said in found:
+            _write(engine, ns, fact, actor, report, said, known[order], screen)
         report.trajectories += len(rows)
         done = [r.id for r in rows if r.id not in unfinished]
         if done:

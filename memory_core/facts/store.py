@@ -80,6 +80,7 @@ def write_fact(
     now: datetime | None = None,
     origin: Origin = Origin.operator,
     said: Sequence[str] = (),
+    known: frozenset[str] | None = None,
     screen: bool = True,
 ) -> CardPublic:
     """Store a fact (active at once); an older value for the same key and query is superseded.
@@ -94,7 +95,9 @@ def write_fact(
     if only_redacted(fact.value):
         raise InvalidInput("holds nothing but a redacted secret", field="value")
     flags = (
-        fact_reasons(key=fact.key, value=fact.value, query=fact.query, said=said) if screen else []
+        fact_reasons(key=fact.key, value=fact.value, query=fact.query, said=said, known=known)
+        if screen
+        else []
     )
     for _ in range(_RETRIES):
         try:

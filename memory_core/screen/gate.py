@@ -14,6 +14,7 @@ from memory_core.models.card import CardStatus, FailureMode
 from memory_core.models.trajectory import Step
 from memory_core.retrospect.drafts import DraftCard
 from memory_core.screen.detect import directive
+from memory_core.screen.pointers import known_identifiers, points_at_tool
 from memory_core.screen.provenance import Origin, with_origin
 from memory_core.screen.taint import tainted_calls, words_of
 from memory_core.task_state import normalise_error
@@ -126,6 +127,14 @@ def untaint(drafts: Sequence[DraftCard], steps: Sequence[Step]) -> list[DraftCar
     """Drafts without the calls the agent made on an instruction from untrusted text: the
     steps go; a draft about such a call (or that still names it) goes. Drafts quoting part of
     an instruction split over steps are quarantined."""
+    known = known_identifiers(steps)
+    # the raw errors too: a failure mode is normalised (lower case hides a camelCase name)
+    pointed = {
+        normalise_error(s.error): why
+        for s in steps
+        if s.type == "tool_call" and s.error and (why := points_at_tool(s.error, known=known))
+    }
+    drafts = [_quarantine_pointers(d, known, pointed) for d in drafts]
     split = split_orders(steps)
     if split:
         drafts = [_quarantine_split(d, split) for d in drafts]
@@ -149,6 +158,22 @@ def untaint(drafts: Sequence[DraftCard], steps: Sequence[Step]) -> list[DraftCar
     return out
 
 
+def _quarantine_pointers(
+    d: DraftCard, known: frozenset[str], pointed: Mapping[str, str]
+) -> DraftCard:
+    """A draft whose run-derived text points the agent at a tool the run never used."""
+    if d.status is CardStatus.rejected:
+        return d
+    why = [
+        f"instruction-like content ({reason}): {t[:120]!r}"
+        for t in _untrusted(d)
+        if (reason := pointed.get(t) or points_at_tool(t, known=known))
+    ]
+    if not why:
+        return d
+    return replace(d, status=CardStatus.quarantined, flags=[*d.flags, *why])
+
+
 def _quarantine_split(d: DraftCard, split: dict[str, str]) -> DraftCard:
     why = [
         f"instruction-like content ({split[f.mode]}): {f.mode[:120]!r}"
@@ -160,7 +185,23 @@ def _quarantine_split(d: DraftCard, split: dict[str, str]) -> DraftCard:
     return replace(d, status=CardStatus.quarantined, flags=[*d.flags, *why])
 
 
-def fact_reasons(*, key: str, value: str, query: str | None, said: Sequence[str] = ()) -> list[str]:
-    """Why a fact (or the statement it came from) reads as an instruction to the agent."""
+def fact_reasons(
+    *,
+    key: str,
+    value: str,
+    query: str | None,
+    said: Sequence[str] = (),
+    known: frozenset[str] | None = None,
+) -> list[str]:
+    """Why a fact (or the statement it came from) reads as an instruction to the agent; with
+    `known` (the identifiers of the run it was said in), also when a statement or the value
+    points the agent at a tool the run never used."""
     spaced = re.sub(r"[_.]", " ", key)
-    return reasons([spaced, value, query or "", *said])
+    out = reasons([spaced, value, query or "", *said])
+    if known is not None:
+        out += [
+            f"instruction-like content ({reason}): {t[:120]!r}"
+            for t in (value, *said)
+            if (reason := points_at_tool(t, known=known))
+        ]
+    return out
