@@ -187,7 +187,8 @@ def create_app(service: MemoryService, *, freeze_gc: bool = False) -> FastAPI:
 
     @app.post("/v1/facts", tags=["facts"], status_code=status.HTTP_201_CREATED)
     def write_fact(body: FactIn, who: Caller) -> CardPublic:
-        """Remember a fact (write scope); a newer value supersedes the older one."""
+        """Remember a fact (write scope); a newer value supersedes the older one. A non-admin
+        key's fact waits in review (status "review") until an admin approves it."""
         return service.write_fact(principal=who, fact=body)
 
     @app.delete("/v1/facts/{fact_id}", tags=["facts"])

@@ -203,7 +203,8 @@ def create_mcp(
         query: Annotated[str | None, Field(max_length=1000, description="what it answers")] = None,
     ) -> CardPublic:
         """Remember a fact (write keys only). A newer value for the same key and question
-        replaces the older one, which stays in history."""
+        replaces the older one, which stays in history. A non-admin key's fact waits in
+        review until a person approves it (status "review")."""
         return call(
             ctx,
             lambda who: service.write_fact(

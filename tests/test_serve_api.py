@@ -110,14 +110,24 @@ def test_store_card_is_validated_and_marked(api) -> None:
 
 def test_facts_and_ingest(api) -> None:
     server, keys, _ = api
+    with _c(server, keys["admin"]) as c:
+        r = c.post("/v1/facts", json={"key": "project", "query": "database", "value": "MySQL 8"})
+        assert r.status_code == 201 and r.json()["status"] == "active", r.text
     with _c(server, keys["write"]) as c:
         r = c.post(
             "/v1/facts", json={"key": "project", "query": "database", "value": "PostgreSQL 15"}
         )
         assert r.status_code == 201, r.text
+        # a write key's statement waits for a person; the approved value stays served
+        assert r.json()["status"] == "review"
         fact_id = r.json()["card_id"]
         hits = c.post("/v1/facts/search", json={"text": "which database"}).json()
-        assert hits[0]["fact"]["value"] == "PostgreSQL 15"
+        assert [h["fact"]["value"] for h in hits] == ["MySQL 8"]
+    with _c(server, keys["admin"]) as c:
+        assert c.post(f"/v1/review/{fact_id}/approve").json()["status"] == "active"
+    with _c(server, keys["write"]) as c:
+        hits = c.post("/v1/facts/search", json={"text": "which database"}).json()
+        assert [h["fact"]["value"] for h in hits] == ["PostgreSQL 15"]  # it took over
         assert c.delete(f"/v1/facts/{fact_id}").status_code == 200
         assert c.post("/v1/facts/search", json={"text": "which database"}).json() == []
         run = {

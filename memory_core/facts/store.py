@@ -82,11 +82,13 @@ def write_fact(
     said: Sequence[str] = (),
     known: frozenset[str] | None = None,
     screen: bool = True,
+    review: bool = False,
 ) -> CardPublic:
     """Store a fact (active at once); an older value for the same key and query is superseded.
 
     A fact (or the statement it was taken from, `said`) that reads as an instruction to the
-    agent is stored quarantined, with the reason, and supersedes nothing."""
+    agent is stored quarantined, with the reason, and supersedes nothing. With `review` (a
+    non-admin key's statement) it waits for a person and supersedes only once approved."""
     for field_name in ("key", "value", "query"):
         if has_secret(getattr(fact, field_name) or ""):
             raise InvalidInput(
@@ -109,6 +111,7 @@ def write_fact(
                 now=now,
                 origin=origin,
                 flags=flags,
+                review=review,
             )
         except ConcurrentUpdate:
             continue  # another writer changed the older statement meanwhile: decide again
@@ -124,26 +127,35 @@ def _write_once(
     now: datetime | None,
     origin: Origin,
     flags: list[str],
+    review: bool,
 ) -> CardPublic:
     now = now or utcnow()
     key = normalise_key(fact.key)
     sig = fact_signature(key=key, query=fact.query, value=fact.value)
-    status = CardStatus.quarantined if flags else CardStatus.active
+    status = CardStatus.quarantined if flags else CardStatus.review if review else CardStatus.active
     with session_scope(engine) as session:
-        same = session.execute(
-            select(Card).where(
-                col(Card.namespace) == namespace,
-                col(Card.signature) == sig,
-                col(Card.status) == status.value,
+        same = (
+            session.execute(
+                select(Card).where(
+                    col(Card.namespace) == namespace,
+                    col(Card.signature) == sig,
+                    # a statement already approved is only refreshed by a repeat waiting for review
+                    col(Card.status).in_(
+                        {status.value, CardStatus.active.value} if review else {status.value}
+                    ),
+                )
             )
-        ).scalar_one_or_none()
+            .scalars()
+            .first()
+        )
         if same is not None:  # said again: refresh, no new version
             same.updated_at = now
             same.valid_until = fact.valid_until
             session.add(same)
             return to_public(same)
-        # a quarantined statement replaces nothing: the older value stays served
-        older = [] if flags else _current(session, namespace=namespace, key=key, query=fact.query)
+        # a quarantined statement, or one waiting in review, replaces nothing (yet)
+        live = status is CardStatus.active
+        older = _current(session, namespace=namespace, key=key, query=fact.query) if live else []
         provenance = with_origin(
             {"producer": actor, **({"source": fact.source} if fact.source else {})},
             origin,
@@ -174,22 +186,44 @@ def _write_once(
                 version=1,
                 snapshot=card_snapshot(card.model_dump()),
                 actor=actor,
-                reason="fact stated" if not flags else "quarantined: " + "; ".join(flags),
+                reason="quarantined: " + "; ".join(flags)
+                if flags
+                else "fact stated, waiting for review"
+                if review
+                else "fact stated",
                 created_at=now,
             )
         )
-        if not flags:
-            mark_conflicts(session, card, now=now)
-        for old in older:
-            supersede(
-                session,
-                old,
-                by=card.card_id,
-                actor=actor,
-                reason=f"newer statement of {key!r}: {fact.value!r} replaces {old.value!r}",
-                now=now,
-            )
+        if live:
+            _take_over(session, card, older, actor=actor, now=now)
         return to_public(card)
+
+
+def _take_over(
+    session: Session, card: Card, older: Sequence[Card], *, actor: str, now: datetime
+) -> None:
+    mark_conflicts(session, card, now=now)
+    for old in older:
+        supersede(
+            session,
+            old,
+            by=card.card_id,
+            actor=actor,
+            reason=f"newer statement of {card.key!r}: {card.value!r} replaces {old.value!r}",
+            now=now,
+        )
+
+
+def approve_fact(session: Session, card: Card, *, actor: str) -> None:
+    """A fact approved in review takes over from the value served until now."""
+    older = [
+        c
+        for c in _current(session, namespace=card.namespace, key=card.key or "", query=card.query)
+        if c.card_id != card.card_id
+    ]
+    if older:
+        card.supersedes = older[0].card_id
+    _take_over(session, card, older, actor=actor, now=utcnow())
 
 
 def _current(session: Session, *, namespace: str, key: str, query: str | None) -> list[Card]:

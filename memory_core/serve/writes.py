@@ -91,7 +91,8 @@ class WriteOperations:
         )
 
     def write_fact(self, *, principal: Principal, fact: FactIn) -> CardPublic:
-        """Remember a fact; an older value for the same key and query is superseded."""
+        """Remember a fact; an older value for the same key and query is superseded. A
+        non-admin key's fact waits in review (like its cards) until a person approves it."""
         principal.require("write")
         return write_fact(
             engine=self.engine,
@@ -99,6 +100,7 @@ class WriteOperations:
             fact=fact,
             actor=principal.actor,
             screen=self.settings.screen,
+            review=self.settings.screen and not principal.allows("admin"),
         )
 
     def forget_fact(self, *, principal: Principal, fact_id: uuid.UUID) -> CardPublic:

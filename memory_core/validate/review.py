@@ -13,7 +13,8 @@ from sqlmodel import Session, col
 from memory_core.cards.writer import card_snapshot
 from memory_core.db import session_scope
 from memory_core.errors import InvalidInput, NotFound
-from memory_core.models.card import Card, CardStatus, CardVersion
+from memory_core.facts.store import approve_fact
+from memory_core.models.card import Card, CardKind, CardStatus, CardVersion
 from memory_core.models.columns import utcnow
 from memory_core.screen.gate import screen_card
 from memory_core.validate.frame import cards_frame
@@ -85,6 +86,9 @@ def decide(
         card = _in_review(session, namespace, card_id)
         card.status = (CardStatus.active if approve else CardStatus.rejected).value
         verb = "approved" if approve else "rejected"
+        if approve and card.kind == CardKind.fact.value:
+            session.flush()  # the older value is read without this card in the active set
+            approve_fact(session, card, actor=actor)
         _record(
             session,
             card,
