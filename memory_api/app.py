@@ -85,7 +85,9 @@ def create_app(service: MemoryService, *, freeze_gc: bool = False) -> FastAPI:
         docs_url=None,  # /docs and /redoc from local assets (memory_api/ui/docs.py)
         redoc_url=None,
     )
-    app.add_middleware(BodyLimit, max_bytes=service.settings.serve.max_body_bytes)
+    # deeper than any record may nest (limits.max_json_depth, at most 500) plus its envelope:
+    # refused before the parser, whose recursion limit would give a nameless error
+    app.add_middleware(BodyLimit, max_bytes=service.settings.serve.max_body_bytes, max_depth=512)
     install_error_handlers(app)
     install_guards(app)  # NUL / surrogates in query strings; 422s that never echo the input
     install_metrics(app, service)  # GET /metrics; requests timed by a plain ASGI wrapper

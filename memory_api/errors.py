@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -48,12 +49,32 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(HindsightError, handle)
 
 
-class BodyLimit:
-    """Refuse request bodies over max_bytes with 413, declared or streamed."""
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_BRACKET = re.compile(rb"[\[\]{}]")
 
-    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
+
+def nesting_beyond(body: bytes, limit: int) -> int | None:
+    """The byte offset where a JSON body nests deeper than limit, or None (strings skipped)."""
+    if body.count(b"[") + body.count(b"{") <= limit:
+        return None  # too few brackets to go that deep: the common case costs two counts
+    depth = 0
+    # strings blanked to the same length, so offsets stay those of the body
+    flat = _JSON_STRING.sub(lambda m: b" " * len(m.group()), body)
+    for m in _BRACKET.finditer(flat):
+        depth += 1 if m.group() in (b"[", b"{") else -1
+        if depth > limit:
+            return m.start()
+    return None
+
+
+class BodyLimit:
+    """Refuse request bodies over max_bytes with 413, declared or streamed, and JSON nested
+    deeper than the parser can take with a 400 that says so (not a generic parse error)."""
+
+    def __init__(self, app: ASGIApp, *, max_bytes: int, max_depth: int = 500) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.max_depth = max_depth
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -78,6 +99,11 @@ class BodyLimit:
             chunks.append(chunk)
             more = message.get("more_body", False)
         body = b"".join(chunks)
+        deep = nesting_beyond(body, self.max_depth)
+        if deep is not None:
+            detail = f"the JSON body nests deeper than {self.max_depth} levels (at byte {deep})"
+            await _answer(send, 400, detail)
+            return
         sent = False
 
         async def replay() -> Message:
@@ -90,8 +116,10 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
     async def _refuse(self, send: Send) -> None:
-        response = JSONResponse(
-            {"detail": f"request body larger than {self.max_bytes} bytes"}, status_code=413
-        )
-        await send({"type": "http.response.start", "status": 413, "headers": response.raw_headers})
-        await send({"type": "http.response.body", "body": response.body})
+        await _answer(send, 413, f"request body larger than {self.max_bytes} bytes")
+
+
+async def _answer(send: Send, status: int, detail: str) -> None:
+    response = JSONResponse({"detail": detail}, status_code=status)
+    await send({"type": "http.response.start", "status": status, "headers": response.raw_headers})
+    await send({"type": "http.response.body", "body": response.body})

@@ -122,6 +122,16 @@ def test_edges_answer_4xx_naming_the_field(api, method, path, body, code) -> Non
         )
     assert r.status_code == code, r.text
     r.json()  # a JSON answer, never the raw input echoed back unencodable
+    if body and body.startswith("[" * 1000):  # the parser's own error named nothing
+        assert "nests deeper than" in r.json()["detail"], r.text
+
+
+def test_nesting_is_measured_outside_strings() -> None:
+    from memory_api.errors import nesting_beyond
+
+    assert nesting_beyond(b'{"a": "[[[[[[[[[[[[\\"[[[[[["}', 3) is None
+    assert nesting_beyond(b'[[[["x"]]]]', 3) == 3
+    assert nesting_beyond(b"[]" * 50, 3) is None  # many brackets, never deep
 
 
 def test_messages_are_cut_at_the_cap(engine) -> None:
