@@ -12,7 +12,7 @@ task state, fact searches, and the MCP tools' answers. A secret is surfaced when
 appears in any of it. The same pipeline on the clean data counts redaction markers in what is
 served (false-positive redactions), and every string of the clean data is scanned too.
 
-    python bench/secrets.py [--backend sqlite|postgresql]
+    python bench/secret_leaks.py [--backend sqlite|postgresql]
 
 Writes bench/results/secrets.json.
 """
