@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -50,13 +51,21 @@ def _truncate(engine: Engine) -> None:
         conn.execute(text(f"TRUNCATE {tables} CASCADE"))
 
 
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data directory with a migrated SQLite database, made once and copied per test."""
+    s = Settings(data_dir=tmp_path_factory.mktemp("template") / "data")
+    db.upgrade(s)
+    return s.data_dir
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def settings(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
     """Settings on a fresh, migrated database of each kind."""
     if request.param == "sqlite":
-        s = Settings(data_dir=tmp_path / "data")
-        db.upgrade(s)
-        return s
+        template = request.getfixturevalue("sqlite_template")
+        shutil.copytree(template, tmp_path / "data")
+        return Settings(data_dir=tmp_path / "data")
     url = request.getfixturevalue("pg_url")
     s = Settings(data_dir=tmp_path / "data", database_url=url)
     engine = db.make_engine(s)
