@@ -102,6 +102,12 @@ _LEAD = (
     r"(?:before|after|when|if|once|whenever|in\s+order\s+to)\b[^,:]{0,60}[,:])\s*[,:!-]?\s*)*"
 )
 IMPERATIVE = re.compile(rf"^\W*{_LEAD}{VERB}\b", re.IGNORECASE)
+# the verb is the subject, not an order: "cancel twice is refused by the API"
+_VERB_AS_SUBJECT = re.compile(
+    rf"^\W*{VERB}\b(?:\s+[\w'-]+){{0,3}}?\s+(?:is|are|was|were|gets|got|fails|failed|"
+    r"succeeds|succeeded|works|worked|returns|returned|(?:has|have)\s+(?:been|no|not))\b",
+    re.IGNORECASE,
+)
 # a tool-like name: snake_case, camelCase, dotted or called with parentheses
 TOOL_NAME = re.compile(
     r"\b(?:[a-z][a-z0-9]*(?:_[a-z0-9]+)+|[a-z]+(?:[A-Z][a-z0-9]+)+|\w+\.\w+\(|\w+\s*\()"
@@ -136,9 +142,8 @@ def clause_directive(clause: str, sentence: str = "") -> str | None:
         return "asks the agent to drop its instructions"
     if ROLE.search(clause):
         return "tries to change the agent's role or system prompt"
-    asks = bool(IMPERATIVE.search(clause)) or (
-        bool(MODAL.search(clause)) and bool(VERB_RE.search(clause))
-    )
+    imperative = bool(IMPERATIVE.search(clause)) and not _VERB_AS_SUBJECT.search(clause)
+    asks = imperative or (bool(MODAL.search(clause)) and bool(VERB_RE.search(clause)))
     if not asks:
         if STANDING.search(clause) and (AGENT.search(clause) or TOOL_NAME.search(clause)):
             return "sets a standing policy for the agent"
