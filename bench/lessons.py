@@ -186,12 +186,13 @@ def _ranking_rows(metrics: dict[str, Metrics]) -> dict[str, Any]:
 
 
 def run(path: Path, folds: int) -> dict[str, Any]:
-    from memory_core.embed.local import LocalMiniLM
+    from memory_core.embed.factory import build_embedder
     from memory_core.ingest.store import iter_sources
+    from memory_core.settings import Settings
 
     records = [(n, r) for n, r in iter_sources([str(path)]) if isinstance(r, dict)]
     groups = sorted({_group(r, n) for n, r in records})
-    embedder = LocalMiniLM()
+    embedder = build_embedder(Settings(embedder="local"))  # the default install's model
     out: dict[str, Any] = {"data": str(path), "runs": len(records), "tasks": len(groups)}
     base = Path(tempfile.mkdtemp(prefix="lessons-"))
     # other tasks: k folds over the tasks

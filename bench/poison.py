@@ -121,14 +121,15 @@ def run_locomo(data: Path, variants: list[Any], conversations: int) -> dict[str,
     """Attack success on facts and recall utility on LoCoMo, screen on and off."""
     import poison_locomo as pl
 
-    from memory_core.embed.local import LocalMiniLM
+    from memory_core.embed.factory import build_embedder
+    from memory_core.settings import Settings
 
     records = json.loads((data / "locomo" / "locomo-dev.json").read_text())
     fact_variants = [v for v in variants if v.channel == "fact"]
     held = {v.name for v in fact_variants if v.held_out}
     n_turns = pl.turns(records)
     sub = records[:conversations]
-    embedder = LocalMiniLM()
+    embedder = build_embedder(Settings(embedder="local"))  # the default install's model
     out: dict[str, Any] = {
         "turns": n_turns,
         "variants": len(fact_variants),

@@ -17,7 +17,7 @@ from memory_core.screen.provenance import origin_of
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
-    from memory_core.models.card import Card
+    from memory_core.models.card import Card, CardPublic
 
 
 app = typer.Typer(help="Inspect and query experience cards.", no_args_is_help=True)
@@ -25,7 +25,7 @@ FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json
 NamespaceOpt = Annotated[str | None, typer.Option(help="namespace (default: the setting)")]
 
 
-def _row(c: Card) -> list[object]:
+def _row(c: Card | CardPublic) -> list[object]:
     return [
         str(c.card_id)[:8],
         c.status,
@@ -135,50 +135,49 @@ def query(
     state: Annotated[str, typer.Option(help="task state as JSON, @file, or - for stdin")],
     namespace: NamespaceOpt = None,
     top_k: Annotated[int, typer.Option(min=1, max=100)] = 5,
+    text: Annotated[
+        str | None, typer.Option("--text", help="free text blended into the ranking")
+    ] = None,
     explain: Annotated[bool, typer.Option(help="show each precondition's verdict")] = False,
     fmt: FormatOpt = Format.table,
 ) -> None:
-    """Active cards whose preconditions hold on the task state, best first."""
-    from sqlmodel import Session
-
-    from memory_core.cards.query import query_cards, to_public
+    """Active cards whose preconditions hold on the task state, best first: the same retrieval
+    and ranking the API and MCP serve (not counted as a use)."""
+    from memory_core.serve.keys import Principal
+    from memory_core.serve.schemas import QueryRequest
+    from memory_core.serve.service import MemoryService
 
     with fail_on_errors():
         settings, engine = load()
         task_state = read_json_arg(state, field="state")
         if not isinstance(task_state, dict):
             raise InvalidInput("the task state must be a JSON object", field="state")
-        with Session(engine) as session:
-            matches = query_cards(
-                session=session,
-                namespace=namespace or settings.namespace,
-                state=task_state,
-                top_k=top_k,
-                weights=settings.ranking,
-                explain=explain,
-            )
+        request = QueryRequest(
+            task_state=task_state, top_k=top_k, query=text, explain=explain, record_use=False
+        )
+        local = Principal(
+            key_id=uuid.UUID(int=0),
+            namespace=namespace or settings.namespace,
+            scopes=frozenset({"read"}),
+        )
+        hits = (
+            MemoryService(engine=engine, settings=settings)
+            .query(principal=local, request=request, via="cli")
+            .cards
+        )
         if fmt is Format.json:
-            print_json(
-                [
-                    {
-                        "card": to_public(m.card),
-                        "score": vars(m.terms),
-                        "checks": [vars(c) for c in m.checks],
-                    }
-                    for m in matches
-                ]
-            )
+            print_json([h.model_dump(mode="json", exclude={"use_id"}) for h in hits])
             return
         table(
-            f"{len(matches)} matching card(s)",
+            f"{len(hits)} matching card(s)",
             ["score", *_COLUMNS],
-            [[f"{m.terms.score:.3f}", *_row(m.card)] for m in matches],
+            [[f"{h.score.score:.3f}", *_row(h.card)] for h in hits],
         )
         if explain:
-            for m in matches:
+            for h in hits:
                 console.print(
-                    f"[bold]{str(m.card.card_id)[:8]}[/bold] "
-                    + "; ".join(f"{c.expression}: {c.verdict.value}" for c in m.checks)
+                    f"[bold]{str(h.card.card_id)[:8]}[/bold] "
+                    + "; ".join(f"{c.expression}: {c.verdict}" for c in h.checks or [])
                 )
 
 

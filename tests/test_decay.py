@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import event, select
 from sqlmodel import Session
 
-from memory_core.cards.query import query_cards, score_terms
+from memory_core.cards.query import score_terms
 from memory_core.db import session_scope
 from memory_core.decay import DecayParams, list_archive, record_feedback
 from memory_core.models.card import Card, CardVersion
@@ -24,6 +24,7 @@ from tests.helpers.decay import (
     dump_state,
     insert_cards,
 )
+from tests.helpers.serve import served_cards
 
 
 def test_time_decay_applies_each_tier_once(engine) -> None:
@@ -92,11 +93,11 @@ def test_unused_cards_move_to_the_archive_out_of_retrieval(engine) -> None:
         snap = s.execute(
             select(CardVersion.snapshot).where(CardVersion.card_id == old)
         ).scalar_one()
-        found = query_cards(session=s, namespace="default", state={}, top_k=10)
+    found = served_cards(engine, state={})
     assert [(v, a) for v, a, _ in hist] == [(2, "decay")]
     assert "tiers 1-2" in hist[0][2] and "unused 90+ days" in hist[0][2]
     assert snap["status"] == "archived" and snap["confidence_before"] == 0.8
-    assert [m.card.card_id for m in found] == [keep]
+    assert [c.card_id for c in found] == [keep]
     entries = list_archive(engine=engine, namespace="default")
     assert {e.card_id for e in entries} == {old, very_old}
     assert {e.reason for e in entries} == {"unused"} and entries[0].archived_at == NOW

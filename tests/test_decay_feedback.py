@@ -9,7 +9,6 @@ import pytest
 from sqlalchemy import select
 from sqlmodel import Session
 
-from memory_core.cards.query import query_cards
 from memory_core.decay import (
     DecayParams,
     list_archive,
@@ -21,6 +20,7 @@ from memory_core.decay import (
 from memory_core.errors import InvalidInput, NotFound
 from memory_core.models.card import CardUse, CardVersion
 from tests.helpers.decay import NOW, W, card_row, cards_by_id, decay_at, insert_cards
+from tests.helpers.serve import served_cards
 
 
 def test_restore_brings_a_card_back_with_its_history(engine) -> None:
@@ -47,10 +47,10 @@ def test_restore_brings_a_card_back_with_its_history(engine) -> None:
             .scalars()
             .all()
         )
-        found = query_cards(session=s, namespace="default", state={}, top_k=10)
+    found = served_cards(engine, state={})
     assert [(v.version, v.actor) for v in hist] == [(2, "decay"), (3, "ana")]
     assert "restored from the archive" in hist[-1].reason and "unused" in hist[-1].reason
-    assert cid in {m.card.card_id for m in found}
+    assert cid in {c.card_id for c in found}
     assert list_archive(engine=engine, namespace="default") == []
     (entry,) = list_archive(engine=engine, namespace="default", include_restored=True)
     assert entry.restored_by == "ana" and entry.restored_at == NOW
@@ -102,10 +102,8 @@ def test_feedback_bounds_and_three_failures_in_a_row_send_to_review(engine) -> N
         ).scalar_one()
         uses = s.execute(select(CardUse.outcome).where(CardUse.card_id == failing)).scalars()
         assert sorted(uses) == ["failure"] * 5 + ["success"]
-        assert query_cards(session=s, namespace="default", state={}, top_k=10)
-        assert failing not in {
-            m.card.card_id for m in query_cards(session=s, namespace="default", state={})
-        }
+    served = served_cards(engine, state={})
+    assert served and failing not in {c.card_id for c in served}
     assert "3 failures in a row" in last.reason and last.snapshot["status"] == "review"
 
     with pytest.raises(InvalidInput, match="outcome"):

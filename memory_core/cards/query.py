@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -14,13 +14,8 @@ from sqlmodel import Session, col
 
 from memory_core.errors import InvalidInput, NotFound
 from memory_core.models.card import Card, CardEvidence, CardPublic, CardStatus, EvidenceTriple
-from memory_core.models.columns import utcnow
 from memory_core.preconditions import (
-    Check,
-    Verdict,
-    check,
     compile_stored,
-    make_context,
 )
 from memory_core.redact.fields import redact_evidence, redact_fields
 from memory_core.settings import RankingWeights
@@ -128,15 +123,6 @@ class ScoreTerms:
     score: float
 
 
-@dataclass
-class Match:
-    """A card that applies to the state, with its score and (on request) why it matched."""
-
-    card: Card
-    terms: ScoreTerms
-    checks: list[Check] = field(default_factory=list)
-
-
 def score_terms(card: Card, *, now: datetime, max_uses: int, w: RankingWeights) -> ScoreTerms:
     """score = w_c*confidence + w_r*recency + w_u*use_frequency (recency halves every half-life)."""
     seen = card.last_used_at or card.updated_at
@@ -145,47 +131,6 @@ def score_terms(card: Card, *, now: datetime, max_uses: int, w: RankingWeights) 
     freq = card.use_count / max_uses if max_uses else 0.0
     score = w.confidence * card.confidence + w.recency * recency + w.use_frequency * freq
     return ScoreTerms(card.confidence, recency, freq, score)
-
-
-def query_cards(
-    *,
-    session: Session,
-    namespace: str,
-    state: Mapping[str, Any],
-    top_k: int = 5,
-    weights: RankingWeights | None = None,
-    explain: bool = False,
-) -> list[Match]:
-    """Active cards whose preconditions all hold on the state, best first."""
-    if top_k < 1:
-        raise InvalidInput("top_k must be at least 1", field="top_k")
-    w = weights or RankingWeights()
-    cards = (
-        session.execute(
-            select(Card).where(
-                col(Card.namespace) == namespace, col(Card.status) == CardStatus.active.value
-            )
-        )
-        .scalars()
-        .all()
-    )
-    context = make_context(state)
-    keys = frozenset(str(k) for k in state)
-    now = utcnow()
-    max_uses = max((c.use_count for c in cards), default=0)
-    matches: list[Match] = []
-    for card in cards:
-        checks = [check(compile_stored(p), context, keys) for p in card.preconditions]
-        if all(c.verdict is Verdict.held for c in checks):
-            matches.append(
-                Match(
-                    card,
-                    score_terms(card, now=now, max_uses=max_uses, w=w),
-                    checks if explain else [],
-                )
-            )
-    matches.sort(key=lambda m: (-m.terms.score, -m.card.evidence_count, str(m.card.card_id)))
-    return matches[:top_k]
 
 
 def example_state(*, session: Session, namespace: str) -> dict[str, Any] | None:

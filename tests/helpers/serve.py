@@ -93,3 +93,20 @@ class LiveServer:
     def __exit__(self, *exc: object) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=15)
+
+
+def served_cards(
+    engine: Engine, *, state: dict[str, Any], namespace: str = "default", top_k: int = 10
+) -> list[Any]:
+    """The cards an agent is served for a state (the service's retrieval; not a use)."""
+    import uuid
+
+    from memory_core.serve.keys import Principal
+    from memory_core.serve.schemas import QueryRequest
+    from memory_core.serve.service import MemoryService
+    from memory_core.settings import Settings
+
+    who = Principal(key_id=uuid.UUID(int=0), namespace=namespace, scopes=frozenset({"read"}))
+    request = QueryRequest(task_state=state, top_k=top_k, record_use=False)
+    service = MemoryService(engine=engine, settings=Settings())
+    return [h.card for h in service.query(principal=who, request=request, via="test").cards]
