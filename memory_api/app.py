@@ -1,7 +1,9 @@
 """The read API: FastAPI routes that translate HTTP into MemoryService calls (docs at /docs).
 
 Every route needs `Authorization: Bearer <key>`; the key decides the namespace. Hot routes are
-async: the service answers them from memory, so a thread hop would only add latency.
+async: the service answers them from memory, so a thread hop would only add latency. What may
+take long (loading a namespace's snapshot, `explain`, which checks every card) runs in a worker
+thread, so the event loop never waits on it and a health check answers at once.
 """
 
 import gc
@@ -10,6 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
+from anyio import to_thread
 from fastapi import Body, Depends, FastAPI, Query, status
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -120,13 +123,19 @@ def create_app(service: MemoryService, *, freeze_gc: bool = False) -> FastAPI:
         precondition's verdict and the score terms; with `prompt_tokens`, a prompt block."""
         # the hot route: the served rows' JSON joined once (no second validation
         # against the response model, which documents the same shape)
-        return Response(
-            service.query_json(principal=who, request=body), media_type="application/json"
-        )
+        if body.explain or not service.snapshots.ready(who.namespace):
+            answer = await to_thread.run_sync(
+                lambda: service.query_json(principal=who, request=body)
+            )
+        else:
+            answer = service.query_json(principal=who, request=body)
+        return Response(answer, media_type="application/json")
 
     @app.post("/v1/cards/check", tags=["cards"])
     async def check_action(body: CheckActionRequest, who: Caller) -> CheckActionResult:
         """Before a call: the cards keyed on this tool and arguments, and their failure modes."""
+        if not service.snapshots.ready(who.namespace):
+            await to_thread.run_sync(service.snapshots.get, who.namespace)
         return service.check_action(principal=who, request=body)
 
     @app.get("/v1/cards", tags=["cards"])

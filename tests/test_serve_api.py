@@ -228,3 +228,45 @@ def test_bad_input_is_4xx_never_500(api) -> None:
         assert c.get("/healthz").json() == {"status": "ok"}
         assert c.get("/readyz").json()["database"] == "ok"
         assert "/v1/cards/query" in c.get("/openapi.json").json()["paths"]
+
+
+def test_a_namespace_loading_never_blocks_the_server(api, engine) -> None:
+    """The first query of a big namespace loads its snapshot in a worker thread: health checks
+    and other callers are answered meanwhile, not after it."""
+    import threading
+    import time
+
+    from tests.helpers.decay import card_row, insert_cards
+
+    server, keys, svc = api
+    insert_cards(
+        engine,
+        [
+            card_row(
+                namespace="team-a", scenario=f"card {i}", preconditions=[f'tool == "t{i % 400}"']
+            )
+            for i in range(20_000)
+        ],
+    )
+    done: list[float] = []
+
+    def first_query() -> None:
+        with _c(server, keys["read"]) as c:
+            r = c.post("/v1/cards/query", json={"task_state": {"tool": "t7"}})
+            assert r.status_code == 200 and len(r.json()["cards"]) == 5
+        done.append(time.monotonic())
+
+    started = time.monotonic()
+    worker = threading.Thread(target=first_query)
+    worker.start()
+    answered = []
+    with httpx.Client(base_url=server.url, timeout=30) as c:
+        while not done:
+            assert c.get("/healthz").status_code == 200
+            answered.append(time.monotonic())
+            time.sleep(0.02)
+    worker.join()
+    during = [t for t in answered if t < done[0]]
+    assert done[0] - started > 0.3, "the load was too quick to tell; use more cards"
+    assert len(during) >= 5, (len(during), done[0] - started)
+    assert svc.snapshots.ready("team-a")

@@ -216,6 +216,10 @@ class SnapshotCache:
             self._refresh_later(namespace)
         return snap
 
+    def ready(self, namespace: str) -> bool:
+        """True when a query of this namespace is answered from memory (no load first)."""
+        return namespace in self._snapshots
+
     def _loaded(self) -> None:
         if self.on_load is not None:
             self.on_load()
