@@ -87,6 +87,8 @@ def create_app(service: MemoryService, *, freeze_gc: bool = False) -> FastAPI:
         lifespan=lifespan,
         docs_url=None,  # /docs and /redoc from local assets (memory_api/ui/docs.py)
         redoc_url=None,
+        # a generated client gets `query_cards`, not `query_cards_v1_cards_query_post`
+        generate_unique_id_function=lambda route: route.name,
     )
     # deeper than any record may nest (limits.max_json_depth, at most 500) plus its envelope:
     # refused before the parser, whose recursion limit would give a nameless error

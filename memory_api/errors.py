@@ -19,19 +19,40 @@ from memory_core.errors import (
     Unauthorized,
 )
 
-STATUS: list[tuple[type[HindsightError], int]] = [
-    (Unauthorized, 401),
-    (Forbidden, 403),
-    (NotFound, 404),
-    (Conflict, 409),
-    (ConcurrentUpdate, 409),
-    (InvalidInput, 400),
+# each error's HTTP status and its stable `code` (clients branch on the code, not the message)
+STATUS: list[tuple[type[HindsightError], int, str]] = [
+    (Unauthorized, 401, "unauthorized"),
+    (Forbidden, 403, "forbidden"),
+    (NotFound, 404, "not_found"),
+    (Conflict, 409, "conflict"),
+    (ConcurrentUpdate, 409, "changed_meanwhile"),
+    (InvalidInput, 400, "invalid_input"),
 ]
+# the codes of refusals made before a route runs
+BODY_TOO_LARGE, BODY_TOO_DEEP, BAD_QUERY_STRING, SCHEMA_MISMATCH = (
+    "body_too_large",
+    "body_too_deep",
+    "bad_query_string",
+    "schema_mismatch",
+)
+ERROR_CODES = (
+    *(code for *_, code in STATUS),
+    "refused",
+    BODY_TOO_LARGE,
+    BODY_TOO_DEEP,
+    BAD_QUERY_STRING,
+    SCHEMA_MISMATCH,
+)
 
 
 def status_of(exc: HindsightError) -> int:
     """The HTTP status of a Hindsight error (400 for any other refusal)."""
-    return next((code for kind, code in STATUS if isinstance(exc, kind)), 400)
+    return next((status for kind, status, _ in STATUS if isinstance(exc, kind)), 400)
+
+
+def code_of(exc: HindsightError) -> str:
+    """The stable code of a Hindsight error ("refused" for any other refusal)."""
+    return next((code for kind, _, code in STATUS if isinstance(exc, kind)), "refused")
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -41,7 +62,7 @@ def install_error_handlers(app: FastAPI) -> None:
         assert isinstance(exc, HindsightError)
         code = status_of(exc)
         headers = {"WWW-Authenticate": "Bearer"} if code == 401 else None
-        body: dict[str, Any] = {"detail": str(exc)}
+        body: dict[str, Any] = {"detail": str(exc), "code": code_of(exc)}
         if isinstance(exc, InvalidInput) and exc.field:
             body["field"] = exc.field
         return JSONResponse(body, status_code=code, headers=headers)
@@ -102,7 +123,7 @@ class BodyLimit:
         deep = nesting_beyond(body, self.max_depth)
         if deep is not None:
             detail = f"the JSON body nests deeper than {self.max_depth} levels (at byte {deep})"
-            await _answer(send, 400, detail)
+            await _answer(send, 400, detail, BODY_TOO_DEEP)
             return
         sent = False
 
@@ -116,10 +137,10 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
     async def _refuse(self, send: Send) -> None:
-        await _answer(send, 413, f"request body larger than {self.max_bytes} bytes")
+        await _answer(send, 413, f"request body larger than {self.max_bytes} bytes", BODY_TOO_LARGE)
 
 
-async def _answer(send: Send, status: int, detail: str) -> None:
-    response = JSONResponse({"detail": detail}, status_code=status)
+async def _answer(send: Send, status: int, detail: str, code: str) -> None:
+    response = JSONResponse({"detail": detail, "code": code}, status_code=status)
     await send({"type": "http.response.start", "status": status, "headers": response.raw_headers})
     await send({"type": "http.response.body", "body": response.body})

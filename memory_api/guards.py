@@ -11,6 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from memory_api.errors import BAD_QUERY_STRING, SCHEMA_MISMATCH
 from memory_core.errors import InvalidInput
 from memory_core.ingest.limits import clean_query_text, printable
 
@@ -31,7 +32,7 @@ def install_guards(app: FastAPI) -> None:
 
     async def invalid(_request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
-        return JSONResponse({"detail": _errors(exc)}, status_code=422)
+        return JSONResponse({"detail": _errors(exc), "code": SCHEMA_MISMATCH}, status_code=422)
 
     app.add_exception_handler(RequestValidationError, invalid)
     app.add_middleware(QueryGuard)
@@ -61,6 +62,8 @@ class QueryGuard:
 
 
 async def _refuse(send: Send, detail: str, field: str) -> None:
-    response = JSONResponse({"detail": printable(detail), "field": field}, status_code=400)
+    response = JSONResponse(
+        {"detail": printable(detail), "field": field, "code": BAD_QUERY_STRING}, status_code=400
+    )
     await send({"type": "http.response.start", "status": 400, "headers": response.raw_headers})
     await send({"type": "http.response.body", "body": response.body})

@@ -6,13 +6,16 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
+
+from memory_api.errors import ERROR_CODES
 
 
 class ErrorAnswer(BaseModel):
-    """A refusal: what is wrong, and the field when there is one."""
+    """A refusal: what is wrong, a stable code to branch on, and the field when there is one."""
 
     detail: str
+    code: str = Field(description="one of: " + ", ".join(ERROR_CODES))
     field: str | None = None
 
 
@@ -26,7 +29,7 @@ COMMON: dict[int | str, dict[str, Any]] = {
     401: _answer("no key, or an unknown or revoked key"),
     403: _answer("the key lacks the scope this route needs"),
     413: _answer("request body over serve.max_body_bytes"),
-    422: {"description": "the body or a parameter does not fit the schema"},
+    422: {"description": "the body or a parameter does not fit the schema (code: schema_mismatch)"},
 }
 NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: _answer("no such card or fact in the key's namespace")

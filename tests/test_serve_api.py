@@ -270,3 +270,25 @@ def test_a_namespace_loading_never_blocks_the_server(api, engine) -> None:
     assert done[0] - started > 0.3, "the load was too quick to tell; use more cards"
     assert len(during) >= 5, (len(during), done[0] - started)
     assert svc.snapshots.ready("team-a")
+
+
+def test_errors_carry_a_stable_code_and_operations_a_stable_id(api) -> None:
+    server, keys, _ = api
+    with _c(server) as anon:
+        assert anon.get("/v1/cards").json()["code"] == "unauthorized"
+        ops = {
+            op["operationId"]
+            for p in anon.get("/openapi.json").json()["paths"].values()
+            for op in p.values()
+        }
+    assert {"query_cards", "check_action", "write_fact", "ingest"} <= ops
+    with _c(server, keys["read"]) as c:
+        assert c.post("/v1/facts", json={"key": "k", "value": "v"}).json()["code"] == "forbidden"
+        assert c.get(f"/v1/cards/{uuid.uuid4()}").json()["code"] == "not_found"
+        assert c.post("/v1/cards/query", json={"top_k": 0}).json()["code"] == "schema_mismatch"
+        assert c.get("/v1/cards?q=a%00b").json()["code"] == "bad_query_string"
+        deep = c.post("/v1/cards/query", content="[" * 600 + "]" * 600)
+        assert (deep.status_code, deep.json()["code"]) == (400, "body_too_deep")
+    with _c(server, keys["write"]) as c:
+        bad = c.post("/v1/trajectories", json={"steps": "nope"}).json()
+        assert bad["code"] == "invalid_input"
