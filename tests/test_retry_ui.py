@@ -207,8 +207,8 @@ def test_retry_in_the_ui_recovers_the_night(
             failed = failed_task_runs(run.id, expect=parked)
             assert len(failed) >= parked and all(t.name.startswith("llm-extract") for t in failed)
             after = _cards(settings)
-        # outside the block: an in-process flow against the `up` server would leave this
-        # process's Prefect events worker bound to a server that is about to stop
+        # outside the block: the reference runs on the session's test Prefect API, which
+        # outlives this test, not on the `up` server stopped below
         reference = _reference(env, tmp_path, monkeypatch)
         assert after == reference, after ^ reference
         assert rules_only < after  # the LLM cards came on the retry
