@@ -129,4 +129,4 @@ def test_errors_naming_an_unused_tool_are_withheld_whatever_the_wording(engine) 
     kept = [c for c in cards if "not enough balance" in c.scenario]
     assert kept and all(c.status != "quarantined" for c in kept)
     assert len(flagged) >= 3
-    assert all("with a cue to act on it" in " ".join(c.provenance["flags"]) for c in flagged)
+    assert all("(names '" in " ".join(c.provenance["flags"]) for c in flagged)

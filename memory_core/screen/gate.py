@@ -132,7 +132,9 @@ def untaint(drafts: Sequence[DraftCard], steps: Sequence[Step]) -> list[DraftCar
     pointed = {
         normalise_error(s.error): why
         for s in steps
-        if s.type == "tool_call" and s.error and (why := points_at_tool(s.error, known=known))
+        if s.type == "tool_call"
+        and s.error
+        and (why := points_at_tool(s.error, known=known, strict=True))
     }
     drafts = [_quarantine_pointers(d, known, pointed) for d in drafts]
     split = split_orders(steps)

@@ -70,10 +70,47 @@ def _strings(value: Any) -> Iterable[str]:
         yield str(value)
 
 
-def points_at_tool(text: str, *, known: frozenset[str] = frozenset()) -> str | None:
-    """Why untrusted text points the agent at a tool it does not know (any wording), or None."""
+# where an identifier in an error is data about the failed call, not a pointer elsewhere:
+# quoted ('user_id'), or the subject of a lookup failure ("reservation_id ABC not found")
+_QUOTED = "'\"`"
+_DATA_AFTER = re.compile(
+    r"^\W*(?:\S+\s+){0,2}?(?:not\s+found|does\s+not\s+exist|doesn't\s+exist|is\s+required|"
+    r"is\s+missing|missing|is\s+invalid|is\s+not\s+(?:valid|allowed|supported)|unknown)\b",
+    re.IGNORECASE,
+)
+
+
+def _pointers(clause: str, known: frozenset[str]) -> list[str]:
+    """Unknown identifiers of an error clause that are not in a data position."""
+    out = []
+    for m in IDENTIFIER.finditer(clause):
+        name = m.group().lower()
+        if name in known:
+            continue
+        before, after = clause[: m.start()], clause[m.end() :]
+        if before[-1:] in _QUOTED and after[:1] in _QUOTED:
+            continue
+        if _DATA_AFTER.search(after):
+            continue
+        out.append(name)
+    return out
+
+
+def points_at_tool(
+    text: str, *, known: frozenset[str] = frozenset(), strict: bool = False
+) -> str | None:
+    """Why untrusted text points the agent at a tool it does not know (any wording), or None.
+
+    strict (a tool's error text): any identifier the run does not know, outside a data
+    position, is enough; an error has no reason to name another action. Otherwise (what a
+    person said) it also takes a cue to act, since people give their own ids and names."""
     for reading in readings(text):
         for clause, _sentence in clauses(reading):
+            if strict:
+                names = _pointers(clause, known)
+                if names:
+                    return f"names {names[0]!r}, which the run never used"
+                continue
             names = sorted(_identifiers(clause) - known)
             if names and _cued(clause):
                 return f"names {names[0]!r} with a cue to act on it"
