@@ -78,6 +78,7 @@ class Snapshot:
     unindexed: list[Entry]  # cards without an equality atom: evaluated on every query
     fingerprint: Fingerprint
     loaded_at: float = field(default_factory=time.monotonic)
+    load_s: float = 0.0  # how long building it took (spaces the rebuilds of a big namespace)
     max_uses: int = 0
     # served cards as the API shows them, read once per snapshot: a hot card is answered from
     # memory; the snapshot's replacement (any change to the namespace's cards) drops them
@@ -183,6 +184,16 @@ def load_snapshot(*, engine: Engine, namespace: str) -> Snapshot:
     )
 
 
+LOAD_SHARE = 0.2  # the most of one core snapshot rebuilds may take over time
+
+
+def _timed_load(loader: Callable[..., Snapshot], engine: Engine, namespace: str) -> Snapshot:
+    started = time.monotonic()
+    snap = loader(engine=engine, namespace=namespace)
+    snap.load_s = time.monotonic() - started
+    return snap
+
+
 class SnapshotCache:
     """Snapshots per namespace, refreshed in the background when the database changed."""
 
@@ -208,11 +219,13 @@ class SnapshotCache:
             with self._lock:
                 snap = self._snapshots.get(namespace)
                 if snap is None:
-                    snap = self._loader(engine=self._engine, namespace=namespace)
+                    snap = _timed_load(self._loader, self._engine, namespace)
                     self._snapshots[namespace] = snap
                     self._loaded()
             return snap
-        if time.monotonic() - snap.loaded_at > self._refresh_s:
+        # a rebuild costs a core for load_s: at most one in LOAD_SHARE of the time goes to it,
+        # so a big namespace that changes all night (decay, consolidation) still gets served
+        if time.monotonic() - snap.loaded_at > max(self._refresh_s, snap.load_s / LOAD_SHARE):
             self._refresh_later(namespace)
         return snap
 
@@ -245,7 +258,7 @@ class SnapshotCache:
             if old is not None and fp == old.fingerprint:
                 old.loaded_at = time.monotonic()  # unchanged: keep it, check again later
                 return
-            snap = self._loader(engine=self._engine, namespace=namespace)
+            snap = _timed_load(self._loader, self._engine, namespace)
             with self._lock:
                 self._snapshots[namespace] = snap
             self._loaded()
