@@ -57,8 +57,10 @@ def _obeyed(i: int) -> dict:
     }
 
 
-def _learn(engine, screen: bool) -> list[Card]:
-    records = [(f"r{i}", _run(i, e)) for i, e in enumerate(INJECTED)] + [("o", _obeyed(0))]
+def _learn(engine, screen: bool, records: list | None = None) -> list[Card]:
+    """The nightly's rule path over the records (by default the injected runs)."""
+    if records is None:
+        records = [(f"r{i}", _run(i, e)) for i, e in enumerate(INJECTED)] + [("o", _obeyed(0))]
     ingest(engine=engine, records=records, namespace="default", task_type="default")
     while retrospect_once(
         engine=engine, extractor=RuleExtractor(), worker=worker_id(), batch_size=50,
@@ -113,18 +115,10 @@ def test_errors_naming_an_unused_tool_are_withheld_whatever_the_wording(engine) 
     benign = _run(9, "not enough balance in payment method gift_card_77")
     benign["steps"][0]["args"] = {"amount": 5, "payment_id": "gift_card_77"}
     records.append(("benign", benign))
-    ingest(engine=engine, records=records, namespace="default", task_type="default")
-    while retrospect_once(
-        engine=engine, extractor=RuleExtractor(), worker=worker_id(), batch_size=50,
-        lease=timedelta(seconds=60), screen=True,
-    ).claimed:
-        pass
-    validate_drafts(engine=engine, reports_dir=None, review_below=0.3)
+    cards = _learn(engine, True, records)
     served = _served_text(engine)
     for name in ("wipe_ledger", "purgesessions", "reset_all_accounts"):
         assert name not in served
-    with Session(engine) as s:
-        cards = list(s.execute(select(Card)).scalars())
     flagged = [c for c in cards if c.status == "quarantined"]
     kept = [c for c in cards if "not enough balance" in c.scenario]
     assert kept and all(c.status != "quarantined" for c in kept)

@@ -14,7 +14,7 @@ from memory_core.models.card import CardStatus, FailureMode
 from memory_core.models.trajectory import Step
 from memory_core.retrospect.drafts import DraftCard
 from memory_core.screen.detect import directive
-from memory_core.screen.pointers import known_identifiers, points_at_tool
+from memory_core.screen.pointers import known_identifiers, points_at_tool, strings_in
 from memory_core.screen.provenance import Origin, with_origin
 from memory_core.screen.taint import tainted_calls, words_of
 from memory_core.task_state import normalise_error
@@ -22,18 +22,6 @@ from memory_core.task_state import normalise_error
 RULE_PRODUCERS = frozenset({"rule-extractor"})
 CARD_TEXT_FIELDS = ("scenario", "expected_outcome", "actual_outcome")
 _ERROR_LABEL = re.compile(r"^\s*(?:error|exception|fatal)\s*[:\-]\s*", re.IGNORECASE)
-
-
-def _strings(value: Any) -> Iterable[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, Mapping):
-        for k, v in value.items():
-            yield str(k)
-            yield from _strings(v)
-    elif isinstance(value, (list, tuple)):
-        for v in value:
-            yield from _strings(v)
 
 
 def reasons(texts: Iterable[str]) -> list[str]:
@@ -49,8 +37,8 @@ def reasons(texts: Iterable[str]) -> list[str]:
 def card_texts(card: Mapping[str, Any]) -> list[str]:
     """Every text of a card a reader or an agent sees (fields of a card dict or row dump)."""
     texts = [str(card.get(k) or "") for k in CARD_TEXT_FIELDS]
-    texts += list(_strings(card.get("action_sequence") or []))
-    texts += list(_strings(card.get("failure_modes") or []))
+    texts += list(strings_in(card.get("action_sequence") or []))
+    texts += list(strings_in(card.get("failure_modes") or []))
     texts += [str(card.get(k) or "") for k in ("key", "query", "value")]
     return [t for t in texts if t.strip()]
 
@@ -66,7 +54,7 @@ def _untrusted(d: DraftCard) -> list[str]:
         # the rule extractor copies error texts into the modes (and the scenario names them);
         # its handling and notes are its own templates around tool names
         texts = [f.mode for f in d.failure_modes]
-        texts += [str(v) for a in d.action_sequence for v in _strings(a.params_template)]
+        texts += [str(v) for a in d.action_sequence for v in strings_in(a.params_template)]
         return texts
     return card_texts(
         {

@@ -50,7 +50,7 @@ def known_identifiers(steps: Sequence[Step]) -> frozenset[str]:
         if s.type == "tool_call":
             if s.tool:
                 known.add(s.tool.lower())
-            for text in _strings(s.args or {}):
+            for text in strings_in(s.args or {}, scalars=True):
                 known.add(text.lower())
                 known |= _identifiers(text)
         elif s.type == "message" and (s.role == "system" or s.index == first_user):
@@ -58,15 +58,18 @@ def known_identifiers(steps: Sequence[Step]) -> frozenset[str]:
     return frozenset(known)
 
 
-def _strings(value: Any) -> Iterable[str]:
-    if isinstance(value, Mapping):
+def strings_in(value: Any, *, scalars: bool = False) -> Iterable[str]:
+    """Every string in a JSON-like value, mapping keys included (and numbers, with scalars)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
         for k, v in value.items():
             yield str(k)
-            yield from _strings(v)
+            yield from strings_in(v, scalars=scalars)
     elif isinstance(value, (list, tuple)):
         for v in value:
-            yield from _strings(v)
-    elif value is not None and not isinstance(value, bool):
+            yield from strings_in(v, scalars=scalars)
+    elif scalars and value is not None and not isinstance(value, bool):
         yield str(value)
 
 
