@@ -232,6 +232,7 @@ def main() -> None:
     ap.add_argument("--total", type=int, default=1120)
     ap.add_argument("--ps", type=float, nargs="+", default=[0.0, 0.1, 0.5, 1.0])
     ap.add_argument("--backends", nargs="+", default=["sqlite", "postgresql"])
+    ap.add_argument("--out", type=Path, default=RESULTS / "chaos.json")
     args = ap.parse_args()
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     from prefect.testing.utilities import prefect_test_harness
@@ -287,8 +288,8 @@ def main() -> None:
                 )
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = {"total": args.total, "llm_timeout_s": TIMEOUT_S, "runs": rows}
-    (RESULTS / "chaos.json").write_text(json.dumps(out, indent=2, default=str))
-    print(f"wrote {RESULTS / 'chaos.json'}")
+    args.out.write_text(json.dumps(out, indent=2, default=str))
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":
