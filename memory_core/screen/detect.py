@@ -117,6 +117,8 @@ TOOL_CALL = re.compile(
     r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b|\w+\()",
     re.IGNORECASE,
 )
+# an outside address an order could send data to (exfiltration needs no tool name)
+DESTINATION = re.compile(r"[\w.+-]+@[\w-]+\.[\w.-]+|\bhttps?://\S+|\bwww\.\S+", re.IGNORECASE)
 _CLAUSE = re.compile(r"(?<=[.!?;])\s+|\n+|\s+[-–—]\s+|(?<=[.!?])(?=[A-Z])|\s*[|•]\s*")
 
 
@@ -156,6 +158,8 @@ def clause_directive(clause: str, sentence: str = "") -> str | None:
         return "sets a standing rule for the agent"
     if POLICY.search(clause) and TOOL_NAME.search(sentence):
         return "sets a standing rule about a tool"
+    if DESTINATION.search(clause):
+        return "asks for something to be sent to an outside address"
     if AGENT.search(clause):
         return "addresses the agent with an order"
     return None
