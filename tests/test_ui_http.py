@@ -129,6 +129,13 @@ def test_filters_and_keyset_pages_walk_every_card_once(ui, engine) -> None:
         assert "refunds need a second look" in text and "lookup needs" not in text
         text = c.get("/ui/cards?min_confidence=0.5&max_confidence=0.9&q=o").text
         assert "search answers 429" in text and "lookup needs" not in text
+        r = c.get("/ui/cards?origin=gossip")
+        assert r.status_code == 400 and "origin must be one of" in r.text
+    add_card(engine, scenario="an operator's own lesson", origin="operator")
+    add_card(engine, scenario="seen in a tool error", origin="observed")
+    with signed_in(server.url, s.keys["read"]) as c:
+        text = c.get("/ui/cards?origin=operator").text
+        assert "an operator&#39;s own lesson" in text and "seen in a tool error" not in text
         r = c.get("/ui/cards?min_confidence=lots")
         assert r.status_code == 400 and "min_confidence" in r.text
         assert c.get("/ui/cards?after=garbage").status_code == 400

@@ -16,6 +16,7 @@ from memory_api.ui.web import Console, ConsoleRoute
 from memory_core.errors import InvalidInput, InvalidPrecondition, Unauthorized
 from memory_core.models.card import CardStatus
 from memory_core.preconditions import compile_stored
+from memory_core.screen.provenance import Origin
 from memory_core.serve import browse
 
 STATUSES = [s.value for s in CardStatus]
@@ -40,6 +41,7 @@ def _filters(params: Any) -> browse.CardFilter:
         min_confidence=_float(params, "min_confidence"),
         max_confidence=_float(params, "max_confidence"),
         tool=(params.get("tool") or "").strip() or None,
+        origin=params.get("origin") or None,
         sort=params.get("sort") or "updated",
         descending=params.get("order", "desc") != "asc",
     )
@@ -147,6 +149,7 @@ def router(console: Console) -> APIRouter:
             page=page,
             f=f,
             statuses=STATUSES,
+            origins=[o.value for o in Origin],
             sorts=list(browse.SORTS),
             next_qs=nxt,
             first_qs=first,

@@ -19,6 +19,7 @@ from sqlmodel import Session, col
 from memory_core.errors import InvalidInput, NotFound
 from memory_core.models.card import Card, CardStatus, CardUse
 from memory_core.models.trajectory import Trajectory
+from memory_core.screen.provenance import Origin
 
 SORTS: dict[str, Any] = {
     "updated": Card.updated_at,
@@ -46,6 +47,7 @@ class CardFilter:
     min_confidence: float | None = None
     max_confidence: float | None = None
     tool: str | None = None
+    origin: str | None = None  # provenance.origin: operator, agent_action, observed, user, llm
     sort: str = "updated"
     descending: bool = True
 
@@ -55,6 +57,10 @@ class CardFilter:
             raise InvalidInput(f"unknown status {sorted(bad)}", field="status")
         if self.sort not in SORTS:
             raise InvalidInput(f"sort must be one of {sorted(SORTS)}", field="sort")
+        if self.origin not in (None, *(o.value for o in Origin)):
+            raise InvalidInput(
+                f"origin must be one of {', '.join(o.value for o in Origin)}", field="origin"
+            )
         if self.kind not in (None, "experience", "fact"):
             raise InvalidInput("kind must be experience or fact", field="kind")
         lo, hi = self.min_confidence, self.max_confidence
@@ -123,6 +129,9 @@ def _filters(namespace: str, f: CardFilter) -> list[ColumnElement[bool]]:
         step = '"tool": ' + orjson.dumps(f.tool).decode()
         seq = cast(col(Card.action_sequence), String)
         where.append(seq.like(_like(step), escape="\\"))
+    if f.origin:  # typed on every row since migration 0011
+        mark = '"origin": ' + orjson.dumps(f.origin).decode()
+        where.append(cast(col(Card.provenance), String).like(_like(mark), escape="\\"))
     return where
 
 

@@ -25,6 +25,7 @@ def add_card(
     status: str = "active",
     use_count: int = 0,
     kind: str = "experience",
+    origin: str | None = None,
 ) -> Card:
     """Store one card directly (as the nightly run would have)."""
     pre = [c.source for c in compile_all(preconditions or [])]
@@ -41,7 +42,7 @@ def add_card(
         status=status,
         use_count=use_count,
         signature=hashlib.sha256(f"{namespace}{scenario}{pre}".encode()).hexdigest()[:40],
-        provenance={"producer": "test"},
+        provenance={"producer": "test", **({"origin": origin} if origin else {})},
     )
     with session_scope(engine) as session:
         session.add(card)
