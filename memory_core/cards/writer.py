@@ -1,7 +1,19 @@
-"""Write card drafts: one live card per signature, evidence appended idempotently."""
+"""Write card drafts: one live card per signature, evidence appended idempotently.
+
+Several runs (or task groups) often teach the same lesson in other words: the same
+signature with another recovery note or argument template. Which of them a card shows must
+not depend on the order the runs were claimed in (batch sizes, a killed worker, another
+ingest order), so every draft has a rank (`draft_rank`: clean before quarantined, higher
+stated confidence first, then a digest of its content) and a card nobody has touched since
+retrospection wrote it (version 1, still a draft or quarantined) shows its best-ranked draft
+whatever the order. Its confidence is likewise the evidence estimate over every run, plus the
+draft's own offset from it (an LLM's stated confidence), never a sum of per-batch shifts.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import uuid
 from collections import defaultdict
 from collections.abc import Sequence
@@ -20,7 +32,6 @@ from memory_core.models.card import (
     CardEvidence,
     CardStatus,
     CardVersion,
-    EvidenceTriple,
 )
 from memory_core.models.columns import new_id, utcnow
 from memory_core.preconditions import compile_all
@@ -29,6 +40,18 @@ from memory_core.retrospect.drafts import DraftCard
 from memory_core.screen.gate import screen_draft
 
 _LIVE_SQL = text("status IN ('draft', 'review', 'active', 'quarantined')")
+RANK = "draft_rank"
+OFFSET = "confidence_offset"
+CONTENT = (
+    "scenario",
+    "preconditions",
+    "action_sequence",
+    "expected_outcome",
+    "actual_outcome",
+    "failure_modes",
+    "status",
+)
+_REPLACEABLE = (CardStatus.draft.value, CardStatus.quarantined.value)
 
 
 @dataclass
@@ -73,56 +96,29 @@ def write_drafts(
         return WriteResult()
     if screen:
         drafts = [screen_draft(d) for d in drafts]
-    by_sig: dict[str, DraftCard] = {}
+    grouped: dict[str, list[DraftCard]] = defaultdict(list)
     evidence: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for d in drafts:
         # a rejected draft is a record of a bad answer, not a lesson to merge with others
         sig = d.signature if d.status is not CardStatus.rejected else f"rejected-{uuid.uuid4()}"
-        by_sig.setdefault(sig, d)
+        grouped[sig].append(d)
         evidence[sig].extend(e.model_dump(mode="json") for e in d.evidence)
     now = utcnow()
     rows: list[dict[str, Any]] = []
-    for sig, d in by_sig.items():
-        if d.status is CardStatus.rejected:
-            sources = list(d.preconditions)  # kept as written: why it was rejected
-        else:
-            sources = [
-                c.source
-                for c in compile_all(
-                    d.preconditions, max_chars=max_expression_chars, max_depth=max_expression_depth
-                )
-            ]
+    for sig, group in grouped.items():
         rows.append(
-            {
-                "card_id": new_id(),
-                "namespace": namespace,
-                "kind": "experience",
-                # defence in depth: the extractors read redacted text already
-                "scenario": redact(d.scenario[:1000]),
-                "preconditions": sources,
-                "action_sequence": redact_value([a.model_dump() for a in d.action_sequence]),
-                "expected_outcome": redact(d.expected_outcome),
-                "actual_outcome": redact(d.actual_outcome),
-                "failure_modes": redact_value([f.model_dump() for f in d.failure_modes]),
-                "confidence": d.confidence,
-                "status": (d.status or status).value,
-                "signature": sig,
-                "provenance": {
-                    **provenance,
-                    **d.provenance,
-                    "pattern": d.pattern,
-                    **({"flags": d.flags} if d.flags else {}),
-                },
-                "evidence_count": 0,
-                "created_at": now,
-                "updated_at": now,
-                "use_count": 0,
-                "success_count": 0,
-                "failure_count": 0,
-                "consecutive_failures": 0,
-                "version": 1,
-            }
+            _card_row(
+                sig,
+                group,
+                namespace,
+                status,
+                provenance,
+                now,
+                max_expression_chars,
+                max_expression_depth,
+            )
         )
+    by_sig = {r["signature"]: r for r in rows}
     # every write takes its row locks in one global order (signature, then card id), so
     # concurrent workers wait for each other instead of deadlocking (seen on PostgreSQL)
     rows.sort(key=lambda r: r["signature"])
@@ -131,37 +127,21 @@ def write_drafts(
     )
     created = {
         r.card_id: r
-        for r in session.execute(ins.returning(col(Card.card_id), col(Card.signature)), rows).all()
+        for r in session.execute(
+            ins.returning(col(Card.card_id), col(Card.signature)), [_columns(r) for r in rows]
+        ).all()
     }
     if created:
-        by_id = {r["card_id"]: r for r in rows}
         session.execute(
             _insert(session, CardVersion),
-            [
-                {
-                    "id": new_id(),
-                    "card_id": cid,
-                    "version": 1,
-                    "snapshot": card_snapshot(by_id[cid]),
-                    "reason": _reason(by_id[cid]),
-                    "actor": str(by_id[cid]["provenance"].get("producer", "unknown")),
-                    "created_at": now,
-                }
-                for cid in created
-            ],
+            [_first_version(by_sig[str(r.signature)], cid, now) for cid, r in created.items()],
         )
     ids: dict[str, uuid.UUID] = {str(r.signature): r.card_id for r in created.values()}
-    ids.update(
-        session.execute(
-            select(col(Card.signature), col(Card.card_id)).where(
-                col(Card.namespace) == namespace,
-                col(Card.signature).in_([s for s in by_sig if s not in ids]),
-                col(Card.status).in_(LIVE_STATUSES),
-            )
-        )
-        .tuples()
-        .all()
-    )
+    existing = [by_sig[s] for s in by_sig if s not in ids]
+    redone: set[uuid.UUID] = set()
+    if existing:
+        found, redone = _prefer_better_drafts(session, namespace, existing, now)
+        ids.update(found)
     ev_rows = [
         {
             "id": new_id(),
@@ -189,9 +169,159 @@ def write_drafts(
         for cid, eid in returned:
             added[cid] += 1
             new_rows.add(eid)
-    stated = {ids[sig]: d.evidence for sig, d in by_sig.items() if ids[sig] in created}
-    _bump(session, added, new_rows, stated, now)
+    stated = {ids[sig]: r["_stated"] for sig, r in by_sig.items() if ids[sig] in created}
+    _bump(session, added, new_rows, stated, redone, now)
     return WriteResult(created=len(created), evidence_added=sum(added.values()))
+
+
+def _rank(row: dict[str, Any]) -> str:
+    """Order-free choice among drafts of one lesson: clean first, then the higher stated
+    confidence, then the content itself (a digest), so any arrival order picks the same."""
+    flagged = row["status"] == CardStatus.quarantined.value
+    body = json.dumps([row[k] for k in CONTENT], sort_keys=True, default=str)
+    digest = hashlib.sha256(body.encode()).hexdigest()[:16]
+    return f"{int(flagged)}|{1.0 - row['confidence']:.6f}|{digest}"
+
+
+def _card_row(
+    sig: str,
+    group: Sequence[DraftCard],
+    namespace: str,
+    status: CardStatus,
+    provenance: dict[str, Any],
+    now: Any,
+    max_chars: int,
+    max_depth: int,
+) -> dict[str, Any]:
+    """The card row for one signature: its best-ranked draft (evidence-only drafts rank none)."""
+    candidates = [
+        _row(sig, d, namespace, status, provenance, now, max_chars, max_depth)
+        for d in group
+        if not d.evidence_only
+    ]
+    if not candidates:  # evidence for a stored card: never its content
+        row = _row(sig, group[0], namespace, status, provenance, now, max_chars, max_depth)
+        row["provenance"].pop(RANK, None)
+        return row
+    return min(candidates, key=lambda r: r["provenance"][RANK])
+
+
+def _row(
+    sig: str,
+    d: DraftCard,
+    namespace: str,
+    status: CardStatus,
+    provenance: dict[str, Any],
+    now: Any,
+    max_chars: int,
+    max_depth: int,
+) -> dict[str, Any]:
+    if d.status is CardStatus.rejected:
+        sources = list(d.preconditions)  # kept as written: why it was rejected
+    else:
+        sources = [
+            c.source for c in compile_all(d.preconditions, max_chars=max_chars, max_depth=max_depth)
+        ]
+    stated = [(t.trajectory_id, t.result) for t in d.evidence]
+    row: dict[str, Any] = {
+        "card_id": new_id(),
+        "namespace": namespace,
+        "kind": "experience",
+        # defence in depth: the extractors read redacted text already
+        "scenario": redact(d.scenario[:1000]),
+        "preconditions": sources,
+        "action_sequence": redact_value([a.model_dump() for a in d.action_sequence]),
+        "expected_outcome": redact(d.expected_outcome),
+        "actual_outcome": redact(d.actual_outcome),
+        "failure_modes": redact_value([f.model_dump() for f in d.failure_modes]),
+        "confidence": d.confidence,
+        "status": (d.status or status).value,
+        "signature": sig,
+        "provenance": {
+            **provenance,
+            **d.provenance,
+            "pattern": d.pattern,
+            **({"flags": d.flags} if d.flags else {}),
+            # the draft's own word beside the evidence estimate (0 for rule drafts)
+            OFFSET: round(d.confidence - confidence_of(stated), 6) if stated else 0.0,
+        },
+        "evidence_count": 0,
+        "created_at": now,
+        "updated_at": now,
+        "use_count": 0,
+        "success_count": 0,
+        "failure_count": 0,
+        "consecutive_failures": 0,
+        "version": 1,
+    }
+    row["provenance"][RANK] = _rank(row)
+    row["_stated"] = stated  # not a column: the evidence the stated confidence came from
+    return row
+
+
+def _columns(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if not k.startswith("_")}
+
+
+def _first_version(row: dict[str, Any], card_id: uuid.UUID, now: Any) -> dict[str, Any]:
+    return {
+        "id": new_id(),
+        "card_id": card_id,
+        "version": 1,
+        "snapshot": card_snapshot({**_columns(row), "card_id": card_id}),
+        "reason": _reason(row),
+        "actor": str(row["provenance"].get("producer", "unknown")),
+        "created_at": now,
+    }
+
+
+def _prefer_better_drafts(
+    session: Session, namespace: str, rows: list[dict[str, Any]], now: Any
+) -> tuple[dict[str, uuid.UUID], set[uuid.UUID]]:
+    """Ids of the live cards these signatures already have; a card untouched since it was
+    written (version 1, draft or quarantined) takes a better-ranked draft's content."""
+    found = session.execute(
+        select(
+            col(Card.signature),
+            col(Card.card_id),
+            col(Card.version),
+            col(Card.status),
+            col(Card.provenance),
+        )
+        .where(
+            col(Card.namespace) == namespace,
+            col(Card.signature).in_([r["signature"] for r in rows]),
+            col(Card.status).in_(LIVE_STATUSES),
+        )
+        .order_by(col(Card.signature), col(Card.card_id))
+        .with_for_update()  # in the writers' lock order; SQLite ignores it (one writer)
+    ).all()
+    by_sig = {r["signature"]: r for r in rows}
+    ids: dict[str, uuid.UUID] = {}
+    redone: set[uuid.UUID] = set()
+    for sig, card_id, version, status, prov in found:
+        ids[str(sig)] = card_id
+        row = by_sig[str(sig)]
+        mine, theirs = row["provenance"].get(RANK), (prov or {}).get(RANK)
+        if (
+            mine is None
+            or theirs is None  # written before ranks: left as it is
+            or version != 1
+            or status not in _REPLACEABLE
+            or mine >= theirs
+        ):
+            continue
+        values = {k: row[k] for k in CONTENT}
+        values["provenance"] = row["provenance"]
+        session.execute(update(Card).where(col(Card.card_id) == card_id).values(**values))
+        redone.add(card_id)
+        first = _first_version(row, card_id, now)
+        session.execute(
+            update(CardVersion)
+            .where(col(CardVersion.card_id) == card_id, col(CardVersion.version) == 1)
+            .values(snapshot=first["snapshot"], reason=first["reason"], actor=first["actor"])
+        )
+    return ids, redone
 
 
 def _reason(row: dict[str, Any]) -> str:
@@ -205,12 +335,16 @@ def _bump(
     session: Session,
     added: dict[uuid.UUID, int],
     new_rows: set[uuid.UUID],
-    stated: dict[uuid.UUID, list[EvidenceTriple]],
+    stated: dict[uuid.UUID, list[tuple[uuid.UUID, dict[str, Any]]]],
+    redone: set[uuid.UUID],
     now: Any,
 ) -> None:
-    """Count new evidence and move each card's confidence by what the new runs change in the
-    evidence estimate (memory_core.cards.confidence); feedback and decay offsets are kept."""
-    if not added:
+    """Count new evidence and set each card's confidence from the evidence estimate
+    (memory_core.cards.confidence): a card untouched since retrospection wrote it gets the
+    estimate over all its runs plus its draft's offset; a card validated, reviewed or used
+    since moves by what the new runs change, so feedback and decay offsets are kept."""
+    touched = set(added) | redone
+    if not touched:
         return
     rows = session.execute(
         select(
@@ -218,7 +352,7 @@ def _bump(
             col(CardEvidence.id),
             col(CardEvidence.trajectory_id),
             col(CardEvidence.result),
-        ).where(col(CardEvidence.card_id).in_(list(added)))
+        ).where(col(CardEvidence.card_id).in_(list(touched)))
     ).all()
     every: dict[uuid.UUID, list[tuple[uuid.UUID, dict[str, Any]]]] = defaultdict(list)
     before: dict[uuid.UUID, list[tuple[uuid.UUID, dict[str, Any]]]] = defaultdict(list)
@@ -227,21 +361,25 @@ def _bump(
         if eid not in new_rows:
             before[cid].append((tid, result or {}))
     for cid, triples in stated.items():  # a new card's stated confidence came from its draft
-        before[cid] = [(t.trajectory_id, t.result) for t in triples]
-    current = dict(
-        session.execute(
-            select(col(Card.card_id), col(Card.confidence)).where(
-                col(Card.card_id).in_(list(added))
-            )
-        )
-        .tuples()
-        .all()
-    )
+        before[cid] = list(triples)
+    cards = {
+        cid: (conf, version, prov or {})
+        for cid, conf, version, prov in session.execute(
+            select(
+                col(Card.card_id), col(Card.confidence), col(Card.version), col(Card.provenance)
+            ).where(col(Card.card_id).in_(list(touched)))
+        ).all()
+    }
     params = []
-    for cid, n in sorted(added.items(), key=lambda kv: str(kv[0])):
-        shift = confidence_of(every[cid]) - confidence_of(before[cid]) if before[cid] else 0.0
-        value = min(max(current[cid] + shift, 0.0), 1.0)
-        params.append({"cid": cid, "n": n, "now": now, "conf": round(value, 6)})
+    for cid in sorted(touched, key=str):
+        current, version, prov = cards[cid]
+        if version == 1 and OFFSET in prov:
+            value = float(prov[OFFSET]) + confidence_of(every[cid])
+        else:
+            shift = confidence_of(every[cid]) - confidence_of(before[cid]) if before[cid] else 0.0
+            value = current + shift
+        value = min(max(value, 0.0), 1.0)
+        params.append({"cid": cid, "n": added.get(cid, 0), "now": now, "conf": round(value, 6)})
     stmt = (
         update(Card)
         .where(col(Card.card_id) == bindparam("cid"))

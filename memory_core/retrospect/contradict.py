@@ -46,6 +46,11 @@ class EvidenceFor(DraftCard):
         """The stored card's signature."""
         return self.stored_signature
 
+    @property
+    def evidence_only(self) -> bool:
+        """Evidence for the stored card, never its content."""
+        return True
+
 
 def _tool_of(preconditions: Sequence[str]) -> str | None:
     for p in preconditions:

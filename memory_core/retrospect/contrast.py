@@ -161,7 +161,9 @@ def _card(
     win_steps: Mapping[Any, Mapping[str, tuple[int, dict[str, Any], Step]]],
 ) -> DraftCard:
     features = [a.text for a in c.atoms] + [f"before any {t} call" for t in c.order]
-    what = f"{c.tool} " + (f"with {', '.join(features)}" if features else "at all")
+    with_atoms = [f"with {', '.join(a.text for a in c.atoms)}"] if c.atoms else []
+    order = [f"before any {t} call" for t in c.order]
+    what = " ".join([c.tool, *with_atoms, *order]) if features else f"{c.tool} at all"
     if c.order:
         pre_order = [f"!({cel_string(t)} in tools_used)" for t in c.order]
         first = win_calls[c.order[0]]

@@ -44,6 +44,11 @@ class DraftCard:
     flags: list[str] = field(default_factory=list)  # why it is quarantined or rejected
 
     @property
+    def evidence_only(self) -> bool:
+        """True for evidence meant for a stored card: it never sets a card's content."""
+        return False
+
+    @property
     def signature(self) -> str:
         """Stable identity of the lesson: pattern, normalised preconditions, failure modes."""
         body = {

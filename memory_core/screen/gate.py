@@ -19,7 +19,9 @@ from memory_core.screen.provenance import Origin, with_origin
 from memory_core.screen.taint import tainted_calls, words_of
 from memory_core.task_state import normalise_error
 
-RULE_PRODUCERS = frozenset({"rule-extractor"})
+# producers that write their own templates around what the run held (errors, tool names,
+# argument features): only those run-derived parts are screened, never the templates
+RULE_PRODUCERS = frozenset({"rule-extractor", "contrast"})
 CARD_TEXT_FIELDS = ("scenario", "expected_outcome", "actual_outcome")
 _ERROR_LABEL = re.compile(r"^\s*(?:error|exception|fatal)\s*[:\-]\s*", re.IGNORECASE)
 
