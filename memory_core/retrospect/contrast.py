@@ -34,6 +34,7 @@ from memory_core.models.card import ActionStep, EvidenceTriple, FailureMode
 from memory_core.models.trajectory import Outcome, Step
 from memory_core.retrospect.call_features import Atom, atoms, cel_string, template
 from memory_core.retrospect.drafts import DraftCard, TrajectoryView
+from memory_core.screen.taint import tainted_calls
 from memory_core.task_state import CONDITION_KEYS, states_before_calls
 
 PRODUCER = "contrast"
@@ -83,9 +84,17 @@ def _calls(v: TrajectoryView) -> tuple[list[Step], list[dict[str, Any]]]:
 
 
 def contrast_group(
-    runs: Sequence[TrajectoryView], *, group: str, default_task_type: str = "default"
+    runs: Sequence[TrajectoryView],
+    *,
+    group: str,
+    default_task_type: str = "default",
+    skip_tainted: bool = True,
 ) -> list[DraftCard]:
-    """Cautions separating the failed runs of one task from its successful runs."""
+    """Cautions separating the failed runs of one task from its successful runs.
+
+    With skip_tainted, a failed run's calls made on an instruction from untrusted text (a
+    tool result, a later user turn: memory_core.screen.taint) teach nothing, judged on that
+    run's own steps, so a caution never depends on which run of the batch carries it."""
     wins = [r for r in runs if r.outcome is Outcome.success]
     losses = [r for r in runs if r.outcome is Outcome.failure]
     if not wins or not losses:
@@ -111,8 +120,9 @@ def contrast_group(
     cautions: dict[tuple[str, tuple[str, ...], tuple[str, ...]], _Caution] = {}
     for r in losses:
         calls, states = _calls(r)
+        tainted = tainted_calls(r.steps) if skip_tainted else set()
         for i, (c, st) in enumerate(zip(calls, states, strict=True)):
-            if c.error:
+            if c.error or c.index in tainted:
                 continue  # an error teaches through its own warning card
             tool = c.tool or ""
             mine = atoms(c.args)

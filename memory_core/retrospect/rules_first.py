@@ -65,7 +65,7 @@ def write_rule_lessons(
             result.failed[row.id] = f"rules: {type(exc).__name__}: {exc}"
             log.error("trajectory %s failed rule extraction: %s", row.id, result.failed[row.id])
     fresh = [r for r in rows if r.id in per_row]
-    for rid, extra in contrast_batch(engine=engine, rows=fresh).items():
+    for rid, extra in contrast_batch(engine=engine, rows=fresh, screen=screen).items():
         per_row[rid].extend(extra)
     counts: dict[uuid.UUID, int] = {}
     by_namespace: dict[str, list[DraftCard]] = {}

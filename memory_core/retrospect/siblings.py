@@ -35,9 +35,10 @@ def _view(row: Trajectory) -> TrajectoryView:
 
 
 def contrast_batch(
-    *, engine: Engine, rows: Sequence[Trajectory]
+    *, engine: Engine, rows: Sequence[Trajectory], screen: bool = True
 ) -> dict[uuid.UUID, list[DraftCard]]:
-    """Contrast drafts for the task groups of a batch, each attached to one run of the batch."""
+    """Contrast drafts for the task groups of a batch, each attached to one run of the batch
+    (with the screen, calls made on an injected order teach nothing)."""
     keys: dict[uuid.UUID, tuple[str, str]] = {}
     for row in rows:
         key = task_group(extra=row.extra or {}, steps=[Step.model_validate(s) for s in row.steps])
@@ -75,7 +76,9 @@ def contrast_batch(
             wins[namespace].update(
                 {rid: v for rid, v in views.items() if v.outcome is Outcome.success}
             )
-            found = contrast_group(sorted(views.values(), key=lambda v: str(v.id)), group=key)
+            found = contrast_group(
+                sorted(views.values(), key=lambda v: str(v.id)), group=key, skip_tainted=screen
+            )
             if found:
                 holder = min((rid for rid in views if rid in keys), key=str)
                 out[holder].extend(found)

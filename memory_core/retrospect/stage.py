@@ -222,7 +222,7 @@ def process_batch(
             log.error("trajectory %s failed extraction: %s", row.id, failed[row.id])
     # lessons no single run shows: what the failed runs of a task did that its successes did not
     ok = [r for r in rows if r.id in extractions]
-    for rid, drafts in contrast_batch(engine=engine, rows=ok).items():
+    for rid, drafts in contrast_batch(engine=engine, rows=ok, screen=screen).items():
         extractions[rid].drafts.extend(drafts)
     return finish_batch(
         engine=engine,

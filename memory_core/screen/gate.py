@@ -21,7 +21,8 @@ from memory_core.task_state import normalise_error
 
 # producers that write their own templates around what the run held (errors, tool names,
 # argument features): only those run-derived parts are screened, never the templates
-RULE_PRODUCERS = frozenset({"rule-extractor", "contrast"})
+CONTRAST = "contrast"
+RULE_PRODUCERS = frozenset({"rule-extractor", CONTRAST})
 CARD_TEXT_FIELDS = ("scenario", "expected_outcome", "actual_outcome")
 _ERROR_LABEL = re.compile(r"^\s*(?:error|exception|fatal)\s*[:\-]\s*", re.IGNORECASE)
 
@@ -117,6 +118,14 @@ def untaint(drafts: Sequence[DraftCard], steps: Sequence[Step]) -> list[DraftCar
     """Drafts without the calls the agent made on an instruction from untrusted text: the
     steps go; a draft about such a call (or that still names it) goes. Drafts quoting part of
     an instruction split over steps are quarantined."""
+    # a contrast caution is screened for taint over its own failed runs when it is made
+    # (retrospect.contrast); this run only carries it, so its steps say nothing about it
+    carried = [d for d in drafts if d.provenance.get("producer") == CONTRAST]
+    drafts = [d for d in drafts if d.provenance.get("producer") != CONTRAST]
+    return [*_untaint_own(drafts, steps), *carried]
+
+
+def _untaint_own(drafts: Sequence[DraftCard], steps: Sequence[Step]) -> list[DraftCard]:
     known = known_identifiers(steps)
     # the raw errors too: a failure mode is normalised (lower case hides a camelCase name)
     pointed = {
