@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
@@ -42,13 +44,26 @@ def summary_rows(summary: NightlySummary) -> list[dict[str, Any]]:
         ("merges", c.merges),
         ("cards merged away", c.absorbed),
         ("cards superseded", c.superseded + c.facts_superseded),
+        ("merges / supersessions deferred (cards changed meanwhile)", c.deferred),
+        ("deferred, by survivor card", named_cards(c.deferred_ids, c.deferred)),
         ("cards decayed", d.decayed),
         ("cards archived", d.archived_unused + d.archived_cap),
+        ("cards skipped by decay (changed meanwhile)", d.skipped),
+        ("skipped by decay, cards", named_cards(d.skipped_ids, d.skipped)),
         ("LLM calls", r.llm_calls + f.llm_calls),
         ("tokens sent", r.tokens_sent),
         ("tokens received", r.tokens_received),
     ]
     return [{"metric": name, "value": value} for name, value in rows]
+
+
+def named_cards(ids: Sequence[uuid.UUID], total: int, shown: int = 10) -> str:
+    """The first few cards by 8-character id prefix, then how many more (of total)."""
+    names = ", ".join(str(i)[:8] for i in ids[:shown])
+    more = total - min(len(ids), shown)
+    if more > 0:
+        return f"{names} and {more} more" if names else f"{more} cards"
+    return names
 
 
 def publish_summary(summary: NightlySummary) -> None:

@@ -91,6 +91,7 @@ class DecaySummary(BaseModel):
     archived_unused: int = 0
     archived_cap: int = 0
     skipped: int = 0  # cards changed by others while the stage ran: planned again next run
+    skipped_ids: list[uuid.UUID] = []  # the first of them, by id (capped)
     changes: list[Change] = []
     uses_pruned: int = 0
 
@@ -126,6 +127,7 @@ def decay_run(
         archived_unused=report.counts["unused"],
         archived_cap=report.counts["cap"],
         skipped=report.skipped,
+        skipped_ids=report.skipped_ids,
         changes=report.changes,
         uses_pruned=pruned,
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import Any
 
 from pydantic import BaseModel
@@ -26,6 +27,8 @@ class ConsolidateSummary(BaseModel):
     judged: int = 0
     unjudged: int = 0
     facts_superseded: int = 0
+    deferred: int = 0  # changes whose cards others changed meanwhile: planned again next run
+    deferred_ids: list[uuid.UUID] = []  # each by its survivor card (capped per namespace)
     embedded: int = 0
     similarity: str = ""
     index: str = ""  # how the vector index was brought in line (or why it was not)
@@ -44,11 +47,13 @@ class ConsolidateSummary(BaseModel):
             "judged",
             "unjudged",
             "facts_superseded",
+            "deferred",
             "embedded",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.similarity = other.similarity or self.similarity
         self.index = "; ".join(x for x in (self.index, other.index) if x)
+        self.deferred_ids += other.deferred_ids
         self.plan += other.plan
         self.failures += other.failures
 
@@ -109,6 +114,12 @@ def consolidate_run(
         report.facts_superseded,
         report.similarity,
     )
+    if report.deferred:
+        log.info(
+            "%s: %d merges / supersessions whose cards changed meanwhile wait for the next run",
+            namespace,
+            report.deferred,
+        )
     return ConsolidateSummary(
         namespaces=1,
         cards_seen=report.cards_seen,
@@ -118,6 +129,8 @@ def consolidate_run(
         judged=report.judged,
         unjudged=report.unjudged,
         facts_superseded=report.facts_superseded,
+        deferred=report.deferred,
+        deferred_ids=report.deferred_ids,
         embedded=report.embedded,
         similarity=report.similarity,
         index=synced,

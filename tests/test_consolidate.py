@@ -8,6 +8,7 @@ import pytest
 from sqlalchemy import select
 from sqlmodel import Session, col
 
+from memory_core.consolidate import stage as stage_module
 from memory_core.consolidate.apply import apply_plan
 from memory_core.consolidate.plan import plan_merges
 from memory_core.consolidate.stage import _rows, consolidate
@@ -167,11 +168,12 @@ def test_dry_run_changes_nothing(engine):
     assert {k: (v.status, v.version) for k, v in _statuses(engine).items()} == before
 
 
-def test_a_merge_whose_cards_changed_after_planning_waits_for_the_next_run(engine):
+def test_a_merge_whose_cards_changed_after_planning_waits_for_the_next_run(engine, monkeypatch):
     """A feedback (version) on one merge and a use (use_count, no version) on another land
     between plan and apply: those two merges are left out, nothing the API wrote is lost,
     the third merge is applied; the next run merges the rest. (It used to abort everything,
-    and under live traffic all three tries failed.)"""
+    and under live traffic all three tries failed.) A run that meets such a change names it
+    (deferred_ids, by survivor) and the run after merges it."""
 
     def pair(t: str) -> list[uuid.UUID]:
         return [
@@ -193,11 +195,22 @@ def test_a_merge_whose_cards_changed_after_planning_waits_for_the_next_run(engin
     assert cards[x[1]].status == "active" and cards[x[1]].success_count == 1
     assert cards[y[0]].status == "active" and cards[y[0]].use_count == 2  # the use kept
     assert cards[z[1]].superseded_by == z[0]
+
+    def feedback_then_apply(session, plan, now):  # a feedback on x lands after planning
+        record_feedback(engine=engine, namespace="ns", card_id=x[1], outcome="success")
+        return apply_plan(session, plan, now)
+
+    monkeypatch.setattr(stage_module, "apply_plan", feedback_then_apply)
     report = consolidate(engine=engine, namespace="ns", rules=RULES)
-    assert report.absorbed == 2 and report.deferred == 0
+    assert report.absorbed == 1 and report.deferred == 1 and report.deferred_ids == [x[0]]
+    monkeypatch.undo()
+    cards = _statuses(engine)
+    assert cards[x[1]].status == "active" and cards[y[1]].superseded_by == y[0]
+    report = consolidate(engine=engine, namespace="ns", rules=RULES)
+    assert report.absorbed == 1 and report.deferred == 0 and report.deferred_ids == []
     cards = _statuses(engine)
     assert cards[x[1]].superseded_by == x[0] and cards[y[1]].superseded_by == y[0]
-    assert cards[y[0]].use_count == 3 and cards[x[0]].success_count == 1  # sums include them
+    assert cards[y[0]].use_count == 3 and cards[x[0]].success_count == 2  # sums include them
 
 
 def test_contradicting_facts_keep_the_newest(engine):

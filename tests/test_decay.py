@@ -216,6 +216,7 @@ def test_cards_changed_during_the_run_are_left_for_the_next_and_nothing_is_lost(
     finally:
         event.remove(engine, "before_cursor_execute", write_meanwhile)
     assert report.skipped == 4
+    assert report.skipped_ids == sorted([fed, used, cold, grown])  # named, in key order
     assert report.counts == {"decay": 1, "unused": 0, "cap": 0}
     cards = cards_by_id(engine)
     assert cards[quiet].confidence == pytest.approx(0.72) and cards[quiet].version == 2
@@ -230,5 +231,5 @@ def test_cards_changed_during_the_run_are_left_for_the_next_and_nothing_is_lost(
         assert set(history.scalars()) == {quiet}
     # the next run plans the untouched-since card afresh: it still fades, once
     again = decay_at(engine, archive_after_days=100)
-    assert again.skipped == 0 and again.counts["decay"] == 1
+    assert again.skipped == 0 and again.skipped_ids == [] and again.counts["decay"] == 1
     assert cards_by_id(engine)[grown].confidence == pytest.approx(0.82 * 0.9)

@@ -3,6 +3,7 @@ retire facts contradicted by a newer statement of the same key and query."""
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -14,7 +15,7 @@ from sqlmodel import Session, col
 from memory_core.cards.evidence import runs_by_card
 from memory_core.consolidate.apply import ACTOR, apply_plan
 from memory_core.consolidate.judge import PairJudge
-from memory_core.consolidate.plan import CardRow, check_plan, plan_merges
+from memory_core.consolidate.plan import CardRow, MergePlan, check_plan, plan_merges
 from memory_core.db import session_scope
 from memory_core.embed.base import Embedder
 from memory_core.embed.store import ensure_embeddings, load_vectors
@@ -25,6 +26,7 @@ from memory_core.models.columns import utcnow
 from memory_core.settings import ConsolidateRules
 
 _RETRIES = 3
+DEFERRED_LISTED = 100  # the deferred changes a report names (it counts them all)
 
 
 @dataclass
@@ -39,6 +41,8 @@ class ConsolidationReport:
     unjudged: int = 0
     facts_superseded: int = 0
     deferred: int = 0  # merges / supersessions whose cards changed meanwhile: next run
+    # each deferred change by its survivor (as in plan), in plan order; capped
+    deferred_ids: list[uuid.UUID] = field(default_factory=list)
     embedded: int = 0
     similarity: str = "signature + word overlap"
     plan: list[dict[str, Any]] = field(default_factory=list)
@@ -82,8 +86,12 @@ def consolidate(
     judge: PairJudge | None = None,
     dry_run: bool = False,
     now: datetime | None = None,
+    deferred_limit: int = DEFERRED_LISTED,
 ) -> ConsolidationReport:
-    """Merge near-duplicates and retire contradicted facts; re-running changes nothing."""
+    """Merge near-duplicates and retire contradicted facts; re-running changes nothing.
+
+    A change whose cards others changed after planning waits for the next run: counted in
+    report.deferred, the first deferred_limit named by survivor in report.deferred_ids."""
     report = ConsolidationReport()
     if embedder is not None:
         report.similarity = f"signature + cosine >= {rules.similarity} ({embedder.model})"
@@ -141,6 +149,7 @@ def consolidate(
                 report.deferred = (
                     len(plan.merges) + len(plan.supersedes) - report.merges - report.superseded
                 )
+                report.deferred_ids = _deferred(plan, applied)[: max(deferred_limit, 0)]
                 report.facts_superseded = _retire_contradicted_facts(
                     session, namespace, now or utcnow()
                 )
@@ -148,6 +157,15 @@ def consolidate(
         except ConcurrentUpdate:
             continue  # a card changed between plan and apply: plan again from fresh rows
     raise ConcurrentUpdate(f"cards of {namespace!r} kept changing during {_RETRIES} attempts")
+
+
+def _deferred(plan: MergePlan, applied: MergePlan) -> list[uuid.UUID]:
+    """The survivor of each planned change that was not applied (apply_plan keeps the
+    planned objects it applies)."""
+    kept = {id(m) for m in applied.merges} | {id(x) for x in applied.supersedes}
+    return [m.survivor.card_id for m in plan.merges if id(m) not in kept] + [
+        x.newer.card_id for x in plan.supersedes if id(x) not in kept
+    ]
 
 
 def _retire_contradicted_facts(session: Session, namespace: str, now: datetime) -> int:

@@ -56,6 +56,7 @@ class DecayReport(BaseModel):
     counts: dict[str, int] = {}
     changes: list[Change] = []
     skipped: int = 0  # planned cards changed by others meanwhile: left for the next run
+    skipped_ids: list[uuid.UUID] = []  # which, in key order (the first few: the list is capped)
 
     @property
     def total(self) -> int:

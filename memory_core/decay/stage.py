@@ -27,6 +27,7 @@ from memory_core.settings import RankingWeights
 
 ACTOR = "decay"
 PG_WORK_MEM = "256MB"
+SKIPPED_LISTED = 100  # the skipped cards a report names (it counts them all)
 _ARCHIVING = ("unused", "cap")
 
 
@@ -85,17 +86,19 @@ def run_decay(
     weights: RankingWeights,
     namespace: str | None = None,
     list_limit: int | None = -1,
+    skipped_limit: int = SKIPPED_LISTED,
 ) -> DecayReport:
     """Run (or, with params.dry_run, only plan) time decay, the unused archive and the cap.
 
     namespace None: every namespace (the cap still counts per namespace). The report lists
     up to list_limit changes (None: all; -1, the default: all on a dry run, none applying).
-    Cards changed by others while the stage ran are left as they are (report.skipped)."""
+    Cards changed by others while the stage ran are left as they are (report.skipped; the
+    first skipped_limit of them, by id, in report.skipped_ids)."""
     if list_limit == -1:
         list_limit = None if params.dry_run else 0
     now = params.now or utcnow()
     run_id = new_id()
-    skipped = 0
+    skipped, skipped_ids = 0, []
     with engine.connect() as conn:
         # one snapshot for every rule: each reads the plan the rules before it wrote
         with _transaction(conn, "REPEATABLE READ") as tx:
@@ -106,7 +109,7 @@ def run_decay(
                 tx.rollback()  # the plan table goes with it: a dry run leaves nothing behind
         if not params.dry_run:
             with _transaction(conn, "READ COMMITTED") as tx:
-                skipped = _keep_unchanged(tx)
+                skipped, skipped_ids = _keep_unchanged(tx, skipped_limit)
                 counts = _counts(tx)
                 changes = _changes(tx, list_limit) if list_limit != 0 else []
                 _apply(tx, run_id=run_id, now=now)
@@ -119,6 +122,7 @@ def run_decay(
         counts={rule: counts.get(rule, 0) for rule in RULE_ORDER},
         changes=changes,
         skipped=skipped,
+        skipped_ids=skipped_ids,
     )
 
 
@@ -129,12 +133,24 @@ def _counts(conn: Connection) -> dict[str, int]:
     }
 
 
-def _keep_unchanged(conn: Connection) -> int:
+def _keep_unchanged(conn: Connection, listed: int) -> tuple[int, list[uuid.UUID]]:
     """Lock the planned cards still as planned, in key order (the API's use writer locks in
-    the same order, so the two never deadlock); drop the plan rows of the others."""
+    the same order, so the two never deadlock); drop the plan rows of the others. Returns how
+    many cards were dropped and the first `listed` of them."""
     same = and_(CARD.c.card_id == PLAN.c.card_id, *(p == c for p, c in _GUARD))
     changed = select(func.count(PLAN.c.card_id.distinct())).where(~exists().where(same))
     skipped = int(conn.execute(changed).scalar_one())
+    ids: list[uuid.UUID] = []
+    if skipped and listed > 0:
+        ids = list(
+            conn.execute(
+                select(PLAN.c.card_id)
+                .where(~exists().where(same))
+                .distinct()
+                .order_by(PLAN.c.card_id)
+                .limit(listed)
+            ).scalars()
+        )
     if conn.dialect.name == "postgresql":
         # FOR UPDATE re-reads a row changed since the statement began and skips it if the
         # guard no longer holds; SQLite needs no lock: its writer holds the database
@@ -147,7 +163,7 @@ def _keep_unchanged(conn: Connection) -> int:
         )
         conn.execute(select(func.count()).select_from(locking)).scalar_one()
     conn.execute(delete(PLAN).where(~exists().where(same)))
-    return skipped
+    return skipped, ids
 
 
 def _changes(conn: Connection, limit: int | None) -> list[Change]:
