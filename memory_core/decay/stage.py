@@ -98,7 +98,8 @@ def run_decay(
         list_limit = None if params.dry_run else 0
     now = params.now or utcnow()
     run_id = new_id()
-    skipped, skipped_ids = 0, []
+    skipped = 0
+    skipped_ids: list[uuid.UUID] = []
     with engine.connect() as conn:
         # one snapshot for every rule: each reads the plan the rules before it wrote
         with _transaction(conn, "REPEATABLE READ") as tx:
