@@ -10,7 +10,6 @@ from memory_cli import stages
 from memory_cli.archive import card_id_arg
 from memory_cli.context import fail_on_errors, load
 from memory_cli.output import Format, console, err_console, polled_progress, print_json, table
-from memory_core.errors import NotFound
 
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
 
@@ -73,25 +72,12 @@ def consolidate(
 
 def history(card_id: str, fmt: FormatOpt = Format.table) -> None:
     """Every version of a card or fact: when, who, why."""
-    from sqlalchemy import select
-    from sqlmodel import Session, col
-
-    from memory_core.models.card import Card, CardVersion
+    from memory_core.serve.reads import card_history
 
     with fail_on_errors():
         _, engine = load()
-        cid = card_id_arg(card_id, engine)
-        with Session(engine) as session:
-            card = session.get(Card, cid)
-            if card is None:
-                raise NotFound(f"no card {cid}")
-            versions = list(
-                session.execute(
-                    select(CardVersion)
-                    .where(col(CardVersion.card_id) == cid)
-                    .order_by(col(CardVersion.version))
-                ).scalars()
-            )
+        # the served read: reasons and snapshots redacted as the API and MCP server show them
+        card, versions = card_history(engine=engine, card_id=card_id_arg(card_id, engine))
         if fmt is Format.json:
             print_json({"card": card, "versions": versions})
             return

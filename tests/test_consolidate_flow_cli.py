@@ -12,7 +12,7 @@ from flows.params import ConsolidateParams
 from memory_core.embed.onnx import MODEL_NAME
 from memory_core.index.factory import open_index
 from memory_core.index.sync import check_index
-from memory_core.models.card import Card
+from memory_core.models.card import Card, CardVersion
 from tests.test_cli import hindsight
 from tests.test_consolidate import _card
 
@@ -73,3 +73,28 @@ def test_consolidate_and_history_commands(env_for, engine) -> None:
     assert [v["version"] for v in full["versions"]] == [2] or full["card"]["version"] == 2
     bad = hindsight(env, "cards", "history", "nope", check=False)
     assert bad.returncode == 2 and "card_id" in bad.stderr
+
+
+def test_history_command_redacts_secrets_in_stored_versions(env_for, engine) -> None:
+    """An old version written before redaction (or by a path that missed it): the CLI shows
+    its reason and snapshot redacted, as the served history does."""
+    secret = "sk-abcdefghijklmnopqrstuvwxyz012345"
+    cid = _card(engine, scenario="call the api", pre=['tool == "x"'], tools=["x"])
+    with Session(engine) as s:
+        s.add(
+            CardVersion(
+                card_id=cid,
+                version=0,
+                snapshot={"scenario": f"call the api with OPENAI_API_KEY={secret}"},
+                reason=f"imported; the key was {secret}",
+                actor="legacy",
+            )
+        )
+        s.commit()
+    shown = hindsight(env_for, "cards", "history", cid.hex[:8])  # by prefix, as before
+    assert secret not in shown.stdout and "[REDACTED:" in shown.stdout
+    assert "legacy" in shown.stdout
+    full = hindsight(env_for, "cards", "history", str(cid), "-f", "json").stdout
+    assert secret not in full
+    (old,) = [v for v in json.loads(full)["versions"] if v["actor"] == "legacy"]
+    assert "[REDACTED:" in old["snapshot"]["scenario"] and "[REDACTED:" in old["reason"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
@@ -19,6 +20,44 @@ from memory_core.serve.keys import Principal
 from memory_core.serve.schemas import HistoryEntry
 
 MAX_PAGE = 200  # cards per listed page
+
+
+class CardHistory(NamedTuple):
+    """A card as readers see it and every version of it, oldest first, redacted."""
+
+    card: CardPublic
+    versions: list[HistoryEntry]
+
+
+def card_history(
+    *, engine: Engine, card_id: uuid.UUID, namespace: str | None = None
+) -> CardHistory:
+    """The one read of a card's history (the API, the MCP server and the CLI): the card and
+    its versions with reasons and snapshots redacted. `namespace` None is the operator's
+    view (any namespace); otherwise a card outside it is not found."""
+    with Session(engine) as session:
+        card = session.get(Card, card_id)
+        if card is None or (namespace is not None and card.namespace != namespace):
+            where = "" if namespace is None else f" in namespace {namespace!r}"
+            raise NotFound(f"no card {card_id}{where}")
+        versions = session.execute(
+            select(CardVersion)
+            .where(col(CardVersion.card_id) == card_id)
+            .order_by(col(CardVersion.version), col(CardVersion.created_at))
+        ).scalars()
+        return CardHistory(
+            card=to_public(card),
+            versions=[
+                HistoryEntry(
+                    version=v.version,
+                    reason=redact(v.reason),
+                    actor=v.actor,
+                    created_at=v.created_at,
+                    snapshot=redact_fields(v.snapshot),
+                )
+                for v in versions
+            ],
+        )
 
 
 class ReadOperations:
@@ -67,22 +106,6 @@ class ReadOperations:
     def history(self, *, principal: Principal, card_id: uuid.UUID) -> list[HistoryEntry]:
         """Every version of a card, oldest first: what changed, who, why."""
         principal.require("read")
-        with Session(self.engine) as session:
-            card = session.get(Card, card_id)
-            if card is None or card.namespace != principal.namespace:
-                raise NotFound(f"no card {card_id} in namespace {principal.namespace!r}")
-            versions = session.execute(
-                select(CardVersion)
-                .where(col(CardVersion.card_id) == card_id)
-                .order_by(col(CardVersion.version), col(CardVersion.created_at))
-            ).scalars()
-            return [
-                HistoryEntry(
-                    version=v.version,
-                    reason=redact(v.reason),
-                    actor=v.actor,
-                    created_at=v.created_at,
-                    snapshot=redact_fields(v.snapshot),
-                )
-                for v in versions
-            ]
+        return card_history(
+            engine=self.engine, card_id=card_id, namespace=principal.namespace
+        ).versions
