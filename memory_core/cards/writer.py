@@ -174,13 +174,24 @@ def write_drafts(
     return WriteResult(created=len(created), evidence_added=sum(added.values()))
 
 
-def _rank(row: dict[str, Any]) -> str:
+def _rank(d: DraftCard) -> str:
     """Order-free choice among drafts of one lesson: clean first, then the higher stated
     confidence, then the content itself (a digest), so any arrival order picks the same."""
-    flagged = row["status"] == CardStatus.quarantined.value
-    body = json.dumps([row[k] for k in CONTENT], sort_keys=True, default=str)
+    flagged = d.status is CardStatus.quarantined
+    body = json.dumps(
+        [
+            d.scenario,
+            d.preconditions,
+            [a.model_dump() for a in d.action_sequence],
+            d.expected_outcome,
+            d.actual_outcome,
+            [f.model_dump() for f in d.failure_modes],
+        ],
+        sort_keys=True,
+        default=str,
+    )
     digest = hashlib.sha256(body.encode()).hexdigest()[:16]
-    return f"{int(flagged)}|{1.0 - row['confidence']:.6f}|{digest}"
+    return f"{int(flagged)}|{1.0 - d.confidence:.6f}|{digest}"
 
 
 def _card_row(
@@ -194,16 +205,15 @@ def _card_row(
     max_depth: int,
 ) -> dict[str, Any]:
     """The card row for one signature: its best-ranked draft (evidence-only drafts rank none)."""
-    candidates = [
-        _row(sig, d, namespace, status, provenance, now, max_chars, max_depth)
-        for d in group
-        if not d.evidence_only
-    ]
-    if not candidates:  # evidence for a stored card: never its content
+    ranked = [(_rank(d), d) for d in group if not d.evidence_only]
+    if not ranked:  # evidence for a stored card: never its content
         row = _row(sig, group[0], namespace, status, provenance, now, max_chars, max_depth)
         row["provenance"].pop(RANK, None)
         return row
-    return min(candidates, key=lambda r: r["provenance"][RANK])
+    rank, best = min(ranked, key=lambda rd: rd[0])
+    row = _row(sig, best, namespace, status, provenance, now, max_chars, max_depth)
+    row["provenance"][RANK] = rank
+    return row
 
 
 def _row(
@@ -254,7 +264,6 @@ def _row(
         "consecutive_failures": 0,
         "version": 1,
     }
-    row["provenance"][RANK] = _rank(row)
     row["_stated"] = stated  # not a column: the evidence the stated confidence came from
     return row
 
