@@ -194,3 +194,16 @@ def test_migration_backfills_the_origin(settings, engine) -> None:
     db.upgrade(settings, "head")
     with Session(engine) as s:
         assert s.get(Card, cid).provenance["origin"] == "agent_action"
+
+
+def test_an_order_in_a_precondition_literal_is_screened_too(engine) -> None:
+    """Preconditions are served with the card: an order quoted in one is quarantined like an
+    order in any other field (it passed the screen before)."""
+    writer = _principal(engine, ["admin"])
+    card = _card("search failed").model_copy(update={"preconditions": [f'last_error == "{ORDER}"']})
+    stored = store_card(engine=engine, principal=writer, card=card, via="api")
+    assert stored.status == "quarantined" and "instruction-like" in stored.provenance["flags"][0]
+    benign = _card("search failed again").model_copy(
+        update={"preconditions": ['last_error == "rate limited, try again later"']}
+    )
+    assert store_card(engine=engine, principal=writer, card=benign, via="api").status == "active"

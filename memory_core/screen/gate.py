@@ -42,6 +42,8 @@ def card_texts(card: Mapping[str, Any]) -> list[str]:
     texts = [str(card.get(k) or "") for k in CARD_TEXT_FIELDS]
     texts += list(strings_in(card.get("action_sequence") or []))
     texts += list(strings_in(card.get("failure_modes") or []))
+    # preconditions are served too, and their literals can quote any text
+    texts += [str(p) for p in card.get("preconditions") or []]
     texts += [str(card.get(k) or "") for k in ("key", "query", "value")]
     return [t for t in texts if t.strip()]
 
