@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import html
 import re
+import uuid
+from datetime import timedelta
 
 import httpx
 import pytest
 
 from memory_api.app import create_app
+from memory_api.ui.session import COOKIE, Sessions
+from memory_core.db import session_scope
+from memory_core.facts.store import FactIn, write_fact
+from memory_core.models.card import Card
+from memory_core.models.columns import utcnow
+from memory_core.serve.keys import create_key
 from memory_core.serve.service import MemoryService
 from tests.helpers.serve import LiveServer, add_card
 from tests.helpers.ui import csrf_of, seed, signed_in
@@ -46,7 +54,8 @@ def test_sign_in_sets_a_strict_httponly_expiring_cookie_and_bad_keys_are_refused
         assert page.status_code == 200 and "search answers 429" in page.text
         # a forged cookie (another signature) is no session
         name, value = next(iter(c.cookies.items()))
-        forged = value.rsplit(".", 1)[0] + ".0" + value.rsplit(".", 1)[1][1:]
+        body, mac = value.rsplit(".", 1)
+        forged = f"{body}.{'1' if mac[0] == '0' else '0'}{mac[1:]}"  # always another signature
         c.cookies.set(name, forged, path="/ui")
         assert c.get("/ui/cards").status_code == 303
 
@@ -229,3 +238,106 @@ def test_dead_letters_redrive_facts_overview_and_offline_docs(ui) -> None:
         assert c.get("/docs-assets/swagger-ui-bundle.js").status_code == 200
         assert c.get("/docs-assets/redoc.standalone.js").status_code == 200
         assert c.get("/ui/static/console.css").status_code == 200
+
+
+def _fact(engine, key: str, value: str, query: str | None = None, **kw) -> uuid.UUID:
+    card = write_fact(
+        engine=engine,
+        namespace="team-a",
+        fact=FactIn(key=key, value=value, query=query, **kw),
+        actor="test",
+    )
+    return card.card_id
+
+
+def test_a_key_without_read_scope_sees_no_console_page(ui, settings, engine) -> None:
+    server, s = ui
+    _fact(engine, "oncall", "alice is on call", valid_until=utcnow() + timedelta(days=1))
+    fact = _fact(engine, "db", "we use PostgreSQL", "Which database do we use?")
+    writeonly = create_key(engine=engine, namespace="team-a", scopes=["write"])[1]
+    with signed_in(server.url, writeonly) as c:
+        for page in (
+            "/ui/facts",
+            "/ui/facts?q=database",
+            f"/ui/facts?fact={fact}",
+            "/ui/cards",
+            f"/ui/cards/{s.cards['held'].card_id}",
+            f"/ui/trajectories/{s.trajectory}",
+            "/ui/try",
+            "/ui/dead-letters",
+            "/ui/overview",
+            "/ui/review",
+        ):
+            r = c.get(page)
+            assert r.status_code == 403, page
+            assert "alice is on call" not in r.text and "PostgreSQL" not in r.text, page
+            assert "search answers 429" not in r.text, page
+        # nor does trying a state (no page shows it a form: its token from the session)
+        svc = MemoryService(engine=engine, settings=settings)
+        user = Sessions(svc).user(c.cookies.get(COOKIE))
+        assert user is not None
+        token = user.csrf
+        for state in ('{"tool": "search"}', "[1"):
+            r = c.post("/ui/try", data={"csrf": token, "state": state})
+            assert r.status_code == 403 and "search answers 429" not in r.text
+
+
+def test_facts_page_searches_chains_conflicts_and_expiring(ui, engine) -> None:
+    server, s = ui
+    old = _fact(engine, "db", "we use MySQL", "Which database do we use?")
+    new = _fact(engine, "db", "we use PostgreSQL", "Which database do we use?")
+    # competing claims of one key (marked when written): both stay active
+    gold = _fact(engine, "user.is_a", "a Gold member", "Is the user a Gold member?")
+    silver = _fact(engine, "user.is_a", "a silver member", "Is the user a silver member?")
+    soon = _fact(engine, "oncall", "alice is on call", valid_until=utcnow() + timedelta(hours=3))
+    _fact(engine, "office", "berlin office")
+    with signed_in(server.url, s.keys["read"]) as c:
+        r = c.get("/ui/facts", params={"q": "which database"})
+        assert r.status_code == 200
+        hits = r.text.split("<h2>Results for")[1].split("</table>")[0]
+        assert f"/ui/cards/{new}" in hits and "we use PostgreSQL" in hits
+        assert f"/ui/cards/{old}" in hits  # the console shows superseded facts too
+        assert "berlin office" not in hits
+        empty = c.get("/ui/facts", params={"q": "zeppelin"}).text
+        assert "No fact matches." in empty
+        # the superseded fact's chain: itself, then what replaced it
+        for start in (old, new):
+            page = c.get("/ui/facts", params={"fact": str(start)}).text
+            chain = page.split("<h2>Supersession chain</h2>")[1].split("</ol>")[0]
+            assert chain.index(f"/ui/cards/{old}") < chain.index(f"/ui/cards/{new}")
+            assert "superseded" in chain and "active" in chain
+        page = c.get("/ui/facts").text
+        conflicts = page.split("<h2>Conflicts</h2>")[1].split("<h2>Expiring</h2>")[0]
+        assert "user.is_a" in conflicts and " vs " in conflicts
+        assert f"/ui/cards/{gold}" in conflicts and f"/ui/cards/{silver}" in conflicts
+        assert "MySQL" not in conflicts  # a superseded value is no conflict
+        expiring = page.split("<h2>Expiring</h2>")[1]
+        assert f"/ui/cards/{soon}" in expiring and "alice is on call" in expiring
+        assert "berlin office" not in expiring and "No fact has an expiry" not in expiring
+        # another team's key sees none of it, and team-a's fact id is not found
+        assert c.get("/ui/facts", params={"fact": str(uuid.uuid4())}).status_code == 404
+    with signed_in(server.url, s.keys["other"]) as c:
+        page = c.get("/ui/facts", params={"q": "which database"}).text
+        assert "PostgreSQL" not in page and "alice" not in page and "Gold" not in page
+        assert c.get("/ui/facts", params={"fact": str(new)}).status_code == 404
+
+
+def test_two_active_values_of_one_key_and_query_show_as_a_conflict(ui, engine) -> None:
+    server, s = ui
+    first = _fact(engine, "editor", "vim", "Which editor does the user prefer?")
+    with session_scope(engine) as session:  # two writers that raced: both stayed active
+        row = session.get(Card, first)
+        twin = Card(
+            **row.model_dump(exclude={"card_id", "value", "signature", "provenance"}),
+            value="emacs",
+            signature="raced-" + row.signature[:30],
+            provenance={"producer": "test"},
+        )
+        session.add(twin)
+        session.flush()
+        second = twin.card_id
+    with signed_in(server.url, s.keys["read"]) as c:
+        page = c.get("/ui/facts").text
+        conflicts = page.split("<h2>Conflicts</h2>")[1].split("<h2>Expiring</h2>")[0]
+        assert f"/ui/cards/{first}" in conflicts and f"/ui/cards/{second}" in conflicts
+        assert "No fact has an expiry" in page

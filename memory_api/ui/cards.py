@@ -158,6 +158,7 @@ def router(console: Console) -> APIRouter:
     @r.get("/cards/{card_id}", response_class=HTMLResponse)
     def card(request: Request, card_id: uuid.UUID) -> Response:
         user = console.user(request)
+        user.principal.require("read")
         c = svc.get_card(principal=user.principal, card_id=card_id)
         history = svc.history(principal=user.principal, card_id=card_id)
         uses = browse.recent_uses(

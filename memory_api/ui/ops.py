@@ -60,6 +60,7 @@ def router(console: Console) -> APIRouter:
     async def try_state(request: Request) -> Response:
         user = console.user(request)
         form = await console.form(request, user)
+        user.principal.require("read")
         state_text = form.get("state") or "{}"
         page: dict[str, Any] = {
             "state": state_text,
@@ -120,6 +121,7 @@ def router(console: Console) -> APIRouter:
     def facts(request: Request, q: str = "", fact: uuid.UUID | None = None) -> Response:
         user = console.user(request)
         p = user.principal
+        p.require("read")  # the search, the chain, conflicts and expiring facts are all reads
         hits = (
             svc.search_facts(principal=p, text=q, top_k=20, include_superseded=True)
             if q.strip()

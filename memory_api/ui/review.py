@@ -29,6 +29,7 @@ def router(console: Console) -> APIRouter:
 
     def queue(request: Request, status: int = 200, **extra: Any) -> Response:
         user = console.user(request)
+        user.principal.require("admin")
         cards = svc.review_queue(principal=user.principal, limit=REVIEW_PAGE)
         return console.render(
             request, "review.html", user, status, cards=cards, editable=editable, **extra
@@ -42,6 +43,7 @@ def router(console: Console) -> APIRouter:
     async def decide(request: Request, card_id: uuid.UUID) -> Response:
         user = console.user(request)
         form = await console.form(request, user)
+        user.principal.require("admin")
         verdict = form.get("decision")
         if verdict not in ("approve", "reject"):
             raise InvalidInput("decision must be approve or reject", field="decision")

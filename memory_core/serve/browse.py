@@ -228,30 +228,61 @@ def chain(*, engine: Engine, namespace: str, card_id: uuid.UUID, limit: int = 20
 
 
 def fact_conflicts(*, engine: Engine, namespace: str, limit: int = 50) -> list[Sequence[Card]]:
-    """Facts that disagree: more than one active value for the same key and query."""
+    """Facts that disagree: active facts of one key with the same query (two values where one
+    should have superseded the other) or marked as competing claims when written."""
+    live = (
+        col(Card.namespace) == namespace,
+        col(Card.kind) == "fact",
+        col(Card.status) == "active",
+    )
     with Session(engine) as session:
-        groups = session.execute(
-            select(col(Card.key), col(Card.query))
-            .where(
-                col(Card.namespace) == namespace,
-                col(Card.kind) == "fact",
-                col(Card.status) == "active",
-            )
-            .group_by(col(Card.key), col(Card.query))
-            .having(func.count() > 1)
-            .limit(limit)
-        ).all()
-        out: list[Sequence[Card]] = []
-        for key, query in groups:
-            q = select(Card).where(
-                col(Card.namespace) == namespace,
-                col(Card.kind) == "fact",
-                col(Card.status) == "active",
-                col(Card.key) == key,
-            )
-            q = q.where(col(Card.query).is_(None) if query is None else col(Card.query) == query)
-            out.append(list(session.execute(q).scalars()))
-    return out
+        keys = list(
+            session.execute(
+                select(col(Card.key))
+                .where(*live)
+                .group_by(col(Card.key))
+                .having(func.count() > 1)
+                .order_by(col(Card.key))
+                .limit(limit)
+            ).scalars()
+        )
+        if not keys:
+            return []
+        rows = session.execute(
+            select(Card)
+            .where(*live, col(Card.key).in_(keys))
+            .order_by(col(Card.key), col(Card.created_at), col(Card.card_id))
+        ).scalars()
+        by_key: dict[str | None, list[Card]] = {}
+        for card in rows:
+            by_key.setdefault(card.key, []).append(card)
+    out: list[Sequence[Card]] = []
+    for key in keys:
+        out += _disagreeing(by_key.get(key, []))
+    return out[:limit]
+
+
+def _disagreeing(cards: list[Card]) -> list[list[Card]]:
+    """The groups (two or more) of one key's facts joined by a shared query or a conflict mark."""
+    root = {c.card_id: c.card_id for c in cards}
+
+    def find(x: uuid.UUID) -> uuid.UUID:
+        while root[x] != x:
+            root[x] = root[root[x]]
+            x = root[x]
+        return x
+
+    by_query: dict[str | None, uuid.UUID] = {}
+    for c in cards:
+        first = by_query.setdefault(c.query, c.card_id)
+        links = [first, *(uuid.UUID(str(o)) for o in c.provenance.get("conflicts_with") or [])]
+        for other in links:
+            if other in root:
+                root[find(other)] = find(c.card_id)
+    groups: dict[uuid.UUID, list[Card]] = {}
+    for c in cards:
+        groups.setdefault(find(c.card_id), []).append(c)
+    return [g for g in groups.values() if len(g) > 1]
 
 
 def expiring_facts(*, engine: Engine, namespace: str, limit: int = 50) -> list[Card]:
