@@ -67,7 +67,7 @@ def _kill_until_caught_mid_batch(engine, env: dict[str, str], runs: int, step: i
 
 def _finish(env: dict[str, str]) -> None:
     final = _spawn(env)
-    assert final.wait(timeout=300) == 0, final.stderr.read().decode()[-2000:]
+    assert final.wait(timeout=900) == 0, final.stderr.read().decode()[-2000:]
 
 
 def _reference(tmp_path, records, **settings) -> dict:
