@@ -1,4 +1,5 @@
-"""The redrive-dead-letters flow: send dead letters back to the queue, then retrospect them."""
+"""The redrive-dead-letters flow: send dead letters back to the queue, then retrospect them
+and extract the facts of those whose facts part was parked."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from flows.params import RetrospectParams
 from flows.retrospect import RetrospectSummary, run_retrospect
 from memory_core.retrospect.dead_letters import redrive
 from memory_core.settings import Settings
+from tasks.facts import FactsSummary, facts_task
 from tasks.runtime import engine_for
 
 
@@ -26,6 +28,7 @@ class RedriveSummary(BaseModel):
 
     redriven: int
     retrospect: RetrospectSummary
+    facts: FactsSummary = FactsSummary()
 
 
 @task(name="redrive", cache_policy=NO_CACHE)
@@ -41,10 +44,11 @@ def redrive_task(ids: list[str] | None, namespace: str | None, settings: Setting
     task_runner=thread_runner(),
 )
 def redrive_dead_letters(params: RedriveParams = RedriveParams()) -> RedriveSummary:
-    """Re-drive dead letters and retrospect over them at once."""
+    """Re-drive dead letters, retrospect over them and extract their facts at once."""
     settings = Settings()
     n = redrive_task(params.ids, params.namespace, settings)
     return RedriveSummary(
         redriven=n,
         retrospect=run_retrospect(RetrospectParams(namespace=params.namespace), settings),
+        facts=facts_task(params.namespace, settings),
     )

@@ -61,8 +61,8 @@ def run_nightly(params: NightlyParams, settings: Settings) -> NightlySummary:
     s.facts = stage(
         "facts", lambda: facts_task(params.retrospect.namespace, settings), s.facts, out
     )
-    # the LLM part of a run's facts waits for the next run (or this run's retry)
-    out.dead_letters += [f"facts of {e}"[:300] for e in s.facts.llm_failed]
+    # a run whose LLM facts failed is parked as a dead letter of this flow run: it is named
+    # below with the others ("facts of <key>: ..."), and this run's Retry re-drives it
     s.validation = stage(
         "validate", lambda: validate_task(params.retrospect.namespace, settings), s.validation, out
     )

@@ -16,7 +16,7 @@ from prefect.runtime import flow_run
 from prefect.states import Completed, Failed
 from pydantic import BaseModel
 
-from memory_core.retrospect.dead_letters import list_dead_letters, redrive
+from memory_core.retrospect.dead_letters import dead_parts, list_dead_letters, redrive
 from memory_core.settings import Settings
 from tasks.runtime import engine_for
 
@@ -29,7 +29,8 @@ class RunOutcome(BaseModel):
     retry_of_run: int = 0  # the attempt number when this is a retry (run_count), else 0
     redriven: int = 0  # dead letters this flow run had parked, sent back to the queue
     recovered: int = 0  # of those, how many went through this time
-    dead_letters: list[str] = []  # "key: error" of every run parked by this flow run
+    # "key: error" of every run parked by this flow run ("facts of key: error": its facts part)
+    dead_letters: list[str] = []
     failures: list[str] = []  # stages (or parts of them) that failed: "stage: error"
 
 
@@ -67,10 +68,14 @@ def count_dead_letters(settings: Settings, outcome: RunOutcome) -> None:
     if run is None:
         return
     rows = list_dead_letters(engine=engine_for(settings), run_id=run)
-    named = [f"{r.key}: {r.error or 'no error recorded'}"[:300] for r in rows]
+    named = [
+        f"{'facts of ' if p.part == 'facts' else ''}{r.key}: {p.error}"[:300]
+        for r in rows
+        for p in dead_parts(r, run_id=run)
+    ]
     outcome.dead_letters = named + outcome.dead_letters
-    if outcome.redriven:
-        outcome.recovered = max(outcome.redriven - len(rows), 0)
+    if outcome.redriven:  # parts, as redrive counts them
+        outcome.recovered = max(outcome.redriven - len(named), 0)
 
 
 def final_state(outcome: RunOutcome, result: BaseModel) -> State[BaseModel]:

@@ -1,4 +1,5 @@
-"""`hindsight dead-letters`: trajectories whose extraction kept failing; list and re-drive."""
+"""`hindsight dead-letters`: trajectories whose extraction kept failing (their retrospection,
+or the LLM part of their facts); list and re-drive."""
 
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ def list_cmd(
     limit: Annotated[int, typer.Option(min=1)] = 1000,
     fmt: FormatOpt = Format.table,
 ) -> None:
-    """Dead letters with their error and how many times they were claimed."""
-    from memory_core.retrospect.dead_letters import list_dead_letters
+    """Dead letters with their error, the parts parked and how many times they were claimed."""
+    from memory_core.retrospect.dead_letters import dead_letter_error, dead_parts, list_dead_letters
 
     with fail_on_errors():
         _, engine = load()
@@ -33,7 +34,8 @@ def list_cmd(
                         "key": r.key,
                         "namespace": r.namespace,
                         "attempts": r.attempts,
-                        "error": r.error,
+                        "parts": [p.part for p in dead_parts(r)],
+                        "error": dead_letter_error(r),
                     }
                     for r in rows
                 ]
@@ -42,7 +44,7 @@ def list_cmd(
         table(
             f"{len(rows)} dead letter(s)",
             ["id", "key", "namespace", "attempts", "error"],
-            [[str(r.id), r.key[:40], r.namespace, r.attempts, r.error] for r in rows],
+            [[str(r.id), r.key[:40], r.namespace, r.attempts, dead_letter_error(r)] for r in rows],
         )
 
 
@@ -51,10 +53,13 @@ def redrive_cmd(
     ids: Annotated[list[str] | None, typer.Argument(help="ids or keys; none: all")] = None,
     namespace: Annotated[str | None, typer.Option(help="only this namespace")] = None,
 ) -> None:
-    """Send dead letters back to the queue; the next retrospect run picks them up."""
+    """Send dead letters back to the queue; the next retrospect (and facts) run picks them up."""
     from memory_core.retrospect.dead_letters import redrive
 
     with fail_on_errors():
         _, engine = load()
         n = redrive(engine=engine, ids=ids or None, namespace=namespace)
-        console.print(f"{n} dead letter(s) back to pending; run `hindsight retrospect` next")
+        console.print(
+            f"{n} dead letter(s) back to pending; run `hindsight retrospect` "
+            "(and `hindsight facts extract` for parked facts) next"
+        )

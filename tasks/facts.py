@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
-from prefect.runtime import task_run
+from prefect.runtime import flow_run, task_run
 
 from memory_core.facts.llm import build_fact_extractor
 from memory_core.facts.stage import FactsReport, extract_facts
@@ -29,15 +29,22 @@ def _name() -> str:
     retry_condition_fn=transient_only,  # a re-run skips the trajectories already marked done
 )
 def facts_task(namespace: str | None, settings: Settings) -> FactsSummary:
-    """Rule facts (and LLM facts when an LLM is configured) from new trajectories."""
+    """Rule facts (and LLM facts when an LLM is configured) from new trajectories.
+
+    A run whose LLM part still fails is parked as a dead letter of this flow run: retrying the
+    flow run (or `hindsight dead-letters redrive`) sends it back."""
     engine = engine_for(settings)
     report = extract_facts(
         engine=engine,
         namespace=namespace,
         llm=build_fact_extractor(settings, engine),
         screen=settings.screen,
+        run_id=str(flow_run.id) if flow_run.id else None,
+        retry_delays_s=settings.llm_retry_delays_s,
     )
     logger = get_run_logger()
+    for failed in report.llm_failed:
+        logger.error("facts dead letter %s", failed)
     for error in report.errors:
         logger.warning("facts: %s", error)
     logger.info(

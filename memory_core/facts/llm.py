@@ -1,9 +1,10 @@
 """LLM fact extraction: a versioned prompt, answers parsed into a model, cached in the database.
 
 The conversation goes to the model in chunks of turns, each turn tagged with a reference;
-every fact must name the turn it came from. An answer that does not parse (even after the
-repair prompt), or that cites a turn it was not shown, is invalid as a whole: nothing of it is
-written.
+every fact must name the turn it came from. An answer that does not parse, or that cites a
+turn it was not shown, gets one repair prompt; if that is still unusable the answer is invalid
+as a whole (LLMOutputInvalid): nothing of it is written, and the stage parks the run's LLM
+part as a dead letter.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from pathlib import Path
 from pydantic import BaseModel, Field, ValidationError
 from sqlalchemy.engine import Engine
 
-from memory_core.errors import LLMOutputInvalid
 from memory_core.facts.rules import Statement
 from memory_core.facts.store import FactIn
 from memory_core.llm.cache import AnswerCache, SQLAnswerCache, cache_key
@@ -91,7 +91,51 @@ class LLMFactExtractor:
         self.cache = cache
         self.chunk_turns = chunk_turns
 
-    def _answer(self, trajectory_id: uuid.UUID, text: str, result: LLMResult) -> LLMFacts:
+    def _facts(
+        self, answer: LLMFacts, refs: dict[str, int], statements: list[Statement]
+    ) -> list[tuple[int, FactIn]]:
+        """The answer's facts, each with its statement; ValueError naming the first problem
+        (a turn it was not shown, a fact the store cannot hold)."""
+        out = []
+        for f in answer.facts:
+            ref = f.turn.strip("[] ")
+            if ref not in refs:
+                raise ValueError(f"fact {f.subject}.{f.attribute} cites turn {f.turn!r}, not shown")
+            idx = refs[ref]
+            st = statements[idx]
+            until = f.valid_until
+            if until is not None and until.tzinfo is None:
+                until = until.replace(tzinfo=UTC)
+            try:
+                fact = FactIn(
+                    key=f"{f.subject}.{f.attribute}",
+                    value=f.value,
+                    query=f.question,
+                    valid_until=until,
+                    confidence=f.confidence,
+                    source={
+                        **(st.source or {}),
+                        "said_at": st.said_at.isoformat() if st.said_at else None,
+                        "sentence": st.text[:300],
+                        "extractor": f"llm:{PROMPT_ID}",
+                        "model": self.llm.model,
+                    },
+                )
+            except ValidationError as exc:
+                raise ValueError(
+                    f"fact {f.subject}.{f.attribute} is unusable: {exc.errors()[0]['msg']}"
+                ) from exc
+            out.append((idx, fact))
+        return out
+
+    def _chunk(
+        self,
+        trajectory_id: uuid.UUID,
+        text: str,
+        refs: dict[str, int],
+        statements: list[Statement],
+        result: LLMResult,
+    ) -> list[tuple[int, FactIn]]:
         messages = [
             {"role": "system", "content": facts_prompt()},
             {"role": "user", "content": f"Conversation:\n{text}"},
@@ -99,9 +143,20 @@ class LLMFactExtractor:
         key = cache_key(model=self.llm.model, prompt_id=PROMPT_ID, messages=messages)
         hit = self.cache.get(key)
         if hit is not None:
-            result.cached += 1
-            return LLMFacts.model_validate(hit)
-        answer = ask(llm=self.llm, messages=messages, schema=LLMFacts)
+            try:
+                found = self._facts(LLMFacts.model_validate(hit), refs, statements)
+                result.cached += 1
+                return found
+            except (ValueError, ValidationError):
+                pass  # cached before answers were checked whole: ask again
+        # an answer that does not parse, or cites a turn it was not shown, gets one repair
+        # prompt (as in retrospection); still unusable: LLMOutputInvalid, and nothing is kept
+        answer = ask(
+            llm=self.llm,
+            messages=messages,
+            schema=LLMFacts,
+            check=lambda a: self._facts(a, refs, statements),
+        )
         result.calls += len(answer.replies)
         self.cache.put(
             key=key,
@@ -113,46 +168,14 @@ class LLMFactExtractor:
             completion_tokens=sum(r.completion_tokens for r in answer.replies),
             calls=len(answer.replies),
         )
-        return answer.value
+        return self._facts(answer.value, refs, statements)
 
     def extract(self, *, trajectory_id: uuid.UUID, statements: list[Statement]) -> LLMResult:
         """Every chunk's facts; LLMOutputInvalid if any answer is invalid (nothing is kept)."""
         result = LLMResult()
         for start in range(0, len(statements), self.chunk_turns):
             text, refs = render(statements[start : start + self.chunk_turns], start)
-            answer = self._answer(trajectory_id, text, result)
-            for f in answer.facts:
-                if f.turn.strip("[] ") not in refs:
-                    raise LLMOutputInvalid(
-                        f"{self.llm.model} cited turn {f.turn!r}, which it was not shown",
-                        raw=answer.model_dump_json()[:2000],
-                    )
-                idx = refs[f.turn.strip("[] ")]
-                st = statements[idx]
-                until = f.valid_until
-                if until is not None and until.tzinfo is None:
-                    until = until.replace(tzinfo=UTC)
-                try:
-                    fact = FactIn(
-                        key=f"{f.subject}.{f.attribute}",
-                        value=f.value,
-                        query=f.question,
-                        valid_until=until,
-                        confidence=f.confidence,
-                        source={
-                            **(st.source or {}),
-                            "said_at": st.said_at.isoformat() if st.said_at else None,
-                            "sentence": st.text[:300],
-                            "extractor": f"llm:{PROMPT_ID}",
-                            "model": self.llm.model,
-                        },
-                    )
-                except ValidationError as exc:
-                    raise LLMOutputInvalid(
-                        f"{self.llm.model} answered an unusable fact: {exc.errors()[0]['msg']}",
-                        raw=f.model_dump_json()[:2000],
-                    ) from exc
-                result.facts.append((idx, fact))
+            result.facts += self._chunk(trajectory_id, text, refs, statements, result)
         return result
 
 

@@ -5,13 +5,20 @@ trajectory's arrival), so write_fact's "the newest statement supersedes" is righ
 older than the one already holding a key+query (a late-arriving old conversation) is skipped
 instead of superseding it. Done trajectories get a marker in `trajectory.extra` (set in one
 statement per batch), so a second run finds nothing to do.
+
+When a run's LLM part fails (an outage still there after the retries, a refusal, an answer
+still invalid after the repair prompt), its rule facts are written and the run is parked as
+a dead letter (`extra["facts_dead_letter"]`, with the flow run that parked it): it is listed
+by `hindsight dead-letters list`, and waits for a re-drive (or a Retry of that flow run)
+instead of being marked done or asked again every night.
 """
 
 from __future__ import annotations
 
 import json
+import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,13 +31,14 @@ from sqlmodel import Session, col
 from memory_core.db import session_scope
 from memory_core.errors import InvalidInput, LLMOutputInvalid, LLMRefused, LLMTransient
 from memory_core.facts.extract import RULES_VERSION, is_person, rule_facts
-from memory_core.facts.llm import LLMFactExtractor
+from memory_core.facts.llm import LLMFactExtractor, LLMResult
 from memory_core.facts.rules import Statement
 from memory_core.facts.store import FactIn, normalise_key, write_fact
 from memory_core.models.card import Card, CardKind, CardStatus
 from memory_core.models.columns import utcnow
 from memory_core.models.trajectory import Step, Trajectory
 from memory_core.redact import redact
+from memory_core.retrospect.dead_letters import FACTS_DEAD_LETTER
 from memory_core.screen.pointers import known_identifiers
 from memory_core.screen.provenance import Origin
 
@@ -52,8 +60,8 @@ class FactsReport(BaseModel):
     llm_calls: int = 0
     llm_cached: int = 0
     llm_invalid: int = 0
-    # runs whose LLM part failed (outage, refusal): their rule facts are written, the run
-    # stays unmarked so the next run (or a retry) asks the LLM again
+    # "key: error" of the runs whose LLM part failed (outage, refusal, invalid answer): their
+    # rule facts are written, the run is parked as a dead letter until it is re-driven
     llm_failed: list[str] = []
     errors: list[str] = []
 
@@ -93,7 +101,11 @@ def _pending(
     limit: int,
     after: tuple[datetime, uuid.UUID] | None = None,
 ) -> list[Trajectory]:
-    q = select(Trajectory).where(col(Trajectory.extra)[MARKER].as_string().is_(None))
+    extra = col(Trajectory.extra)
+    q = select(Trajectory).where(
+        extra[MARKER].as_string().is_(None),
+        extra[FACTS_DEAD_LETTER].as_string().is_(None),  # parked: waits for a re-drive
+    )
     if namespace is not None:
         q = q.where(col(Trajectory.namespace) == namespace)
     if after is not None:  # past the rows this run already saw (some stay unmarked)
@@ -108,14 +120,16 @@ def _pending(
     return list(session.execute(q).scalars())
 
 
-def _mark(engine: Engine, ids: Sequence[uuid.UUID], marker: dict[str, Any]) -> None:
-    """One UPDATE for the batch; only the marker key of `extra` changes."""
+def _mark(
+    engine: Engine, ids: Sequence[uuid.UUID], marker: dict[str, Any], key: str = MARKER
+) -> None:
+    """One UPDATE for the batch; only that key of `extra` changes."""
     extra = col(Trajectory.extra)
     value: Any
     if engine.dialect.name == "postgresql":
-        value = extra.op("||")(bindparam("marker", {MARKER: marker}, type_=JSONB))
+        value = extra.op("||")(bindparam("marker", {key: marker}, type_=JSONB))
     else:
-        value = func.json_set(extra, f"$.{MARKER}", func.json(json.dumps(marker)))
+        value = func.json_set(extra, f"$.{key}", func.json(json.dumps(marker)))
     with session_scope(engine) as session:
         session.execute(
             update(Trajectory)
@@ -182,6 +196,26 @@ def _when(st: Statement, row: Trajectory) -> datetime:
     return st.said_at or row.created_at or _EPOCH
 
 
+OUTAGE_RUNS = 3  # runs in a row failing transiently that mean the LLM is down for this run
+
+
+def _with_retries(call: Callable[[], LLMResult], delays: Sequence[float]) -> LLMResult:
+    """The call, retried after each delay while it fails transiently (answers are cached)."""
+    for delay in delays:
+        try:
+            return call()
+        except LLMTransient:
+            time.sleep(delay)
+    return call()
+
+
+def _park(engine: Engine, parked: dict[uuid.UUID, str], run_id: str | None) -> None:
+    """Park the LLM part of these runs as dead letters, each with its error and this run."""
+    at = utcnow().isoformat()
+    for rid, error in parked.items():
+        _mark(engine, [rid], {"error": error[:2000], "run": run_id, "at": at}, FACTS_DEAD_LETTER)
+
+
 def extract_facts(
     *,
     engine: Engine,
@@ -190,9 +224,16 @@ def extract_facts(
     batch_size: int = 100,
     max_batches: int | None = None,
     screen: bool = True,
+    run_id: str | None = None,
+    retry_delays_s: Sequence[float] = (),
 ) -> FactsReport:
-    """Extract facts from every trajectory not yet done (of one namespace, or all)."""
+    """Extract facts from every trajectory not yet done (of one namespace, or all).
+
+    A transient LLM failure is retried after each of retry_delays_s; what still fails (and an
+    invalid answer, after its repair prompt) parks the run's LLM part as a dead letter that
+    remembers run_id (the flow run), so retrying that flow run re-drives it."""
     report = FactsReport()
+    outage = 0  # runs in a row whose LLM part failed transiently after its retries
     version = RULES_VERSION + (f"+{llm.version}" if llm else "")
     batches = 0
     after: tuple[datetime, uuid.UUID] | None = None
@@ -203,7 +244,7 @@ def extract_facts(
             break
         batches += 1
         after = (rows[-1].created_at, rows[-1].id)
-        unfinished: set[uuid.UUID] = set()
+        parked: dict[uuid.UUID, str] = {}
         found: list[tuple[datetime, int, int, str, FactIn, str, str]] = []
         known: dict[int, frozenset[str]] = {}  # by order: the identifiers each run knows
         for order, row in enumerate(rows):
@@ -215,17 +256,35 @@ def extract_facts(
                     found.append(
                         (_when(st, row), order, i, row.namespace, fact, "facts-rules", st.text)
                     )
+            if llm is not None and statements and outage >= OUTAGE_RUNS:
+                # the LLM is down: asking each remaining run again would cost every run its
+                # timeouts and back-offs (hours for a big night); park them at once
+                parked[row.id] = (
+                    f"LLMTransient: not asked: the LLM failed {outage} runs in a row (outage)"
+                )
+                report.llm_failed.append(f"{row.key}: {parked[row.id]}")
+                continue
             if llm is not None and statements:
                 try:
-                    result = llm.extract(trajectory_id=row.id, statements=statements)
-                except LLMOutputInvalid as exc:
-                    report.llm_invalid += 1
-                    report.errors.append(f"{row.key}: {exc}")
+                    result = _with_retries(
+                        lambda row=row, statements=statements: llm.extract(  # type: ignore[misc]
+                            trajectory_id=row.id, statements=statements
+                        ),
+                        retry_delays_s,
+                    )
+                except (LLMOutputInvalid, LLMTransient, LLMRefused) as exc:  # this run only
+                    tries = (
+                        f"after {len(retry_delays_s) + 1} tries"
+                        if isinstance(exc, LLMTransient)
+                        else "not retried"
+                    )
+                    parked[row.id] = f"{type(exc).__name__}: {exc} ({tries})"
+                    outage = outage + 1 if isinstance(exc, LLMTransient) else 0
+                    if isinstance(exc, LLMOutputInvalid):
+                        report.llm_invalid += 1
+                    report.llm_failed.append(f"{row.key}: {parked[row.id]}")
                     continue
-                except (LLMTransient, LLMRefused) as exc:  # this run only; the rest go on
-                    report.llm_failed.append(f"{row.key}: {type(exc).__name__}: {exc}")
-                    unfinished.add(row.id)
-                    continue
+                outage = 0
                 report.llm_calls += result.calls
                 report.llm_cached += result.cached
                 for i, fact in result.facts:
@@ -237,7 +296,9 @@ def extract_facts(
         for _, order, _, ns, fact, actor, said in found:
             _write(engine, ns, fact, actor, report, said, known[order], screen)
         report.trajectories += len(rows)
-        done = [r.id for r in rows if r.id not in unfinished]
+        if parked:
+            _park(engine, parked, run_id)
+        done = [r.id for r in rows if r.id not in parked]
         if done:
             _mark(engine, done, {"version": version, "at": utcnow().isoformat()})
     return report

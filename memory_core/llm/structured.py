@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -50,11 +51,27 @@ def parse_answer(text: str, schema: type[M]) -> tuple[M, bool]:
         raise ValueError(f"field {where}: {first['msg']}") from exc
 
 
-def ask(*, llm: LLMClient, messages: list[dict[str, str]], schema: type[M]) -> Structured[M]:
-    """One call, parsed; if it does not parse, one repair prompt; then LLMOutputInvalid."""
+def _parse(text: str, schema: type[M], check: Callable[[M], object] | None) -> tuple[M, bool]:
+    value, repaired = parse_answer(text, schema)
+    if check is not None:
+        check(value)  # raises ValueError naming what the answer got wrong
+    return value, repaired
+
+
+def ask(
+    *,
+    llm: LLMClient,
+    messages: list[dict[str, str]],
+    schema: type[M],
+    check: Callable[[M], object] | None = None,
+) -> Structured[M]:
+    """One call, parsed; if it does not parse, one repair prompt; then LLMOutputInvalid.
+
+    `check` (optional) looks at a parsed answer and raises ValueError when it is unusable
+    (say, it cites a turn it was not shown): that gets the same one repair prompt."""
     first = llm.complete(messages=messages, schema=schema)
     try:
-        value, repaired = parse_answer(first.text, schema)
+        value, repaired = _parse(first.text, schema, check)
         return Structured(value, [first], repaired)
     except ValueError as problem:
         repair = [
@@ -69,7 +86,7 @@ def ask(*, llm: LLMClient, messages: list[dict[str, str]], schema: type[M]) -> S
         ]
     second = llm.complete(messages=repair, schema=schema)
     try:
-        value, _ = parse_answer(second.text, schema)
+        value, _ = _parse(second.text, schema, check)
         return Structured(value, [first, second], True)
     except ValueError as problem:
         raise LLMOutputInvalid(

@@ -1,18 +1,90 @@
-"""Dead letters: trajectories whose extraction kept failing, listed and sent back to the queue."""
+"""Dead letters: trajectories whose extraction kept failing, listed and sent back to the queue.
+
+A trajectory has two parts that can be parked: its retrospection (`status` = dead_letter,
+`error`, `dead_letter_run`) and its facts (`extra["facts_dead_letter"]` = {error, run, at},
+set by the facts stage when a run's LLM facts failed: an outage, a refusal, an answer still
+invalid after the repair prompt). The facts part lives apart because a run's retrospection
+may be done (or parked by another flow run) when its facts fail: sharing `status` would
+re-retrospect it on a re-drive. Both are listed and re-driven here alike.
+"""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import String, bindparam, func, or_, select, update
 from sqlalchemy.engine import Engine
+from sqlalchemy.sql.elements import ColumnElement
 from sqlmodel import Session, col
 
 from memory_core.db import session_scope
 from memory_core.models.trajectory import Trajectory, TrajectoryStatus
 
 T = Trajectory
+FACTS_DEAD_LETTER = "facts_dead_letter"  # the key of `trajectory.extra` a parked facts part holds
+
+
+@dataclass(frozen=True)
+class DeadPart:
+    """One parked part of a trajectory: "retrospect" or "facts", why, and which run parked it."""
+
+    part: str
+    error: str
+    run: str | None
+
+
+def _retro_parked(run_id: str | None) -> ColumnElement[bool]:
+    cond = col(T.status) == TrajectoryStatus.dead_letter.value
+    return cond if run_id is None else cond & (col(T.dead_letter_run) == run_id)
+
+
+def _facts_parked(run_id: str | None) -> ColumnElement[bool]:
+    extra = col(T.extra)
+    cond: ColumnElement[bool]
+    if run_id is None:
+        cond = extra[FACTS_DEAD_LETTER].as_string().is_not(None)
+    else:
+        cond = extra[(FACTS_DEAD_LETTER, "run")].as_string() == run_id
+    return cond
+
+
+def _matching(
+    q: Any, namespace: str | None, ids: Sequence[str] | None
+) -> Any:  # a select or an update
+    if namespace is not None:
+        q = q.where(col(T.namespace) == namespace)
+    if ids is not None:
+        uuids = []
+        for i in ids:
+            try:
+                uuids.append(uuid.UUID(i))
+            except ValueError:
+                continue  # not a UUID: it is matched as a key below
+        q = q.where(or_(col(T.id).in_(uuids), col(T.key).in_(list(ids))))
+    return q
+
+
+def dead_parts(row: Trajectory, run_id: str | None = None) -> list[DeadPart]:
+    """The parked parts of a trajectory (all, or those one flow run parked)."""
+    out = []
+    if row.status == TrajectoryStatus.dead_letter.value and run_id in (None, row.dead_letter_run):
+        out.append(DeadPart("retrospect", row.error or "no error recorded", row.dead_letter_run))
+    facts = (row.extra or {}).get(FACTS_DEAD_LETTER)
+    if isinstance(facts, dict) and run_id in (None, facts.get("run")):
+        out.append(
+            DeadPart("facts", str(facts.get("error") or "no error recorded"), facts.get("run"))
+        )
+    return out
+
+
+def dead_letter_error(row: Trajectory) -> str:
+    """What went wrong, part by part ("facts: ..." for a parked facts part)."""
+    return "; ".join(
+        p.error if p.part == "retrospect" else f"facts: {p.error}" for p in dead_parts(row)
+    )
 
 
 def list_dead_letters(
@@ -22,14 +94,18 @@ def list_dead_letters(
     limit: int = 1000,
     run_id: str | None = None,
 ) -> list[Trajectory]:
-    """Dead-lettered trajectories (all, or those one flow run parked), oldest first."""
-    q = select(T).where(col(T.status) == TrajectoryStatus.dead_letter.value)
-    if run_id is not None:
-        q = q.where(col(T.dead_letter_run) == run_id)
-    if namespace is not None:
-        q = q.where(col(T.namespace) == namespace)
+    """Trajectories with a parked part (all, or those one flow run parked), oldest first."""
+    q = select(T).where(or_(_retro_parked(run_id), _facts_parked(run_id)))
+    q = _matching(q, namespace, None)
     with Session(engine) as session:
         return list(session.execute(q.order_by(col(T.created_at)).limit(limit)).scalars())
+
+
+def _without_facts_dead_letter(engine: Engine) -> Any:
+    extra = col(T.extra)
+    if engine.dialect.name == "postgresql":
+        return extra.op("-")(bindparam("facts_key", FACTS_DEAD_LETTER, type_=String))
+    return func.json_remove(extra, f"$.{FACTS_DEAD_LETTER}")
 
 
 def redrive(
@@ -40,27 +116,22 @@ def redrive(
     run_id: str | None = None,
 ) -> int:
     """Send dead letters (by id or key; None: all; or those one flow run parked) back to
-    pending; returns how many."""
-    stmt = update(T).where(col(T.status) == TrajectoryStatus.dead_letter.value)
-    if run_id is not None:
-        stmt = stmt.where(col(T.dead_letter_run) == run_id)
-    if namespace is not None:
-        stmt = stmt.where(col(T.namespace) == namespace)
-    if ids is not None:
-        uuids = []
-        for i in ids:
-            try:
-                uuids.append(uuid.UUID(i))
-            except ValueError:
-                continue  # not a UUID: it is matched as a key below
-        stmt = stmt.where(or_(col(T.id).in_(uuids), col(T.key).in_(list(ids))))
+    their queue: a parked retrospection to pending, a parked facts part to the facts stage's
+    next run. Returns how many parts."""
+    retro = _matching(update(T).where(_retro_parked(run_id)), namespace, ids)
+    facts = _matching(update(T).where(_facts_parked(run_id)), namespace, ids)
     with session_scope(engine) as session:
-        result = session.execute(
-            stmt.values(
+        n = session.execute(  # type: ignore[attr-defined]
+            retro.values(
                 status=TrajectoryStatus.pending.value,
                 lease_owner=None,
                 lease_until=None,
                 dead_letter_run=None,
             )
-        )
-        return int(result.rowcount)  # type: ignore[attr-defined]
+        ).rowcount
+        m = session.execute(  # type: ignore[attr-defined]
+            facts.values(extra=_without_facts_dead_letter(engine)).execution_options(
+                synchronize_session=False
+            )
+        ).rowcount
+        return int(n) + int(m)
