@@ -7,6 +7,7 @@ import random
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 
@@ -28,13 +29,24 @@ LEASE_S = 1.0
 
 
 def _spawn(env: dict[str, str]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
+    # stderr to a file, not a pipe: a worker that logs more than a pipe holds would block
+    # mid-batch with nobody reading
+    log = tempfile.TemporaryFile()  # noqa: SIM115 (kept open for the worker; closed with it)
+    proc = subprocess.Popen(
         [sys.executable, "-m", "tests.helpers.retrospect_worker"],
         cwd=REPO,
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=log,
     )
+    proc.log = log  # type: ignore[attr-defined]
+    return proc
+
+
+def _stderr(proc: subprocess.Popen[bytes]) -> str:
+    log = proc.log  # type: ignore[attr-defined]
+    log.seek(0)
+    return log.read().decode(errors="replace")[-3000:]
 
 
 def _kill_until_caught_mid_batch(engine, env: dict[str, str], runs: int, step: int) -> int:
@@ -54,9 +66,12 @@ def _kill_until_caught_mid_batch(engine, env: dict[str, str], runs: int, step: i
         until = time.monotonic() + 2
         while time.monotonic() < until and not trajectory_counts(engine=engine).get("processing"):
             time.sleep(0.002)
-        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
+        try:
+            assert proc.poll() is None, f"the worker ended by itself: {_stderr(proc)}"
+        finally:  # never leave a worker writing to the database after the test
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
         kills += 1
         if trajectory_counts(engine=engine).get("processing", 0):
             caught += 1
@@ -67,7 +82,12 @@ def _kill_until_caught_mid_batch(engine, env: dict[str, str], runs: int, step: i
 
 def _finish(env: dict[str, str]) -> None:
     final = _spawn(env)
-    assert final.wait(timeout=900) == 0, final.stderr.read().decode()[-2000:]
+    try:
+        assert final.wait(timeout=900) == 0, _stderr(final)
+    finally:
+        if final.poll() is None:
+            final.kill()
+            final.wait()
 
 
 def _reference(tmp_path, records, **settings) -> dict:
