@@ -30,6 +30,7 @@ from flows.report import SUMMARY_KEY
 from memory_core import db
 from memory_core.ingest.store import ingest, iter_sources
 from memory_core.models.card import Card
+from memory_core.retrospect.dead_letters import dead_parts, list_dead_letters
 from memory_core.settings import Settings
 from memory_core.status import trajectory_counts
 from tests.helpers import fake_model
@@ -181,6 +182,13 @@ def test_retry_in_the_ui_recovers_the_night(
             counts = trajectory_counts(engine=engine)
             parked = counts["dead_letter"]
             assert parked > 0 and counts.get("done", 0) + parked == 12
+            # every part the run parked: a run's retrospection and, for runs the facts stage
+            # could not ask the LLM about, its facts
+            parts = sum(
+                len(dead_parts(r, run_id=str(run.id)))
+                for r in list_dead_letters(engine=engine, run_id=str(run.id))
+            )
+            assert parts >= parked
             rules_only = _cards(settings)
             assert any(k == "experience" for k, _, _ in rules_only)
             [first] = _summary_rows(run.id)
@@ -200,8 +208,8 @@ def test_retry_in_the_ui_recovers_the_night(
             assert trajectory_counts(engine=engine) == {"done": 12}
             rows = _summary_rows(run.id)
             assert len(rows) == 2, rows
-            assert rows[-1]["re-driven by this retry"] == parked
-            assert rows[-1]["recovered by this retry"] == parked
+            assert rows[-1]["re-driven by this retry"] == parts
+            assert rows[-1]["recovered by this retry"] == parts
             assert rows[-1]["dead letters"] == 0
             # what failed stays visible: the first attempt's failed llm-extract task runs
             failed = failed_task_runs(run.id, expect=parked)
