@@ -12,7 +12,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import CursorResult
 from sqlmodel import Session, col
 
-from memory_core.cards.writer import card_snapshot
+from memory_core.cards.draft_rows import card_snapshot
 from memory_core.consolidate.plan import CardRow, MergePlan
 from memory_core.errors import ConcurrentUpdate
 from memory_core.models.card import Card, CardEvidence, CardStatus, CardVersion

@@ -10,7 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
-from memory_core.cards.writer import card_snapshot
+from memory_core.cards.draft_rows import card_snapshot
 from memory_core.db import session_scope
 from memory_core.errors import InvalidInput, NotFound
 from memory_core.models.card import LIVE_STATUSES, Card, CardArchive, CardStatus, CardVersion

@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlmodel import Session, col
 
-from memory_core.cards.writer import card_snapshot
+from memory_core.cards.draft_rows import card_snapshot
 from memory_core.models.card import Card, CardKind, CardStatus, CardVersion
 
 OLDER_WEIGHT = 0.5  # an older claim that a newer one contradicts keeps half its score

@@ -18,8 +18,8 @@ from sqlalchemy import select, update
 from sqlalchemy.engine import CursorResult, Engine
 from sqlmodel import Session, col
 
+from memory_core.cards.draft_rows import card_snapshot
 from memory_core.cards.query import to_public
-from memory_core.cards.writer import card_snapshot
 from memory_core.db import session_scope
 from memory_core.errors import ConcurrentUpdate, InvalidInput, NotFound
 from memory_core.facts.conflicts import mark_conflicts

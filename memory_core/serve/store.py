@@ -11,7 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 from sqlmodel import col
 
-from memory_core.cards.writer import card_snapshot
+from memory_core.cards.draft_rows import card_snapshot
 from memory_core.db import session_scope
 from memory_core.errors import Conflict, InvalidInput
 from memory_core.models.card import LIVE_STATUSES, Card, CardStatus, CardVersion

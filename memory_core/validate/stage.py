@@ -13,7 +13,7 @@ from sqlalchemy.engine import CursorResult, Engine
 from sqlalchemy.sql.elements import ColumnElement
 from sqlmodel import Session, col
 
-from memory_core.cards.writer import card_snapshot
+from memory_core.cards.draft_rows import card_snapshot
 from memory_core.db import session_scope
 from memory_core.errors import LLMTransient
 from memory_core.models.card import Card, CardStatus, CardVersion
