@@ -6,8 +6,11 @@ OpenAI-compatible server (tests/helpers/scripted_llm.py) fails a share p of call
 of 500, 429, stalls past the client timeout and invalid JSON. For each backend and p: a fresh
 database, the nightly flow (in process, on a Prefect test server), then the chaos stops and the
 same flow run is retried the way `prefect flow-run retry <id>` retries a run without a
-deployment (state Scheduled, then run again: run_count 2). Random SIGKILLs of a worker are
-not part of this bench (bench/chaos_live.py and the crash tests cover killed processes).
+deployment (state Scheduled, then run again: run_count 2). Before that chaotic run, `--kills`
+worker processes (`hindsight nightly` against the same Prefect server, database and LLM) are
+started one after another and SIGKILLed, process group and all, at a random moment while they
+hold claims; their leases run out and the in-process nightly takes the work over. After each
+kill the bench checks that no process of the killed group is left.
 
 Reported per (backend, p): rule cards present (% of the no-fault run's), trajectories lost,
 summary artifacts published (% of flow runs), the flow state after the chaotic run and after
@@ -38,6 +41,7 @@ PG_ADMIN = os.environ.get(
 )
 KEY = "sk-chaos-bench"
 TIMEOUT_S = 0.5
+LEASE_S = 10.0  # short enough to wait out after a kill, longer than any batch under chaos
 
 
 class Chaos:
@@ -158,7 +162,61 @@ def _retry(flow_run_id: uuid.UUID) -> Any:
     return state
 
 
-def one(backend: str, p: float, total: int, llm: Any, tmp: Path) -> dict[str, Any]:
+def _alive(pgid: int) -> list[int]:
+    """Processes still in a (killed) process group."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            if os.getpgid(int(d.name)) == pgid:
+                out.append(int(d.name))
+        except ProcessLookupError:
+            continue
+    return out
+
+
+def _kill_workers(engine: Any, kills: int, rng: random.Random) -> dict[str, Any]:
+    """Start `hindsight nightly` workers one after another; SIGKILL each, group and all, at a
+    random moment once it holds claims. Returns how many were killed mid-batch and orphans."""
+    import signal
+    import subprocess
+
+    from prefect.settings import PREFECT_API_URL
+
+    from memory_core.status import trajectory_counts
+
+    env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value())}
+    exe = Path(sys.executable).parent / "hindsight"
+    out: dict[str, Any] = {"kills": 0, "holding_claims": 0, "orphans": 0, "ended_alone": 0}
+    for _ in range(kills):
+        proc = subprocess.Popen(
+            [str(exe), "nightly"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # its own group: the kill reaches its children too
+        )
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            if trajectory_counts(engine=engine).get("processing"):
+                break
+            time.sleep(0.05)
+        time.sleep(rng.uniform(0.0, 3.0))  # somewhere inside the run, not only at its start
+        if proc.poll() is not None:
+            out["ended_alone"] += 1
+            continue
+        out["holding_claims"] += bool(trajectory_counts(engine=engine).get("processing"))
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        out["kills"] += 1
+        time.sleep(0.5)
+        out["orphans"] += len(_alive(proc.pid))
+        time.sleep(LEASE_S)  # the dead worker's claims expire
+    return out
+
+
+def one(backend: str, p: float, total: int, llm: Any, tmp: Path, kills: int = 0) -> dict[str, Any]:
     """One fresh database through a chaotic nightly and one Retry."""
     from flows.nightly import nightly
     from flows.params import NightlyParams
@@ -186,6 +244,7 @@ def one(backend: str, p: float, total: int, llm: Any, tmp: Path) -> dict[str, An
     )
     chaos = Chaos(p)
     llm.responder = chaos
+    killed = _kill_workers(engine, kills, random.Random(int(p * 100) + 11))
     started = time.perf_counter()
     first = nightly(NightlyParams(), return_state=True)
     first_s = time.perf_counter() - started
@@ -206,6 +265,7 @@ def one(backend: str, p: float, total: int, llm: Any, tmp: Path) -> dict[str, An
         "p": p,
         "trajectories": total,
         "faults": chaos.faults,
+        "workers_killed": killed,
         "first": {
             "state": first.type.value,
             "message": first.message,
@@ -232,6 +292,7 @@ def main() -> None:
     ap.add_argument("--total", type=int, default=1120)
     ap.add_argument("--ps", type=float, nargs="+", default=[0.0, 0.1, 0.5, 1.0])
     ap.add_argument("--backends", nargs="+", default=["sqlite", "postgresql"])
+    ap.add_argument("--kills", type=int, default=3, help="workers SIGKILLed before the run")
     ap.add_argument("--out", type=Path, default=RESULTS / "chaos.json")
     args = ap.parse_args()
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
@@ -253,13 +314,14 @@ def main() -> None:
                 "HINDSIGHT_LLM_TIMEOUT_S": str(TIMEOUT_S),
                 "HINDSIGHT_LLM_RETRY_DELAYS_S": "[0.05, 0.1]",
                 "HINDSIGHT_EMBEDDER": "none",
+                "HINDSIGHT_LEASE_SECONDS": str(LEASE_S),
             }
         )
         for backend in args.backends:
             base: set[Any] | None = None
             base_rules = 0
             for p in sorted(args.ps):
-                r = one(backend, p, args.total, llm, Path(tmp))
+                r = one(backend, p, args.total, llm, Path(tmp), args.kills)
                 cards = {tuple(c) for c in r.pop("cards")}
                 if p == 0.0:
                     base, base_rules = cards, r["rule_cards"]
@@ -278,8 +340,10 @@ def main() -> None:
                     else []
                 )
                 rows.append(r)
+                killed = r["workers_killed"]
                 print(
                     f"{backend:10} p={p:4.0%}  rule cards {r['rule_cards_pct']}%  lost {r['lost']}"
+                    f"  killed {killed['kills']} (orphans {killed['orphans']})"
                     f"  summaries {r['summaries']}/2  first {r['first']['state']}"
                     f" ({r['first']['seconds']} s)  retry {r['retry']['state']}"
                     f"  cards = no-fault: {r['cards_equal_no_fault_after_retry']}"
