@@ -66,6 +66,11 @@ def run_nightly(params: NightlyParams, settings: Settings) -> NightlySummary:
     s.validation = stage(
         "validate", lambda: validate_task(params.retrospect.namespace, settings), s.validation, out
     )
+    if s.validation.deferred:  # the LLM was down for their regeneration: this run's Retry
+        out.failures.append(  # validates them again, so the run is red until then
+            f"validate: {s.validation.deferred} failing LLM drafts wait for the LLM to "
+            "regenerate them"
+        )
     s.consolidation = stage(
         "consolidate", lambda: run_consolidate(params.consolidate, settings), s.consolidation, out
     )

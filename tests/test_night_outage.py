@@ -88,3 +88,54 @@ def test_a_healthy_night_completes(llm_env, engine) -> None:
     assert state.is_completed(), state.message
     assert re.fullmatch(r"all stages ran", state.message or "")
     assert trajectory_counts(engine=engine) == {"done": 12}
+
+
+def test_regeneration_waiting_for_the_llm_turns_the_night_red(llm_env, engine) -> None:
+    """A failing LLM draft whose regeneration meets an outage stays a draft, the run is
+    Failed saying so, and the next run with the LLM back regenerates it."""
+    from tests.helpers import fake_model
+
+    down = {"regenerate": True}
+
+    def respond(body, n):
+        kind = fake_model.prompt_kind(body)
+        if kind == "cards":  # a draft the suite rejects: its expected outcome is far too long
+            out = fake_model.cards(body)
+            for c in out["cards"]:
+                c["expected_outcome"] = "the call succeeds " * 200
+            return Reply(json.dumps(out))
+        if kind == "regenerate":
+            if down["regenerate"]:
+                return Reply(status=503, error="model overloaded")
+            card = json.loads(
+                body["messages"][1]["content"]
+                .split("The card:\n", 1)[1]
+                .split("\n\nIt failed", 1)[0]
+            )
+            card["expected_outcome"] = "the call succeeds"
+            return Reply(json.dumps(card))
+        if "durable facts" in body["messages"][0]["content"]:
+            return Reply(json.dumps({"facts": []}))
+        return fake_model.respond(body, n)
+
+    server = llm_env(respond)
+    state = nightly(NightlyParams(input=[str(REPO / "examples")]), return_state=True)
+    summary = state.result(raise_on_failure=False)
+    assert summary.validation.deferred > 0 and server.calls("[prompt: regenerate") > 0
+    assert state.is_failed()
+    assert f"validate: {summary.validation.deferred} failing LLM drafts wait" in state.message
+    assert state.message.endswith("retry this run to re-drive them")
+    with Session(engine) as s:
+        llm = [
+            c for c in s.execute(select(Card)).scalars() if c.provenance.get("producer") == "llm"
+        ]
+    waiting = [c for c in llm if c.status == "draft"]
+    assert len(waiting) == summary.validation.deferred
+
+    down["regenerate"] = False
+    again = nightly(NightlyParams(), return_state=True)
+    assert again.is_completed(), again.message
+    with Session(engine) as s:
+        for c in waiting:
+            card = s.get(Card, c.card_id)
+            assert card.status != "draft" and card.provenance.get("regenerated") is True
