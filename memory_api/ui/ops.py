@@ -15,7 +15,7 @@ from memory_api.ui.web import Console, ConsoleRoute
 from memory_core.cards.query import example_state
 from memory_core.errors import InvalidInput, NotFound
 from memory_core.models.columns import utcnow
-from memory_core.retrospect.dead_letters import list_dead_letters, redrive
+from memory_core.retrospect.dead_letters import dead_letter_error, list_dead_letters, redrive
 from memory_core.serve import browse, pictures
 from memory_core.serve.schemas import QueryRequest
 
@@ -103,7 +103,11 @@ def router(console: Console) -> APIRouter:
         user = console.user(request)
         user.principal.require("read")
         rows = list_dead_letters(engine=svc.engine, namespace=user.principal.namespace, limit=200)
-        return console.render(request, "dead_letters.html", user, rows=rows, notice=done)
+        # each parked part's error: a run's facts part can wait with its cards long written
+        errors = {t.id: dead_letter_error(t) for t in rows}
+        return console.render(
+            request, "dead_letters.html", user, rows=rows, errors=errors, notice=done
+        )
 
     @r.post("/dead-letters/{trajectory_id}/redrive")
     async def redrive_one(request: Request, trajectory_id: uuid.UUID) -> Response:

@@ -15,6 +15,7 @@ from memory_core.db import session_scope
 from memory_core.ingest.store import ingest
 from memory_core.models.card import Card, CardEvidence, CardVersion
 from memory_core.models.trajectory import Trajectory
+from memory_core.retrospect.dead_letters import FACTS_DEAD_LETTER
 from memory_core.serve.keys import create_key
 from tests.helpers.serve import add_card
 
@@ -99,6 +100,8 @@ def seed(engine: Engine, namespace: str = "team-a") -> Seeded:
         rows = {t.key: t for t in session.query(Trajectory).all()}
         traj, dead = rows["traj-1"], rows["traj-dead"]
         dead.status, dead.error, dead.attempts = "dead_letter", "LLM answer invalid: no JSON", 3
+        # its facts part is parked too (the console names both)
+        dead.extra = {**(dead.extra or {}), FACTS_DEAD_LETTER: {"error": "LLMTransient: 503"}}
         session.add(dead)
         held = session.get(Card, s.cards["held"].card_id)
         held.evidence_count = 1
