@@ -53,19 +53,41 @@ def _alive(procs: dict, timeout_s: float) -> list[str]:
         time.sleep(0.2)
 
 
-def test_sigkill_of_a_command_leaves_no_child(env_for, tmp_path) -> None:
-    # the nightly always runs as a flow, so it starts Prefect's temporary server (a stage
-    # command alone runs in process and starts none)
+def _up(tmp_path: Path) -> list[str]:
+    from tests.helpers.net import free_port
+
+    ports = [str(free_port()) for _ in range(3)]
+    return ["up", "--prefect-port", ports[0], "--port", ports[1], "--mcp-port", ports[2]]
+
+
+# what each command starts, and the child that shows it is all running: the nightly always
+# runs as a flow (Prefect's temporary server); retrospect too once an LLM is configured (a
+# stage command alone runs in process and starts none); `up` starts the Prefect server, a
+# worker, the API and the MCP server
+KILLED = {
+    "nightly": (lambda tmp: ["nightly"], {}, "uvicorn"),
+    "retrospect with an LLM": (
+        lambda tmp: ["retrospect"],
+        {"HINDSIGHT_LLM_BASE_URL": "http://127.0.0.1:9/v1", "HINDSIGHT_LLM_MODEL": "m"},
+        "uvicorn",
+    ),
+    "up": (_up, {}, "worker start"),
+}
+
+
+@pytest.mark.parametrize("command", list(KILLED))
+def test_sigkill_of_a_command_leaves_no_child(env_for, tmp_path, command) -> None:
+    args, extra, needle = KILLED[command]
     proc = subprocess.Popen(
-        [str(BIN), "nightly"],
-        env=_command_env(env_for, tmp_path),
+        [str(BIN), *args(tmp_path)],
+        env={**_command_env(env_for, tmp_path), **extra},
         cwd=tmp_path,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     seen: dict = {}
     try:
-        seen = _descendants_until(proc, "uvicorn", timeout_s=120)
+        seen = _descendants_until(proc, needle, timeout_s=240)
         assert any("memory_cli.watchdog" in " ".join(_cmdline(p)) for p in seen.values())
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
