@@ -59,7 +59,11 @@ def _env(settings: Settings, llm: ScriptedLLM, tmp: Path) -> dict[str, str]:
     env.update(
         {
             "HINDSIGHT_DATA_DIR": str(settings.data_dir),
-            "HINDSIGHT_EMBEDDER": "none",
+            # the embeddings endpoint checks the key too: consolidation on the worker uses it
+            "HINDSIGHT_EMBEDDER": "openai",
+            "HINDSIGHT_EMBED_BASE_URL": llm.url,
+            "HINDSIGHT_EMBED_MODEL": "scripted-embed",
+            "HINDSIGHT_EMBED_API_KEY": KEY,
             "HINDSIGHT_LLM_BASE_URL": llm.url,
             "HINDSIGHT_LLM_MODEL": "scripted-1",
             "HINDSIGHT_LLM_API_KEY": KEY,
@@ -215,6 +219,9 @@ def test_retry_in_the_ui_recovers_the_night(
             failed = failed_task_runs(run.id, expect=parked)
             assert len(failed) >= parked and all(t.name.startswith("llm-extract") for t in failed)
             after = _cards(settings)
+            # the keys reached the worker as given: chat and embeddings, none refused
+            assert llm.unauthorized == [], llm.unauthorized[:3]
+            assert llm.embed_requests and llm.requests
         # outside the block: the reference runs on the session's test Prefect API, which
         # outlives this test, not on the `up` server stopped below
         reference = _reference(env, tmp_path, monkeypatch)
