@@ -32,6 +32,9 @@ class RankingWeights(BaseModel):
     confidence: float = 0.4
     recency: float = 0.3
     use_frequency: float = 0.3
+    # a card testing more of the state (the call's arguments, what ran before) than the tool
+    # alone ranks above an equally supported general one: the most specific lesson first
+    specificity: float = 0.1
     recency_half_life_days: float = 30.0
     # share of the final score taken by text similarity when the caller passes a query
     text_similarity: float = Field(default=0.3, ge=0.0, le=1.0)

@@ -125,12 +125,31 @@ class ScoreTerms:
 
 def score_terms(card: Card, *, now: datetime, max_uses: int, w: RankingWeights) -> ScoreTerms:
     """score = w_c*confidence + w_r*recency + w_u*use_frequency (recency halves every half-life)."""
-    seen = card.last_used_at or card.updated_at
-    age_days = max((now - seen).total_seconds(), 0.0) / 86400
+    return ranking_terms(
+        confidence=card.confidence,
+        seen_at=card.last_used_at or card.updated_at,
+        use_count=card.use_count,
+        now=now,
+        max_uses=max_uses,
+        w=w,
+    )
+
+
+def ranking_terms(
+    *,
+    confidence: float,
+    seen_at: datetime,
+    use_count: int,
+    now: datetime,
+    max_uses: int,
+    w: RankingWeights,
+) -> ScoreTerms:
+    """The card's standing whatever the query: what retrieval ranks on and decay's cap keeps."""
+    age_days = max((now - seen_at).total_seconds(), 0.0) / 86400
     recency = math.pow(0.5, age_days / w.recency_half_life_days)
-    freq = card.use_count / max_uses if max_uses else 0.0
-    score = w.confidence * card.confidence + w.recency * recency + w.use_frequency * freq
-    return ScoreTerms(card.confidence, recency, freq, score)
+    freq = use_count / max_uses if max_uses else 0.0
+    score = w.confidence * confidence + w.recency * recency + w.use_frequency * freq
+    return ScoreTerms(confidence, recency, freq, score)
 
 
 def example_state(*, session: Session, namespace: str) -> dict[str, Any] | None:

@@ -7,13 +7,13 @@ condition failed or which variable was missing.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from memory_core.cards.query import ranking_terms
 from memory_core.models.card import CardPublic
 from memory_core.preconditions import Check, Verdict, check, make_context, normalise_value
 from memory_core.screen.provenance import label
@@ -75,26 +75,40 @@ def text_similarity(query_words: frozenset[str], text: str) -> float:
     return len(query_words & words(text)) / len(query_words)
 
 
+def specificity(conditions: int) -> float:
+    """0 for a card on one condition (the tool alone), towards 1 the more conditions of the
+    state it was learned on it tests: a lesson about calls like this one tells more."""
+    return (conditions - 1) / conditions if conditions > 1 else 0.0
+
+
 def score_entry(
     e: Entry, *, now: datetime, max_uses: int, w: RankingWeights, query: frozenset[str] | None
 ) -> Score:
-    """score = w_c*confidence + w_r*recency + w_u*use_frequency, blended with text similarity."""
-    age_days = max((now - e.seen_at).total_seconds(), 0.0) / 86400
-    recency = math.pow(0.5, age_days / w.recency_half_life_days)
-    freq = e.use_count / max_uses if max_uses else 0.0
-    # an operator's or the agent's own lesson outranks an LLM's inference of equal standing
-    base = (w.confidence * e.confidence + w.recency * recency + w.use_frequency * freq) * e.trust
-    if query is None:
-        return Score(confidence=e.confidence, recency=recency, use_frequency=freq, score=base)
-    sim = text_similarity(query, e.text)
-    blended = (1 - w.text_similarity) * base + w.text_similarity * sim
-    return Score(
+    """score = (w_c*confidence + w_r*recency + w_u*use_frequency + w_s*specificity) * trust,
+    blended with text similarity."""
+    terms = ranking_terms(
         confidence=e.confidence,
-        recency=recency,
-        use_frequency=freq,
-        text_similarity=sim,
-        score=blended,
+        seen_at=e.seen_at,
+        use_count=e.use_count,
+        now=now,
+        max_uses=max_uses,
+        w=w,
     )
+    spec = specificity(len(e.compiled))
+    # an operator's or the agent's own lesson outranks an LLM's inference of equal standing
+    base = (terms.score + w.specificity * spec) * e.trust
+    out = Score(
+        confidence=e.confidence,
+        recency=terms.recency,
+        use_frequency=terms.use_frequency,
+        specificity=spec,
+        score=base,
+    )
+    if query is None:
+        return out
+    out.text_similarity = text_similarity(query, e.text)
+    out.score = (1 - w.text_similarity) * base + w.text_similarity * out.text_similarity
+    return out
 
 
 def retrieve(

@@ -65,6 +65,7 @@ class Score(BaseModel):
     confidence: float
     recency: float
     use_frequency: float
+    specificity: float = 0.0  # how many conditions of the state the card tests (0: one)
     text_similarity: float | None = None
     score: float
 
