@@ -212,8 +212,10 @@ def test_an_outage_stops_asking_after_a_few_runs_and_parks_the_rest(engine) -> N
             }
         }
         ingest(
-            engine=engine, records=read_records(json.dumps(doc), name=f"t{i}"),
-            namespace="ns", task_type="chat",
+            engine=engine,
+            records=read_records(json.dumps(doc), name=f"t{i}"),
+            namespace="ns",
+            task_type="chat",
         )
     with ScriptedLLM(lambda body, n: Reply(status=500, error="model crashed")) as server:
         report = extract_facts(
