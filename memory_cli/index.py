@@ -9,7 +9,6 @@ import typer
 
 from memory_cli.context import fail_on_errors, load
 from memory_cli.output import Format, console, err_console, polled_progress, print_json, table
-from memory_core.errors import InvalidInput
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -28,22 +27,9 @@ ModelOpt = Annotated[
 
 
 def _model_and_dim(engine: Engine, embedder: Embedder | None, model: str | None) -> tuple[str, int]:
-    from memory_core.index.sync import stored_models
+    from memory_core.index.sync import index_model
 
-    stored = stored_models(engine=engine)
-    if model is None and embedder is not None:
-        model = embedder.model
-    if model is None:
-        if len(stored) != 1:
-            known = ", ".join(sorted(stored)) or "none"
-            raise InvalidInput(f"name the model (stored vectors: {known})", field="--model")
-        model = next(iter(stored))
-    dim = stored.get(model) or (embedder.dim if embedder and embedder.model == model else 0)
-    if not dim:
-        raise InvalidInput(
-            f"no card vectors stored under model {model!r}: nothing to index yet", field="--model"
-        )
-    return model, dim
+    return index_model(engine=engine, embedder=embedder, model=model, field="--model")
 
 
 def _embed_first(settings: Settings, engine: Engine, namespace: str | None) -> Embedder | None:

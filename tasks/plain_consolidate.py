@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from memory_core.embed.base import Embedder
 from memory_core.settings import Settings
-from tasks.plain import Log
+from tasks.plain import Log, Progress
 from tasks.runtime import PerSettings, engine_for
 
 _log = logging.getLogger("hindsight.stages")
@@ -89,7 +89,12 @@ def _judge(settings: Settings) -> Any:
 
 
 def consolidate_run(
-    namespace: str, dry_run: bool, settings: Settings, log: Log = _log
+    namespace: str,
+    dry_run: bool,
+    settings: Settings,
+    log: Log = _log,
+    *,
+    on_progress: Progress | None = None,
 ) -> ConsolidateSummary:
     """Plan, check and apply the merges of one namespace in one transaction."""
     from memory_core.consolidate.stage import consolidate
@@ -103,6 +108,7 @@ def consolidate_run(
         embedder=embedder,
         judge=judge,
         dry_run=dry_run,
+        on_progress=on_progress,
     )
     synced = _sync_index(namespace, settings, embedder, log) if embedder and not dry_run else ""
     log.info(
@@ -141,13 +147,14 @@ def consolidate_run(
 
 def _sync_index(namespace: str, settings: Settings, embedder: Embedder, log: Log) -> str:
     """The index is derived data: after the merges, it holds exactly the served cards."""
-    from memory_core.errors import IndexUnavailable
+    from memory_core.errors import IndexUnavailable, InvalidInput
     from memory_core.index.factory import open_index
-    from memory_core.index.sync import rebuild_index, stored_models
+    from memory_core.index.sync import index_model, rebuild_index
 
     engine = engine_for(settings)
-    dim = embedder.dim or stored_models(engine=engine).get(embedder.model, 0)
-    if not dim:
+    try:  # the same choice of model and dimension as `hindsight index rebuild`
+        _, dim = index_model(engine=engine, embedder=embedder)
+    except InvalidInput:
         return f"{namespace}: nothing to index yet"
     try:
         index = open_index(settings, dim=dim)

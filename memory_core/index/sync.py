@@ -16,6 +16,7 @@ from sqlalchemy import Select, func, select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
+from memory_core.embed.base import Embedder
 from memory_core.errors import InvalidInput
 from memory_core.index.base import IndexPoint, VectorIndex
 from memory_core.models.card import Card, CardStatus
@@ -70,6 +71,27 @@ def stored_models(*, engine: Engine) -> dict[str, int]:
             )
         ).all()
     return {m: int(d) for m, d in rows}
+
+
+def index_model(
+    *, engine: Engine, embedder: Embedder | None, model: str | None = None, field: str = "model"
+) -> tuple[str, int]:
+    """The model whose vectors the index holds (named, else the embedder's, else the only one
+    stored) and their dimension; InvalidInput when it is ambiguous or nothing is stored."""
+    stored = stored_models(engine=engine)
+    if model is None and embedder is not None:
+        model = embedder.model
+    if model is None:
+        if len(stored) != 1:
+            known = ", ".join(sorted(stored)) or "none"
+            raise InvalidInput(f"name the model (stored vectors: {known})", field=field)
+        model = next(iter(stored))
+    dim = stored.get(model) or (embedder.dim if embedder and embedder.model == model else 0)
+    if not dim:
+        raise InvalidInput(
+            f"no card vectors stored under model {model!r}: nothing to index yet", field=field
+        )
+    return model, dim
 
 
 def _served(model: str, namespace: str | None) -> Select[uuid.UUID, str, str, bytes]:
