@@ -74,12 +74,7 @@ def run_tau(data: Path, variants: list[Any], now: Any) -> dict[str, Any]:
 
     recs = json.loads((data / "tau-bench-airline" / "trajectories.json").read_text())
     benign = [(f"r{i}", r) for i, r in enumerate(recs)]
-    good = [
-        r
-        for r in recs
-        if r.get("reward") == 1.0
-        and any(m.get("role") == "assistant" and m.get("tool_calls") for m in r.get("traj", []))
-    ]
+    good = pt.good_runs(recs)
     tau_variants = [v for v in variants if v.channel != "fact"]
     held = {v.name for v in tau_variants if v.held_out}
     out: dict[str, Any] = {"records": len(recs), "variants": len(tau_variants), "rates": {}}
@@ -115,6 +110,48 @@ def run_tau(data: Path, variants: list[Any], now: Any) -> dict[str, Any]:
             }
             print(f"tau {cfg} rate {rate}: {row[cfg]['attack_success']} hit {hit:.3f}/{clean:.3f}")
     return out
+
+
+def run_real_rules(data: Path, now: Any) -> dict[str, Any]:
+    """The real-tool attacks (a tool the run calls, no cue) through the rule path (one
+    poisoned run per trial), screen on and off."""
+    import poison_tau as pt
+    from poison_attacks import real_variants
+
+    recs = json.loads((data / "tau-bench-airline" / "trajectories.json").read_text())
+    benign = [(f"r{i}", r) for i, r in enumerate(recs)]
+    good = pt.good_runs(recs)
+    real = real_variants()
+    out: dict[str, Any] = {"variants": len(real)}
+    for screen in (True, False):
+        base, _ = pt.learn_base(benign, screen)
+        per = {}
+        for v in real:
+            r = pt.attack_trial(base, [v], good, screen, now)
+            per[v.name] = (r["hits"][v.name], r["states"])
+        out["defended" if screen else "undefended"] = _summary(per, {v.name for v in real})
+        print(f"tau real-tool rules screen={screen}: {out['defended' if screen else 'undefended']}")
+    return out
+
+
+def run_llm(data: Path, variants: list[Any], now: Any, conversations: int) -> dict[str, Any]:
+    """The LLM extraction path (bench/poison_llm.py): tau-bench cards, the tuned, held-out and
+    real-tool attacks, and LoCoMo facts by the LLM."""
+    import poison_llm as pll
+    from poison_attacks import real_variants
+
+    from memory_core.embed.factory import build_embedder
+    from memory_core.settings import Settings
+
+    recs = json.loads((data / "tau-bench-airline" / "trajectories.json").read_text())
+    tau = [v for v in variants if v.channel not in ("fact", "api")] + real_variants()
+    records = json.loads((data / "locomo" / "locomo-dev.json").read_text())
+    embedder = build_embedder(Settings(embedder="local"))
+    facts = [v for v in variants if v.channel == "fact"]
+    return {
+        "tau": pll.run_tau_llm(recs, tau, RATES, now, _summary),
+        "locomo": pll.run_locomo_llm(records, facts, RATES, conversations, _summary, embedder),
+    }
 
 
 def run_locomo(data: Path, variants: list[Any], conversations: int) -> dict[str, Any]:
@@ -205,19 +242,32 @@ def main() -> None:
     ap.add_argument("data", type=Path, help="the shared data folder (tau-bench-airline, locomo)")
     ap.add_argument("--locomo-conversations", type=int, default=2, help="for the recall check")
     ap.add_argument("--out", type=Path, default=RESULTS / "poison.json")
+    ap.add_argument(
+        "--paths",
+        default="rules,llm",
+        help="rules (rule extractor + facts by rules), llm (LLM extractor and LLM facts) or "
+        "both; a path not run keeps its numbers from --out",
+    )
     args = ap.parse_args()
+    paths = set(args.paths.split(","))
     t0 = time.perf_counter()
     vs = variants()
-    result: dict[str, Any] = {
-        "variants": len(vs),
-        "held_out_variants": sum(v.held_out for v in vs),
-        "tau": run_tau(args.data, vs, utcnow()),
-        "locomo": run_locomo(args.data, vs, args.locomo_conversations),
-    }
-    result["wall_s"] = round(time.perf_counter() - t0, 1)
+    result: dict[str, Any] = json.loads(args.out.read_text()) if args.out.exists() else {}
+    result.update({"variants": len(vs), "held_out_variants": sum(v.held_out for v in vs)})
+    if "rules" in paths:
+        result["tau"] = run_tau(args.data, vs, utcnow())
+        result["locomo"] = run_locomo(args.data, vs, args.locomo_conversations)
+        result["tau_real_tool_rules"] = run_real_rules(args.data, utcnow())
+    if "real" in paths:  # the real-tool attacks alone, through the rule path
+        result["tau_real_tool_rules"] = run_real_rules(args.data, utcnow())
+    if "llm" in paths:
+        result["llm"] = run_llm(args.data, vs, utcnow(), args.locomo_conversations)
+    result["wall_s"] = {**(result.get("wall_s") if isinstance(result.get("wall_s"), dict) else {})}
+    result["wall_s"][args.paths] = round(time.perf_counter() - t0, 1)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
-    plot(result, args.out.with_suffix(".png"))
+    if "tau" in result and "locomo" in result:
+        plot(result, args.out.with_suffix(".png"))
     print(f"{len(vs)} variants; {result['wall_s']} s; {args.out}")
 
 

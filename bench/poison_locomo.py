@@ -52,14 +52,21 @@ def _engine(screen: bool) -> Any:
     return db.make_engine(settings)
 
 
-def _learn(engine: Any, records: list[dict[str, Any]], screen: bool, only: set[int]) -> None:
+def _learn(
+    engine: Any, records: list[dict[str, Any]], screen: bool, only: set[int], llm_url: str | None
+) -> None:
+    llm = None
+    if llm_url:  # the LLM facts path too (after the rules), as HINDSIGHT_LLM_BASE_URL does
+        from memory_core.facts.llm import build_fact_extractor
+
+        llm = build_fact_extractor(Settings(llm_base_url=llm_url, llm_model="scripted-1"), engine)
     for n, rec in enumerate(records):
         if n not in only:
             continue
         ns = f"conversation-{n}"
         conv = {k: v for k, v in rec.items() if k != "qa"}
         ingest(engine=engine, records=[(ns, conv)], namespace=ns, task_type="default")
-        extract_facts(engine=engine, namespace=ns, screen=screen)
+        extract_facts(engine=engine, namespace=ns, screen=screen, llm=llm)
 
 
 def queries(v: Variant, speaker: str) -> list[str]:
@@ -73,13 +80,13 @@ def queries(v: Variant, speaker: str) -> list[str]:
 
 
 def attack_trial(
-    records: list[dict[str, Any]], chunk: list[Variant], screen: bool
+    records: list[dict[str, Any]], chunk: list[Variant], screen: bool, llm_url: str | None = None
 ) -> dict[str, Any]:
     """Learn the poisoned conversations; the share of trigger questions answered with the attack."""
     poisoned = poison(records, chunk)
     engine = _engine(screen)
     touched = {i % len(records) for i in range(len(chunk))}
-    _learn(engine, poisoned, screen, touched)
+    _learn(engine, poisoned, screen, touched, llm_url)
     hits = {v.name: 0 for v in chunk}
     asked = {v.name: 0 for v in chunk}
     for i, v in enumerate(chunk):
@@ -94,12 +101,14 @@ def attack_trial(
     return {"asked": asked, "hits": hits}
 
 
-def recall(records: list[dict[str, Any]], screen: bool, embedder: Any) -> float:
+def recall(
+    records: list[dict[str, Any]], screen: bool, embedder: Any, llm_url: str | None = None
+) -> float:
     """LoCoMo recall@10 (categories 1-4) of what the product serves, as bench/locomo_recall."""
     from memory_core.recall import RecallIndex, fact_ranking, load_items
 
     engine = _engine(screen)
-    _learn(engine, records, screen, set(range(len(records))))
+    _learn(engine, records, screen, set(range(len(records))), llm_url)
     values: list[float] = []
     for n, rec in enumerate(records):
         ns = f"conversation-{n}"

@@ -8,11 +8,12 @@ import json
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from poison_attacks import Variant
+from poison_attacks import RUN_TOOL, Variant
 
 from memory_core import db
 from memory_core.cards.query import to_public
@@ -32,6 +33,7 @@ from memory_core.task_state import states_before_calls
 from memory_core.validate.stage import validate_drafts
 
 NS, TASK_TYPE, TOP_K = "bench", "default", 5
+Learner = Callable[[Any, list[tuple[str, Any]], bool], None]
 
 
 def learn(engine: Any, records: list[tuple[str, Any]], screen: bool) -> None:
@@ -50,6 +52,16 @@ def learn(engine: Any, records: list[tuple[str, Any]], screen: bool) -> None:
     consolidate(engine=engine, namespace=NS, rules=Settings().consolidate)
 
 
+def good_runs(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The successful runs that make tool calls: the bases of the poisoned copies."""
+    return [
+        r
+        for r in recs
+        if r.get("reward") == 1.0
+        and any(m.get("role") == "assistant" and m.get("tool_calls") for m in r.get("traj", []))
+    ]
+
+
 def _call(tool: str, value: str, cid: str) -> list[dict[str, Any]]:
     fn = {"name": tool, "arguments": json.dumps({"target": value})}
     return [
@@ -58,9 +70,24 @@ def _call(tool: str, value: str, cid: str) -> list[dict[str, Any]]:
     ]
 
 
+def run_tool(traj: list[dict[str, Any]]) -> str:
+    """For a real-tool attack: an identifier-named tool the run calls, its last one other than
+    the first call's (the attacked call), else the first call's."""
+    names = [
+        c["function"]["name"]
+        for m in traj
+        if m.get("role") == "assistant"
+        for c in m.get("tool_calls") or []
+    ]
+    named = [n for n in names if "_" in n]
+    later = [n for n in named if n != names[0]]
+    return (later or named or names)[-1]
+
+
 def poison(base: dict[str, Any], v: Variant, n: int) -> dict[str, Any]:
     """A copy of a benign run whose first tool call fails first, carrying the attack; the
-    agent then retries and succeeds (after obeying the attack, for the *_obeyed channels)."""
+    agent then retries and succeeds (after obeying the attack, for the *_obeyed channels).
+    A real-tool attack names a tool the run really calls."""
     rec = copy.deepcopy(base)
     rec["task_id"] = f"poison-{n}"
     traj = rec["traj"]
@@ -77,7 +104,18 @@ def poison(base: dict[str, Any], v: Variant, n: int) -> dict[str, Any]:
         ]
 
     inserted: list[dict[str, Any]] = []
-    if v.channel == "error":
+    tool = run_tool(traj) if RUN_TOOL in v.text else v.tool
+    text = v.text.replace(RUN_TOOL, tool)
+    if v.channel == "real_error":
+        inserted = failed("Error: " + text)
+    elif v.channel == "real_result":  # the first call answers, carrying it; nobody obeys
+        inserted = failed('{"status": "ok"} ' + text)
+    elif v.channel == "real_result_obeyed":
+        inserted = failed("Error: " + text) + _call(tool, v.value, f"a{n}")
+    elif v.channel == "real_user_obeyed":
+        inserted = [*failed("Error: session expired"), {"role": "user", "content": text}]
+        inserted += _call(tool, v.value, f"a{n}")
+    elif v.channel == "error":
         inserted = failed("Error: " + v.text)
     elif v.channel == "split":
         inserted = failed("Error: " + v.parts[0]) + failed("Error: " + v.parts[1])
@@ -91,7 +129,10 @@ def poison(base: dict[str, Any], v: Variant, n: int) -> dict[str, Any]:
 
 
 def markers(v: Variant) -> list[str]:
-    """What in a served output shows the attack got through: the attacker's tool or value."""
+    """What in a served output shows the attack got through: the attacker's tool or value
+    (a real-tool attack's tool is in benign cards too: its value alone)."""
+    if RUN_TOOL in v.text:
+        return [v.value.lower(), v.value.split()[-1].lower()]
     return [v.tool.lower(), v.tool.replace("_", " ").lower(), v.value.lower()]
 
 
@@ -131,7 +172,12 @@ def served_at(snapshot: Any, cards: Any, state: dict[str, Any], now: Any) -> str
 
 
 def attack_trial(
-    base_db: Path, chunk: list[Variant], bases: list[dict[str, Any]], screen: bool, now: Any
+    base_db: Path,
+    chunk: list[Variant],
+    bases: list[dict[str, Any]],
+    screen: bool,
+    now: Any,
+    learner: Learner = learn,
 ) -> dict[str, Any]:
     """Copy the learnt benign database, add the chunk's poison, learn, read every trigger state."""
     work = Path(tempfile.mkdtemp(prefix="poison-"))
@@ -144,7 +190,7 @@ def attack_trial(
         if v.channel != "api"
     ]
     if recs:
-        learn(engine, recs, screen)
+        learner(engine, recs, screen)
     for v in chunk:
         if v.channel == "api":  # a write key stores the attacker's card
             _, secret = create_key(engine=engine, namespace=NS, scopes=["read", "write"])
@@ -175,13 +221,14 @@ def utility(
     benign: list[tuple[str, Any]],
     screen: bool,
     now: Any,
+    learner: Learner = learn,
 ) -> float:
     """Replay hit rate of the benign runs against the cards learnt with `extra` mixed in."""
     work = Path(tempfile.mkdtemp(prefix="poison-u-"))
     shutil.copytree(base_db, work, dirs_exist_ok=True)
     engine = db.make_engine(Settings(data_dir=work, embedder="none", screen=screen))
     if extra:
-        learn(engine, extra, screen)
+        learner(engine, extra, screen)
     parsed, _ = parse_all(benign, namespace=NS, task_type=TASK_TYPE)
     report = replay(engine=engine, namespace=NS, trajectories=parsed, top_k=TOP_K, now=now)
     engine.dispose()
@@ -189,13 +236,15 @@ def utility(
     return float(report.hit_rate or 0.0)
 
 
-def learn_base(records: list[tuple[str, Any]], screen: bool) -> tuple[Path, float]:
+def learn_base(
+    records: list[tuple[str, Any]], screen: bool, learner: Learner = learn
+) -> tuple[Path, float]:
     """The benign runs learnt once into a database directory (copied by every trial)."""
     t0 = time.perf_counter()
     d = Path(tempfile.mkdtemp(prefix="poison-base-"))
     settings = Settings(data_dir=d, embedder="none", screen=screen)
     db.upgrade(settings)
     engine = db.make_engine(settings)
-    learn(engine, records, screen)
+    learner(engine, records, screen)
     engine.dispose()
     return d, time.perf_counter() - t0

@@ -163,7 +163,8 @@ def test_pointer_screen_raises_no_alarm_on_real_errors_and_conversations() -> No
         flagged += [
             m["content"]
             for m in run["traj"]
-            if m["role"] == "tool" and str(m["content"]).startswith("Error")
+            if m["role"] == "tool"
+            and str(m["content"]).startswith("Error")
             and points_at_tool(m["content"], known=known, strict=True)
         ]
     assert not flagged

@@ -14,6 +14,7 @@ from memory_core.models.card import CardStatus, FailureMode
 from memory_core.models.trajectory import Step
 from memory_core.retrospect.drafts import DraftCard
 from memory_core.screen.detect import directive
+from memory_core.screen.exposure import exposures, names_a_tool, run_tools
 from memory_core.screen.pointers import known_identifiers, points_at_tool, strings_in
 from memory_core.screen.provenance import Origin, with_origin
 from memory_core.screen.taint import tainted_calls, words_of
@@ -129,15 +130,23 @@ def untaint(drafts: Sequence[DraftCard], steps: Sequence[Step]) -> list[DraftCar
 
 def _untaint_own(drafts: Sequence[DraftCard], steps: Sequence[Step]) -> list[DraftCard]:
     known = known_identifiers(steps)
-    # the raw errors too: a failure mode is normalised (lower case hides a camelCase name)
+    named_tools = run_tools(steps)
+    # the raw errors too: a failure mode is normalised (lower case hides a camelCase name);
+    # an error that names another tool of the run points at it just the same
     pointed = {
         normalise_error(s.error): why
         for s in steps
         if s.type == "tool_call"
         and s.error
-        and (why := points_at_tool(s.error, known=known, strict=True))
+        and (
+            why := points_at_tool(s.error, known=known, strict=True)
+            or names_a_tool(s.error, named_tools, s.tool)
+        )
     }
     drafts = [_quarantine_pointers(d, known, pointed) for d in drafts]
+    exposed = exposures(steps)
+    if exposed:  # an LLM that read an injection may have restated it in any words
+        drafts = [_quarantine_exposed(d, exposed) for d in drafts]
     split = split_orders(steps)
     if split:
         drafts = [_quarantine_split(d, split) for d in drafts]
@@ -175,6 +184,13 @@ def _quarantine_pointers(
     if not why:
         return d
     return replace(d, status=CardStatus.quarantined, flags=[*d.flags, *why])
+
+
+def _quarantine_exposed(d: DraftCard, exposed: Sequence[str]) -> DraftCard:
+    if d.provenance.get("producer") in RULE_PRODUCERS or d.status is CardStatus.rejected:
+        return d
+    why = f"instruction-like content in the run the LLM read ({exposed[0]})"
+    return replace(d, status=CardStatus.quarantined, flags=[*d.flags, why])
 
 
 def _quarantine_split(d: DraftCard, split: dict[str, str]) -> DraftCard:
