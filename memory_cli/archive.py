@@ -12,7 +12,7 @@ import typer
 
 from memory_cli import stages
 from memory_cli.context import fail_on_errors, load
-from memory_cli.output import Format, console, polled_progress, print_json, table
+from memory_cli.output import Format, console, print_json, shown_of, table
 from memory_core.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -60,9 +60,13 @@ def decay(
     with fail_on_errors():
         settings, _ = load()
         clock = _now_arg(now)
-        with polled_progress("decay", transient=True):
+        with stages.progress("decay", settings) as report:
             summary = stages.decay(
-                settings=settings, namespace=namespace, dry_run=dry_run, now=clock
+                settings=settings,
+                namespace=namespace,
+                dry_run=dry_run,
+                now=clock,
+                on_progress=report,
             )
         if fmt is Format.json:
             print_json(summary)
@@ -133,11 +137,33 @@ def list_cmd(
             if restored:
                 row.append(f"{e.restored_at:%Y-%m-%d} by {e.restored_by}" if e.restored_at else "")
             rows.append(row)
+        total = _archive_count(engine, ns, include_restored=restored)
         table(
-            f"{len(entries)} archived card(s) in {ns!r}",
+            f"archived cards in {ns!r}: {shown_of(len(entries), total, offset)}",
             [*columns, "restored"] if restored else columns,
             rows,
         )
+        if offset + len(entries) < total:
+            console.print(f"next page: --offset {offset + len(entries)} (or --limit {total})")
+
+
+def _archive_count(engine: Engine, namespace: str, *, include_restored: bool) -> int:
+    """How many entries `archive list` pages through (its filters, without the page)."""
+    from sqlalchemy import func, select
+    from sqlmodel import Session, col
+
+    from memory_core.models.card import Card, CardArchive
+
+    q = (
+        select(func.count())
+        .select_from(CardArchive)
+        .join(Card, col(Card.card_id) == col(CardArchive.card_id))
+        .where(col(CardArchive.namespace) == namespace)
+    )
+    if not include_restored:
+        q = q.where(col(CardArchive.restored_at).is_(None))
+    with Session(engine) as session:
+        return int(session.execute(q).scalar_one())
 
 
 @app.command("restore")

@@ -168,8 +168,16 @@ def query(
         if fmt is Format.json:
             print_json([h.model_dump(mode="json", exclude={"use_id"}) for h in hits])
             return
+        from sqlmodel import Session
+
+        from memory_core.cards.query import count_cards
+
+        with Session(engine) as session:
+            active = count_cards(
+                session=session, namespace=namespace or settings.namespace, statuses=["active"]
+            )
         table(
-            f"{len(hits)} matching card(s)",
+            f"{len(hits)} matching card(s) of {active} active",
             ["score", *_COLUMNS],
             [[f"{h.score.score:.3f}", *_row(h.card)] for h in hits],
         )

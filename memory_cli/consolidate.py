@@ -9,7 +9,7 @@ import typer
 from memory_cli import stages
 from memory_cli.archive import card_id_arg
 from memory_cli.context import fail_on_errors, load
-from memory_cli.output import Format, console, err_console, polled_progress, print_json, table
+from memory_cli.output import Format, console, err_console, print_json, shown_of, table
 
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
 
@@ -28,8 +28,10 @@ def consolidate(
     that a newer statement contradicts."""
     with fail_on_errors():
         settings, _ = load()
-        with polled_progress("consolidate", transient=True):
-            summary = stages.consolidate(settings=settings, namespace=namespace, dry_run=dry_run)
+        with stages.progress("consolidate", settings) as report:
+            summary = stages.consolidate(
+                settings=settings, namespace=namespace, dry_run=dry_run, on_progress=report
+            )
         if fmt is Format.json:
             print_json(summary)
             return
@@ -56,7 +58,8 @@ def consolidate(
         shown = summary.plan if limit == 0 else summary.plan[:limit]
         if shown:
             table(
-                "merges" + (" (planned)" if dry_run else ""),
+                ("merges (planned)" if dry_run else "merges")
+                + f": {shown_of(len(shown), len(summary.plan))}",
                 ["survivor", "absorbs", "confidence", "why"],
                 [
                     [
@@ -79,12 +82,12 @@ def history(card_id: str, fmt: FormatOpt = Format.table) -> None:
         # the served read: reasons and snapshots redacted as the API and MCP server show them
         card, versions = card_history(engine=engine, card_id=card_id_arg(card_id, engine))
         if fmt is Format.json:
-            print_json({"card": card, "versions": versions})
+            print_json({"card": card, "versions": versions, "total": len(versions)})
             return
         pointer = f"; replaced by {card.superseded_by}" if card.superseded_by else ""
         console.print(f"{card.card_id} ({card.kind}, {card.status}, v{card.version}){pointer}")
         table(
-            "history",
+            f"history: {shown_of(len(versions), len(versions))}",
             ["version", "when (UTC)", "by", "why"],
             [[v.version, f"{v.created_at:%Y-%m-%d %H:%M}", v.actor, v.reason] for v in versions],
         )

@@ -82,6 +82,9 @@ def prefect_defaults(data_dir: Path) -> None:
     os.environ.setdefault("PREFECT_HOME", str((data_dir / "prefect").resolve()))
     Path(os.environ["PREFECT_HOME"]).mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    # the temporary server's own warnings (event flush retries at shutdown) are Prefect's
+    # housekeeping, not the run's; its errors still show
+    os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "ERROR")
     # Prefect's 20 s default is too short on a busy 2-core machine
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
     if not _INLINE_RUNS.entered:  # once per process; Prefect reads the env set above
@@ -89,3 +92,23 @@ def prefect_defaults(data_dir: Path) -> None:
 
         _INLINE_RUNS.stack.enter_context(inline_runs())
         _INLINE_RUNS.entered = True
+
+
+_PREFECT_WORKERS = ("EventsWorker", "APILogWorker")
+_FLUSH_TIMEOUT_S = 30.0
+
+
+def flush_prefect() -> None:
+    """After a flow run in this process: send Prefect's queued events and logs now, while its
+    temporary server is still up, instead of at interpreter exit (where the drain logs
+    "Still processing items" and a server stopped meanwhile fails the flush). Only those
+    workers' progress warnings are quieted; a failure to send still logs an error."""
+    import logging
+
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    for name in _PREFECT_WORKERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
+    for worker in (APILogWorker, EventsWorker):  # logs first: sending them emits no events
+        worker.drain_all(timeout=_FLUSH_TIMEOUT_S, at_exit=False)

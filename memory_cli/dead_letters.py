@@ -3,12 +3,15 @@ or the LLM part of their facts); list and re-drive."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from memory_cli.context import fail_on_errors, load
-from memory_cli.output import Format, console, print_json, table
+from memory_cli.output import Format, console, print_json, shown_of, table
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
 
 app = typer.Typer(help="Dead-lettered trajectories.", no_args_is_help=True)
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
@@ -41,16 +44,66 @@ def list_cmd(
                 ]
             )
             return
+        total = _count(engine, namespace) if len(rows) == limit else len(rows)
         table(
-            f"{len(rows)} dead letter(s)",
+            f"dead letters: {shown_of(len(rows), total)}",
             ["id", "key", "namespace", "attempts", "error"],
             [[str(r.id), r.key[:40], r.namespace, r.attempts, dead_letter_error(r)] for r in rows],
         )
+        if len(rows) < total:
+            console.print(f"all of them: --limit {total}", markup=False)
+
+
+def _count(engine: Engine, namespace: str | None) -> int:
+    """Every dead letter (a full page may not be all of them): parked retrospection or facts."""
+    from sqlalchemy import func, or_, select
+    from sqlmodel import Session, col
+
+    from memory_core.models.trajectory import Trajectory, TrajectoryStatus
+    from memory_core.retrospect.dead_letters import FACTS_DEAD_LETTER
+
+    q = (
+        select(func.count())
+        .select_from(Trajectory)
+        .where(
+            or_(
+                col(Trajectory.status) == TrajectoryStatus.dead_letter.value,
+                col(Trajectory.extra)[FACTS_DEAD_LETTER].as_string().is_not(None),
+            )
+        )
+    )
+    if namespace is not None:
+        q = q.where(col(Trajectory.namespace) == namespace)
+    with Session(engine) as session:
+        return int(session.execute(q).scalar_one())
+
+
+def _id_or_key(value: str, engine: Engine) -> str:
+    """A trajectory's key as given; else its id, full or any unique prefix (as the tables
+    show it); an ambiguous prefix is refused with the ids it matches."""
+    from sqlalchemy import select
+    from sqlmodel import Session, col
+
+    from memory_cli.ids import MIN_PREFIX, resolve_id
+    from memory_core.models.trajectory import Trajectory
+
+    with Session(engine) as session:
+        found = session.execute(select(col(Trajectory.id)).where(col(Trajectory.key) == value))
+        if found.first() is not None:
+            return value
+    hexed = value.strip().lower().replace("-", "")
+    if len(hexed) < MIN_PREFIX or any(c not in "0123456789abcdef" for c in hexed):
+        return value  # not an id: a key that matches nothing re-drives nothing
+    tid = resolve_id(value, engine=engine, column=Trajectory.id, field="id", what="trajectory")
+    return str(tid)
 
 
 @app.command("redrive")
 def redrive_cmd(
-    ids: Annotated[list[str] | None, typer.Argument(help="ids or keys; none: all")] = None,
+    ids: Annotated[
+        list[str] | None,
+        typer.Argument(help="ids (or any unique prefix) or keys; none: all"),
+    ] = None,
     namespace: Annotated[str | None, typer.Option(help="only this namespace")] = None,
 ) -> None:
     """Send dead letters back to the queue; the next retrospect (and facts) run picks them up."""
@@ -58,7 +111,8 @@ def redrive_cmd(
 
     with fail_on_errors():
         _, engine = load()
-        n = redrive(engine=engine, ids=ids or None, namespace=namespace)
+        chosen = [_id_or_key(i, engine) for i in ids] if ids else None
+        n = redrive(engine=engine, ids=chosen, namespace=namespace)
         console.print(
             f"{n} dead letter(s) back to pending; run `hindsight retrospect` "
             "(and `hindsight facts extract` for parked facts) next"

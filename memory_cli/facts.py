@@ -113,8 +113,18 @@ def search(
         if fmt is Format.json:
             print_json(hits)
             return
+        from sqlmodel import Session
+
+        from memory_core.cards.query import count_cards
+
+        ns = namespace or settings.namespace
+        with Session(engine) as session:
+            searched = count_cards(
+                session=session, namespace=ns, kind="fact", statuses=None if all_ else ["active"]
+            )
         table(
-            f"{len(hits)} fact(s) for {text!r}",
+            f"{len(hits)} best fact(s) for {text!r} of {searched} "
+            f"{'' if all_ else 'active '}in {ns!r}",
             ["score", *_COLUMNS],
             [[f"{h.score:.3f}", *_row(h.fact)] for h in hits],
         )

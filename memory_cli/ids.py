@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
 _HEX = re.compile(r"^[0-9a-f]+$")
 MIN_PREFIX = 4
+_SHOWN = 5  # the ids an ambiguous prefix names
 
 
 def resolve_id(value: str, *, engine: Engine, column: Any, field: str, what: str) -> uuid.UUID:
@@ -35,15 +36,16 @@ def resolve_id(value: str, *, engine: Engine, column: Any, field: str, what: str
     as_hex = func.replace(func.lower(cast(column, String)), "-", "")
     with Session(engine) as session:
         found = list(
-            session.execute(select(column).where(as_hex.like(f"{prefix}%")).limit(3)).scalars()
+            session.execute(
+                select(column).where(as_hex.like(f"{prefix}%")).order_by(column).limit(_SHOWN + 1)
+            ).scalars()
         )
     if not found:
         raise NotFound(f"no {what} id starts with {value!r}")
     if len(found) > 1:
-        shown = ", ".join(str(f) for f in found[:2])
+        shown = ", ".join(str(f) for f in found[:_SHOWN]) + (", ..." if len(found) > _SHOWN else "")
         raise InvalidInput(
-            f"{value!r} is ambiguous: more than one {what} id starts with it ({shown}, ...); "
-            "give more characters",
+            f"{value!r} is ambiguous: {what} ids {shown} start with it; give more characters",
             field=field,
         )
     return found[0] if isinstance(found[0], uuid.UUID) else uuid.UUID(str(found[0]))

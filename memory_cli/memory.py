@@ -63,8 +63,11 @@ def search(
         if fmt is Format.json:
             print_json([hit_json(h) for h in hits])
             return
+        from memory_core.recall.items import load_items
+
+        searched = len(load_items(engine=engine, namespace=ns))
         table(
-            f"{len(hits)} message(s) for {text!r} in namespace {ns!r}",
+            f"{len(hits)} best message(s) for {text!r} of {searched} in namespace {ns!r}",
             ["when", "speaker", "text", "score"],
             [
                 [h.item.when().strip(" []"), h.item.speaker, h.item.text, f"{h.score:.4f}"]

@@ -113,3 +113,37 @@ def polled_progress(
             thread.join()
             done, total = poll()
             progress.update(bar, completed=done, total=total or done or None)
+
+
+StepReport = Callable[[str, int, int], None]
+
+
+@contextmanager
+def stage_progress(label: str, *, transient: bool = False) -> Iterator[StepReport]:
+    """A progress bar the stage moves itself: the body calls report(what, done, total) at each
+    step; every report is drawn (a quick step is not skipped between refreshes)."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=transient,
+    ) as progress:
+        bar = progress.add_task(label, total=None)
+
+        def report(what: str, done: int, total: int) -> None:
+            progress.update(
+                bar, description=f"{label}: {what}", completed=done, total=total or None
+            )
+            progress.refresh()
+
+        yield report

@@ -11,7 +11,7 @@ import typer
 
 from memory_cli import cards as cards_cmd
 from memory_cli import stages
-from memory_cli.context import fail_on_errors, load, prefect_defaults
+from memory_cli.context import fail_on_errors, flush_prefect, load, prefect_defaults
 from memory_cli.output import Format, console, literal, polled_progress, print_json, table
 
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
@@ -59,6 +59,7 @@ def nightly(
 
         with polled_progress("nightly", lambda: _progress(engine, None)):
             run = nightly_flow(params, return_state=True)
+            flush_prefect()
         summary = stages.flow_summary(run, NightlySummary)
         failed = (
             stages.RunFailure(

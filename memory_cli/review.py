@@ -15,7 +15,7 @@ import typer
 
 from memory_cli import stages
 from memory_cli.context import fail_on_errors, load, read_json_arg
-from memory_cli.output import Format, console, polled_progress, print_json, table
+from memory_cli.output import Format, console, print_json, shown_of, table
 from memory_core.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -39,8 +39,8 @@ def validate(
         return
     with fail_on_errors():
         settings, engine = load()
-        with polled_progress("validate", _drafts_left(engine, namespace), transient=True):
-            summary = stages.validate(settings=settings, namespace=namespace)
+        with stages.progress("validate", settings, _drafts_left(engine, namespace)) as report:
+            summary = stages.validate(settings=settings, namespace=namespace, on_progress=report)
         if fmt is Format.json:
             print_json(summary)
             return
@@ -105,25 +105,36 @@ def _actor(by: str | None) -> str:
 
 
 @review_app.command("list")
-def list_cmd(namespace: NamespaceOpt = None, fmt: FormatOpt = Format.table) -> None:
+def list_cmd(
+    namespace: NamespaceOpt = None,
+    limit: Annotated[int, typer.Option(min=1, max=10000)] = 100,
+    fmt: FormatOpt = Format.table,
+) -> None:
     """Cards in review, oldest first."""
-    from memory_core.cards.query import to_public
+    from sqlmodel import Session
+
+    from memory_core.cards.query import count_cards, to_public
     from memory_core.validate.review import review_queue
 
     with fail_on_errors():
         settings, engine = load()
-        cards = review_queue(engine=engine, namespace=namespace or settings.namespace)
+        ns = namespace or settings.namespace
+        cards = review_queue(engine=engine, namespace=ns, limit=limit)
         if fmt is Format.json:
             print_json([to_public(c) for c in cards])
             return
+        with Session(engine) as session:
+            total = count_cards(session=session, namespace=ns, statuses=["review"])
         table(
-            f"{len(cards)} card(s) in review",
+            f"cards in review in {ns!r}: {shown_of(len(cards), total)}",
             ["id", "conf", "scenario", "preconditions"],
             [
                 [str(c.card_id), f"{c.confidence:.2f}", c.scenario, "\n".join(c.preconditions)]
                 for c in cards
             ],
         )
+        if len(cards) < total:
+            console.print(f"all of them: --limit {total}", markup=False)
 
 
 @review_app.command("show")

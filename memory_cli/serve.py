@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import os
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from memory_cli.context import fail_on_errors, load
-from memory_cli.output import Format, console, err_console, print_json, table
+from memory_cli.output import Format, console, err_console, literal, print_json, shown_of, table
+
+if TYPE_CHECKING:
+    from memory_core.serve.keys import Principal
+    from memory_core.serve.service import MemoryService
 
 keys_app = typer.Typer(help="API keys: each sees one namespace.", no_args_is_help=True)
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
@@ -66,7 +70,7 @@ def mcp(
             settings.serve.mcp_write_tools = False
         service = MemoryService(engine=engine, settings=settings)
         if not http:
-            principal = service.authenticate(os.environ.get(KEY_ENV))
+            principal = _stdio_principal(service)
     service.start()
     try:
         if http:
@@ -95,6 +99,24 @@ def mcp(
             ).run("stdio")
     finally:
         service.close()
+
+
+def _stdio_principal(service: MemoryService) -> Principal:
+    """The caller of a stdio server, from $HINDSIGHT_API_KEY; without a valid key the server
+    exits before the MCP handshake with one line on stderr (the client shows it) and code 2:
+    the client's configuration needs the key, no traceback."""
+    from memory_core.errors import Unauthorized
+
+    try:
+        return service.authenticate(os.environ.get(KEY_ENV))
+    except Unauthorized as exc:
+        service.close()
+        err_console.print(
+            f"[red]error:[/red] {literal(exc)}; the MCP server over stdio reads its key from "
+            f"${KEY_ENV} (make one with `hindsight keys create --namespace NS`)",
+            soft_wrap=True,
+        )
+        raise typer.Exit(2) from None
 
 
 @keys_app.command("create")
@@ -150,7 +172,7 @@ def keys_list(
     if fmt is Format.json:
         print_json([dict(zip(cols, r, strict=True)) for r in rows])
     else:
-        table("API keys", cols, rows)
+        table(f"API keys: {shown_of(len(rows), len(rows))}", cols, rows)
 
 
 @keys_app.command("revoke")

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from memory_cli.output import err_console
+from memory_cli.output import StepReport, err_console, polled_progress, stage_progress
 
 S = TypeVar("S")
 
@@ -54,18 +56,34 @@ def in_process(settings: Settings, *, needs_llm_tasks: bool = False) -> bool:
     return prefect_api() is None and not needs_llm_tasks
 
 
+@contextmanager
+def progress(
+    label: str, settings: Settings, poll: Callable[[], tuple[int, int]] | None = None
+) -> Iterator[StepReport | None]:
+    """The bar of a stage command: moved by the stage's own steps when it runs here; as a flow
+    run, fed by polling (when a poll is given) while the flow runs."""
+    if in_process(settings):
+        with stage_progress(label, transient=True) as report:
+            yield report
+        return
+    with polled_progress(label, poll or (lambda: (0, 0)), transient=True):
+        yield None
+
+
 def _flow_setup(settings: Settings) -> None:
     from memory_cli.context import prefect_defaults
 
     prefect_defaults(settings.data_dir)
 
 
-def validate(*, settings: Settings, namespace: str | None) -> ValidationSummary:
-    """The validate stage, here or as a flow run."""
+def validate(
+    *, settings: Settings, namespace: str | None, on_progress: StepReport | None = None
+) -> ValidationSummary:
+    """The validate stage, here (on_progress hears its steps) or as a flow run."""
     if in_process(settings):
         from tasks.plain import validate_run
 
-        return validate_run(namespace, settings, stage_log())
+        return validate_run(namespace, settings, stage_log(), on_progress=on_progress)
     _flow_setup(settings)
     from flows.validate import ValidateParams
     from flows.validate import validate as validate_flow
@@ -73,8 +91,15 @@ def validate(*, settings: Settings, namespace: str | None) -> ValidationSummary:
     return validate_flow(ValidateParams(namespace=namespace))
 
 
-def consolidate(*, settings: Settings, namespace: str | None, dry_run: bool) -> ConsolidateSummary:
-    """The consolidate stage over one namespace or all with active cards."""
+def consolidate(
+    *,
+    settings: Settings,
+    namespace: str | None,
+    dry_run: bool,
+    on_progress: StepReport | None = None,
+) -> ConsolidateSummary:
+    """The consolidate stage over one namespace or all with active cards; here, on_progress
+    hears (the namespace and its step, steps done, steps in all over the namespaces)."""
     if in_process(settings):
         from memory_core.consolidate.stage import live_namespaces
         from tasks.plain_consolidate import ConsolidateSummary, consolidate_run
@@ -82,8 +107,16 @@ def consolidate(*, settings: Settings, namespace: str | None, dry_run: bool) -> 
 
         names = [namespace] if namespace else live_namespaces(engine=engine_for(settings))
         total = ConsolidateSummary(dry_run=dry_run)
-        for ns in names:
-            total.add(consolidate_run(ns, dry_run, settings, stage_log()))
+        if on_progress is not None and not names:
+            on_progress("no namespace with active cards", 0, 0)
+        for i, ns in enumerate(names):
+
+            def step(what: str, done: int, steps: int, ns: str = ns, i: int = i) -> None:
+                if on_progress is not None:
+                    where = f"{ns!r} ({i + 1} of {len(names)} namespaces)"
+                    on_progress(f"{where}: {what}", i * steps + done, len(names) * steps)
+
+            total.add(consolidate_run(ns, dry_run, settings, stage_log(), on_progress=step))
         return total
     _flow_setup(settings)
     from flows.consolidate import consolidate as consolidate_flow
@@ -93,15 +126,21 @@ def consolidate(*, settings: Settings, namespace: str | None, dry_run: bool) -> 
 
 
 def decay(
-    *, settings: Settings, namespace: str | None, dry_run: bool, now: datetime | None
+    *,
+    settings: Settings,
+    namespace: str | None,
+    dry_run: bool,
+    now: datetime | None,
+    on_progress: StepReport | None = None,
 ) -> DecaySummary:
-    """The decay stage with the settings' rules (or, dry, its plan)."""
+    """The decay stage with the settings' rules (or, dry, its plan); here, on_progress hears
+    its steps."""
     if in_process(settings):
         from memory_core.decay import DecayParams
         from tasks.plain import decay_run
 
         params = DecayParams(**settings.decay.model_dump(), dry_run=dry_run, now=now)
-        return decay_run(params, namespace, settings, stage_log())
+        return decay_run(params, namespace, settings, stage_log(), on_progress=on_progress)
     _flow_setup(settings)
     from flows.decay import decay as decay_flow
     from flows.params import DecayFlowParams
@@ -135,6 +174,9 @@ def retrospect(
     from flows.retrospect import retrospect as retrospect_flow
 
     state = retrospect_flow(RetrospectParams(namespace=namespace), return_state=True)
+    from memory_cli.context import flush_prefect
+
+    flush_prefect()
     summary = flow_summary(state, RetrospectRun)
     failed = (
         RunFailure(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -21,6 +22,7 @@ from memory_core.settings import Settings
 from tasks.runtime import engine_for
 
 Log = logging.Logger | logging.LoggerAdapter[Any]
+Progress = Callable[[str, int, int], None]  # (what is happening, steps done, steps in all)
 _log = logging.getLogger("hindsight.stages")
 
 
@@ -36,7 +38,13 @@ class ValidationSummary(BaseModel):
     deferred: int = 0  # failing LLM drafts kept as drafts: regeneration waits for the LLM
 
 
-def validate_run(namespace: str | None, settings: Settings, log: Log = _log) -> ValidationSummary:
+def validate_run(
+    namespace: str | None,
+    settings: Settings,
+    log: Log = _log,
+    *,
+    on_progress: Progress | None = None,
+) -> ValidationSummary:
     """Drafts -> active / review / rejected; the report and Data Docs under the data dir."""
     from memory_core.validate.stage import validate_drafts
 
@@ -47,6 +55,7 @@ def validate_run(namespace: str | None, settings: Settings, log: Log = _log) -> 
         namespace=namespace,
         registry=frozenset(settings.tool_registry) if settings.tool_registry else None,
         review_below=settings.review_below,
+        on_progress=on_progress,
     )
     log.info(
         "validated %d drafts: %d active, %d to review, %d rejected",
@@ -97,11 +106,22 @@ class DecaySummary(BaseModel):
 
 
 def decay_run(
-    params: DecayParams, namespace: str | None, settings: Settings, log: Log = _log
+    params: DecayParams,
+    namespace: str | None,
+    settings: Settings,
+    log: Log = _log,
+    *,
+    on_progress: Progress | None = None,
 ) -> DecaySummary:
     """Plan the rules, then (unless a dry run) apply them in one transaction."""
     engine = engine_for(settings)
-    report = run_decay(engine=engine, params=params, weights=settings.ranking, namespace=namespace)
+    report = run_decay(
+        engine=engine,
+        params=params,
+        weights=settings.ranking,
+        namespace=namespace,
+        on_progress=on_progress,
+    )
     pruned = 0
     if not params.dry_run:  # the use log stays bounded (counts stay on the cards)
         pruned = prune_use_log(

@@ -172,6 +172,28 @@ def test_stdio_server(settings, engine, env_for) -> None:
     anyio.run(run)
 
 
+def test_stdio_server_without_a_key_exits_2_with_one_clear_line(env_for) -> None:
+    import subprocess
+
+    exe = os.path.join(os.path.dirname(sys.executable), "hindsight")
+    env = {k: v for k, v in env_for.items() if k != "HINDSIGHT_API_KEY"}
+    for extra in ({}, {"HINDSIGHT_API_KEY": "hs_not_a_key"}):
+        # stdin stays open, as an MCP client's pipe does
+        proc = subprocess.run(
+            [exe, "mcp"],
+            env={**env, **extra},
+            input="",
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 2, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+        assert "HINDSIGHT_API_KEY" in lines[0] and "Traceback" not in proc.stderr
+        assert proc.stdout == ""  # nothing on the protocol stream
+
+
 def test_streamable_http(settings, engine) -> None:
     svc = MemoryService(engine=engine, settings=settings)
     keys = keys_for(engine)

@@ -4,6 +4,7 @@ retire facts contradicted by a newer statement of the same key and query."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -77,6 +78,9 @@ def _rows(engine: Engine, namespace: str) -> list[CardRow]:
         ]
 
 
+CONSOLIDATE_STEPS = 3  # embedded, planned, applied
+
+
 def consolidate(
     *,
     engine: Engine,
@@ -87,20 +91,30 @@ def consolidate(
     dry_run: bool = False,
     now: datetime | None = None,
     deferred_limit: int = DEFERRED_LISTED,
+    on_progress: Callable[[str, int, int], None] | None = None,
 ) -> ConsolidationReport:
     """Merge near-duplicates and retire contradicted facts; re-running changes nothing.
 
     A change whose cards others changed after planning waits for the next run: counted in
-    report.deferred, the first deferred_limit named by survivor in report.deferred_ids."""
+    report.deferred, the first deferred_limit named by survivor in report.deferred_ids.
+    on_progress, when given, hears each step: (what, done, total) in CONSOLIDATE_STEPS."""
+
+    def step(what: str, done: int) -> None:
+        if on_progress is not None:
+            on_progress(what, done, CONSOLIDATE_STEPS)
+
     report = ConsolidationReport()
     if embedder is not None:
         report.similarity = f"signature + cosine >= {rules.similarity} ({embedder.model})"
         if not dry_run:  # a dry run uses the vectors already stored
+            step("embedding the cards", 0)
             report.embedded = ensure_embeddings(
                 engine=engine, embedder=embedder, namespace=namespace
             )
     for _ in range(_RETRIES):
+        step("reading the cards", 1)
         rows = _rows(engine, namespace)
+        step(f"planning merges over {len(rows)} cards", 1)
         vectors = None
         if embedder is not None:
             vectors = load_vectors(engine=engine, model=embedder.model)
@@ -139,8 +153,11 @@ def consolidate(
             }
             for x in plan.supersedes
         ]
+        planned = len(plan.merges) + len(plan.supersedes)
         if dry_run:
+            step(f"{planned} changes planned, none written", CONSOLIDATE_STEPS)
             return report
+        step(f"applying {planned} changes", 2)
         try:
             with session_scope(engine) as session:
                 applied = apply_plan(session, plan, now or utcnow())
@@ -153,6 +170,7 @@ def consolidate(
                 report.facts_superseded = _retire_contradicted_facts(
                     session, namespace, now or utcnow()
                 )
+            step(f"{report.merges + report.superseded} changes applied", CONSOLIDATE_STEPS)
             return report
         except ConcurrentUpdate:
             continue  # a card changed between plan and apply: plan again from fresh rows

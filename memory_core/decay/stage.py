@@ -9,7 +9,7 @@ and one update of the changed cards, each an INSERT…SELECT or UPDATE…FROM th
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 
@@ -79,6 +79,9 @@ def _concurrent(exc: DBAPIError) -> bool:
     return state == "23505" and getattr(diag, "constraint_name", None) == "uq_card_version"
 
 
+DECAY_STEPS = 3  # planned, checked, applied
+
+
 def run_decay(
     *,
     engine: Engine,
@@ -87,13 +90,20 @@ def run_decay(
     namespace: str | None = None,
     list_limit: int | None = -1,
     skipped_limit: int = SKIPPED_LISTED,
+    on_progress: Callable[[str, int, int], None] | None = None,
 ) -> DecayReport:
     """Run (or, with params.dry_run, only plan) time decay, the unused archive and the cap.
 
     namespace None: every namespace (the cap still counts per namespace). The report lists
     up to list_limit changes (None: all; -1, the default: all on a dry run, none applying).
     Cards changed by others while the stage ran are left as they are (report.skipped; the
-    first skipped_limit of them, by id, in report.skipped_ids)."""
+    first skipped_limit of them, by id, in report.skipped_ids). on_progress, when given,
+    hears each step: (what, done, total) in steps of DECAY_STEPS."""
+
+    def step(what: str, done: int) -> None:
+        if on_progress is not None:
+            on_progress(what, done, DECAY_STEPS)
+
     if list_limit == -1:
         list_limit = None if params.dry_run else 0
     now = params.now or utcnow()
@@ -103,18 +113,24 @@ def run_decay(
     with engine.connect() as conn:
         # one snapshot for every rule: each reads the plan the rules before it wrote
         with _transaction(conn, "REPEATABLE READ") as tx:
+            step("planning: fading, unused, over the cap", 0)
             build_plan(tx, params=params, weights=weights, now=now, namespace=namespace)
             if params.dry_run:
                 counts = _counts(tx)
                 changes = _changes(tx, list_limit) if list_limit != 0 else []
                 tx.rollback()  # the plan table goes with it: a dry run leaves nothing behind
+                step(f"{sum(counts.values())} changes planned, none written", DECAY_STEPS)
+            else:
+                step("planned; checking the cards did not change meanwhile", 1)
         if not params.dry_run:
             with _transaction(conn, "READ COMMITTED") as tx:
                 skipped, skipped_ids = _keep_unchanged(tx, skipped_limit)
                 counts = _counts(tx)
                 changes = _changes(tx, list_limit) if list_limit != 0 else []
+                step(f"applying {sum(counts.values())} changes", 2)
                 _apply(tx, run_id=run_id, now=now)
                 PLAN.drop(tx)
+            step(f"{sum(counts.values())} changes applied", DECAY_STEPS)
     return DecayReport(
         run_id=run_id,
         now=now,

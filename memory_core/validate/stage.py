@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -26,6 +26,8 @@ from memory_core.validate.regenerate import Regenerate
 from memory_core.validate.suite import run_suite
 
 _CHUNK = 5000
+Progress = Callable[[str, int, int], None]  # (what is happening, steps done, steps in all)
+VALIDATE_STEPS = 5  # load, expectations loaded, suite run, regeneration, decisions written
 
 
 @dataclass
@@ -69,24 +71,47 @@ def validate_drafts(
     registry: frozenset[str] | None = None,
     review_below: float = 0.5,
     regenerate: Regenerate | None = None,
+    on_progress: Progress | None = None,
 ) -> ValidationReport:
     """Validate every draft: failing ones rejected (with the failed expectations in their
-    history), passing ones active, or in review when their confidence is below review_below."""
+    history), passing ones active, or in review when their confidence is below review_below.
+
+    on_progress, when given, hears each step as it starts and ends: (what, done, total) in
+    steps of VALIDATE_STEPS."""
+
+    def step(what: str, done: int) -> None:
+        if on_progress is not None:
+            on_progress(what, done, VALIDATE_STEPS)
+
+    step("reading the drafts", 0)
     with Session(engine) as session:
         q = select(*draft_columns()).where(col(Card.status) == CardStatus.draft.value)
         if namespace is not None:
             q = q.where(col(Card.namespace) == namespace)
         drafts: list[Any] = list(session.execute(q).all())
     if not drafts:
+        step("no drafts to validate", VALIDATE_STEPS)
         return ValidationReport()
     run_id = new_id()
     docs = reports_dir / "validation" if reports_dir else None
-    result = run_suite(cards_frame(drafts, registry=registry), docs_dir=docs)
+    n = len(drafts)
+    step(f"{n} drafts read; loading the expectations", 1)
+    result = run_suite(
+        cards_frame(drafts, registry=registry),
+        docs_dir=docs,
+        on_loaded=lambda: step(f"checking {n} drafts against the expectations", 2),
+    )
     # ids come as text (hex on SQLite); failures are keyed by that same text
     failures = {uuid.UUID(k): v for k, v in result.failures.items()}
     rejected = [c for c in drafts if c.card_id in result.failures]
     passing = [c for c in drafts if c.card_id not in result.failures]
+    step(
+        f"{n} drafts checked, {len(rejected)} failed"
+        + ("; regenerating" if regenerate and rejected else ""),
+        3,
+    )
     fixed, waiting = _regenerated(engine, rejected, failures, regenerate, registry)
+    step(f"writing the decisions on {n} drafts", 4)
     if fixed or waiting:
         rejected = [
             c for c in rejected if uuid.UUID(c.card_id) not in fixed and c.card_id not in waiting
@@ -145,6 +170,7 @@ def validate_drafts(
                 docs_path=str(result.docs_index) if result.docs_index else None,
             )
         )
+    step(f"{n} drafts decided", VALIDATE_STEPS)
     return ValidationReport(
         run_id=run_id,
         evaluated=len(drafts),

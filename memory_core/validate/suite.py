@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -99,15 +100,26 @@ class SuiteResult:
 
 
 def run_suite(
-    frame: pd.DataFrame, *, docs_dir: Path | None = None, run_name: str = "validation"
+    frame: pd.DataFrame,
+    *,
+    docs_dir: Path | None = None,
+    run_name: str = "validation",
+    on_loaded: Callable[[], None] | None = None,
 ) -> SuiteResult:
-    """Validate the table; per-card failures, and Data Docs HTML when docs_dir is given."""
+    """Validate the table; per-card failures, and Data Docs HTML when docs_dir is given.
+    on_loaded is called once Great Expectations is imported, before the suite runs."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     logging.getLogger("great_expectations").setLevel(logging.WARNING)
     import great_expectations as gx  # slow to import: only when validating
     from great_expectations.checkpoint.actions import UpdateDataDocsAction
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
+    # this module sets its own logger to INFO ("Created temporary directory ... for
+    # ephemeral docs site" on every run): under a flow's log handler that reached stderr
+    logging.getLogger("great_expectations.data_context.types.base").setLevel(logging.WARNING)
+
+    if on_loaded is not None:
+        on_loaded()
     if frame.empty:
         return SuiteResult(success=True, evaluated=0)
     ctx = gx.get_context(mode="ephemeral")
