@@ -13,6 +13,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from memory_api.ui.session import COOKIE, SESSION_S
 from memory_api.ui.web import Console, ConsoleRoute
+from memory_core.cards.filters import MAX_LIMIT, SORTS, CardFilter
 from memory_core.errors import InvalidInput, InvalidPrecondition, Unauthorized
 from memory_core.models.card import CardStatus
 from memory_core.preconditions import compile_stored
@@ -33,8 +34,8 @@ def _float(params: Any, name: str) -> float | None:
         raise InvalidInput(f"{name} must be a number within 0..1, not {raw!r}", field=name) from exc
 
 
-def _filters(params: Any) -> browse.CardFilter:
-    return browse.CardFilter(
+def _filters(params: Any) -> CardFilter:
+    return CardFilter(
         statuses=tuple(s for s in params.getlist("status") if s),
         kind=params.get("kind") or None,
         text=(params.get("q") or "").strip() or None,
@@ -137,7 +138,7 @@ def router(console: Console) -> APIRouter:
             namespace=user.principal.namespace,
             filters=f,
             after=after,
-            limit=min(max(limit, 1), browse.MAX_LIMIT),
+            limit=min(max(limit, 1), MAX_LIMIT),
         )
         keep = [(k, v) for k, v in params.multi_items() if k != "after" and v]
         nxt = urlencode([*keep, ("after", page.next_cursor)]) if page.next_cursor else None
@@ -150,7 +151,7 @@ def router(console: Console) -> APIRouter:
             f=f,
             statuses=STATUSES,
             origins=[o.value for o in Origin],
-            sorts=list(browse.SORTS),
+            sorts=list(SORTS),
             next_qs=nxt,
             first_qs=first,
         )

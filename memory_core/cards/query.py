@@ -12,7 +12,8 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlmodel import Session, col
 
-from memory_core.errors import InvalidInput, NotFound
+from memory_core.cards.filters import CardFilter, card_filters
+from memory_core.errors import NotFound
 from memory_core.models.card import Card, CardEvidence, CardPublic, CardStatus, EvidenceTriple
 from memory_core.preconditions import (
     compile_stored,
@@ -78,19 +79,10 @@ def _filtered(
     text: str | None,
     min_confidence: float | None,
 ) -> Any:
-    q = q.where(col(Card.namespace) == namespace)
-    if statuses:
-        bad = set(statuses) - {s.value for s in CardStatus}
-        if bad:
-            raise InvalidInput(f"unknown status {sorted(bad)}", field="status")
-        q = q.where(col(Card.status).in_(list(statuses)))
-    if kind:
-        q = q.where(col(Card.kind) == kind)
-    if text:
-        q = q.where(func.lower(col(Card.scenario)).contains(text.lower()))
-    if min_confidence is not None:
-        q = q.where(col(Card.confidence) >= min_confidence)
-    return q
+    f = CardFilter(
+        statuses=tuple(statuses or ()), kind=kind, text=text, min_confidence=min_confidence
+    )
+    return q.where(*card_filters(namespace, f))  # the console's list filters the same way
 
 
 def get_card(

@@ -11,62 +11,21 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import String, and_, cast, func, or_, select
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.engine import Engine
-from sqlalchemy.sql.elements import ColumnElement
 from sqlmodel import Session, col
 
+from memory_core.cards.filters import (
+    ATTR,
+    MAX_LIMIT,
+    SORTS,
+    TIMES,
+    CardFilter,
+    card_filters,
+)
 from memory_core.errors import InvalidInput, NotFound
-from memory_core.models.card import Card, CardStatus, CardUse
+from memory_core.models.card import Card, CardUse
 from memory_core.models.trajectory import Trajectory
-from memory_core.screen.provenance import Origin
-
-SORTS: dict[str, Any] = {
-    "updated": Card.updated_at,
-    "created": Card.created_at,
-    "confidence": Card.confidence,
-    "uses": Card.use_count,
-}
-_TIMES = {"updated", "created"}
-_ATTR = {
-    "updated": "updated_at",
-    "created": "created_at",
-    "confidence": "confidence",
-    "uses": "use_count",
-}
-MAX_LIMIT = 200
-
-
-@dataclass(frozen=True, kw_only=True)
-class CardFilter:
-    """What the card list shows: filters and the order."""
-
-    statuses: tuple[str, ...] = ()
-    kind: str | None = None
-    text: str | None = None
-    min_confidence: float | None = None
-    max_confidence: float | None = None
-    tool: str | None = None
-    origin: str | None = None  # provenance.origin: operator, agent_action, observed, user, llm
-    sort: str = "updated"
-    descending: bool = True
-
-    def __post_init__(self) -> None:
-        bad = set(self.statuses) - {s.value for s in CardStatus}
-        if bad:
-            raise InvalidInput(f"unknown status {sorted(bad)}", field="status")
-        if self.sort not in SORTS:
-            raise InvalidInput(f"sort must be one of {sorted(SORTS)}", field="sort")
-        if self.origin not in (None, *(o.value for o in Origin)):
-            raise InvalidInput(
-                f"origin must be one of {', '.join(o.value for o in Origin)}", field="origin"
-            )
-        if self.kind not in (None, "experience", "fact"):
-            raise InvalidInput("kind must be experience or fact", field="kind")
-        lo, hi = self.min_confidence, self.max_confidence
-        for v, name in ((lo, "min_confidence"), (hi, "max_confidence")):
-            if v is not None and not 0.0 <= v <= 1.0:
-                raise InvalidInput(f"{name} must be within 0..1", field=name)
 
 
 @dataclass
@@ -90,11 +49,6 @@ LISTED = (
 )
 
 
-def _like(text: str) -> str:
-    """A LIKE pattern matching the text literally (its wildcards escaped)."""
-    return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-
-
 def _encode(value: Any, card_id: uuid.UUID) -> str:
     raw = orjson.dumps([value.isoformat() if isinstance(value, datetime) else value, str(card_id)])
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
@@ -103,36 +57,13 @@ def _encode(value: Any, card_id: uuid.UUID) -> str:
 def _decode(cursor: str, sort: str) -> tuple[Any, uuid.UUID]:
     try:
         value, cid = orjson.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        if sort in _TIMES:
+        if sort in TIMES:
             value = datetime.fromisoformat(value)
         elif not isinstance(value, (int, float)):
             raise ValueError("not a number")
         return value, uuid.UUID(cid)
     except (ValueError, TypeError) as exc:
         raise InvalidInput("the page cursor is not one this server gave", field="after") from exc
-
-
-def _filters(namespace: str, f: CardFilter) -> list[ColumnElement[bool]]:
-    where: list[ColumnElement[bool]] = [col(Card.namespace) == namespace]
-    if f.statuses:
-        where.append(col(Card.status).in_(list(f.statuses)))
-    if f.kind:
-        where.append(col(Card.kind) == f.kind)
-    if f.text:
-        where.append(func.lower(col(Card.scenario)).like(_like(f.text.lower()), escape="\\"))
-    if f.min_confidence is not None:
-        where.append(col(Card.confidence) >= f.min_confidence)
-    if f.max_confidence is not None:
-        where.append(col(Card.confidence) <= f.max_confidence)
-    if f.tool:
-        # both dialects print stored JSON with ": " between key and value
-        step = '"tool": ' + orjson.dumps(f.tool).decode()
-        seq = cast(col(Card.action_sequence), String)
-        where.append(seq.like(_like(step), escape="\\"))
-    if f.origin:  # typed on every row since migration 0011
-        mark = '"origin": ' + orjson.dumps(f.origin).decode()
-        where.append(cast(col(Card.provenance), String).like(_like(mark), escape="\\"))
-    return where
 
 
 def list_page(
@@ -142,7 +73,7 @@ def list_page(
     if not 1 <= limit <= MAX_LIMIT:
         raise InvalidInput(f"limit must be 1..{MAX_LIMIT}", field="limit")
     key = SORTS[filters.sort]
-    where = _filters(namespace, filters)
+    where = card_filters(namespace, filters)
     if after:
         v, cid = _decode(after, filters.sort)
         if filters.descending:
@@ -160,7 +91,7 @@ def list_page(
         )
     more = len(rows) > limit
     rows = rows[:limit]
-    nxt = _encode(getattr(rows[-1], _ATTR[filters.sort]), rows[-1].card_id) if more else None
+    nxt = _encode(getattr(rows[-1], ATTR[filters.sort]), rows[-1].card_id) if more else None
     return Page(rows, nxt)
 
 

@@ -1,0 +1,91 @@
+"""The card list's filters and orders, one definition for the CLI's `cards list` and the
+console's keyset-paged list (memory_core.serve.browse)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from sqlalchemy import String, cast, func
+from sqlalchemy.sql.elements import ColumnElement
+from sqlmodel import col
+
+from memory_core.errors import InvalidInput
+from memory_core.models.card import Card, CardStatus
+from memory_core.screen.provenance import Origin
+
+SORTS: dict[str, Any] = {
+    "updated": Card.updated_at,
+    "created": Card.created_at,
+    "confidence": Card.confidence,
+    "uses": Card.use_count,
+}
+TIMES = {"updated", "created"}
+ATTR = {
+    "updated": "updated_at",
+    "created": "created_at",
+    "confidence": "confidence",
+    "uses": "use_count",
+}
+MAX_LIMIT = 200
+
+
+@dataclass(frozen=True, kw_only=True)
+class CardFilter:
+    """What the card list shows: filters and the order."""
+
+    statuses: tuple[str, ...] = ()
+    kind: str | None = None
+    text: str | None = None
+    min_confidence: float | None = None
+    max_confidence: float | None = None
+    tool: str | None = None
+    origin: str | None = None  # provenance.origin: operator, agent_action, observed, user, llm
+    sort: str = "updated"
+    descending: bool = True
+
+    def __post_init__(self) -> None:
+        bad = set(self.statuses) - {s.value for s in CardStatus}
+        if bad:
+            raise InvalidInput(f"unknown status {sorted(bad)}", field="status")
+        if self.sort not in SORTS:
+            raise InvalidInput(f"sort must be one of {sorted(SORTS)}", field="sort")
+        if self.origin not in (None, *(o.value for o in Origin)):
+            raise InvalidInput(
+                f"origin must be one of {', '.join(o.value for o in Origin)}", field="origin"
+            )
+        if self.kind not in (None, "experience", "fact"):
+            raise InvalidInput("kind must be experience or fact", field="kind")
+        lo, hi = self.min_confidence, self.max_confidence
+        for v, name in ((lo, "min_confidence"), (hi, "max_confidence")):
+            if v is not None and not 0.0 <= v <= 1.0:
+                raise InvalidInput(f"{name} must be within 0..1", field=name)
+
+
+def like_pattern(text: str) -> str:
+    """A LIKE pattern matching the text literally (its wildcards escaped)."""
+    return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def card_filters(namespace: str, f: CardFilter) -> list[ColumnElement[bool]]:
+    where: list[ColumnElement[bool]] = [col(Card.namespace) == namespace]
+    if f.statuses:
+        where.append(col(Card.status).in_(list(f.statuses)))
+    if f.kind:
+        where.append(col(Card.kind) == f.kind)
+    if f.text:
+        where.append(func.lower(col(Card.scenario)).like(like_pattern(f.text.lower()), escape="\\"))
+    if f.min_confidence is not None:
+        where.append(col(Card.confidence) >= f.min_confidence)
+    if f.max_confidence is not None:
+        where.append(col(Card.confidence) <= f.max_confidence)
+    if f.tool:
+        # both dialects print stored JSON with ": " between key and value
+        step = '"tool": ' + orjson.dumps(f.tool).decode()
+        seq = cast(col(Card.action_sequence), String)
+        where.append(seq.like(like_pattern(step), escape="\\"))
+    if f.origin:  # typed on every row since migration 0011
+        mark = '"origin": ' + orjson.dumps(f.origin).decode()
+        where.append(cast(col(Card.provenance), String).like(like_pattern(mark), escape="\\"))
+    return where
