@@ -67,7 +67,8 @@ def count_dead_letters(settings: Settings, outcome: RunOutcome) -> None:
     run = this_run()
     if run is None:
         return
-    rows = list_dead_letters(engine=engine_for(settings), run_id=run)
+    # every one: the run's message and Retry count them all, beyond any listing's page
+    rows = list_dead_letters(engine=engine_for(settings), run_id=run, limit=None)
     named = [
         f"{'facts of ' if p.part == 'facts' else ''}{r.key}: {p.error}"[:300]
         for r in rows

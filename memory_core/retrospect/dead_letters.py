@@ -91,14 +91,17 @@ def list_dead_letters(
     *,
     engine: Engine,
     namespace: str | None = None,
-    limit: int = 1000,
+    limit: int | None = 1000,
     run_id: str | None = None,
 ) -> list[Trajectory]:
-    """Trajectories with a parked part (all, or those one flow run parked), oldest first."""
+    """Trajectories with a parked part (all, or those one flow run parked), oldest first;
+    limit None: every one (what a flow run's count must see)."""
     q = select(T).where(or_(_retro_parked(run_id), _facts_parked(run_id)))
-    q = _matching(q, namespace, None)
+    q = _matching(q, namespace, None).order_by(col(T.created_at))
+    if limit is not None:
+        q = q.limit(limit)
     with Session(engine) as session:
-        return list(session.execute(q.order_by(col(T.created_at)).limit(limit)).scalars())
+        return list(session.execute(q).scalars())
 
 
 def _without_facts_dead_letter(engine: Engine) -> Any:
