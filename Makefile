@@ -33,7 +33,7 @@ run: $(VENV)/.installed
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
-	$(BIN)/ruff format --check memory_core
+	$(BIN)/ruff format --check .
 
 typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy
