@@ -8,9 +8,12 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 # logs and pipes get a wide table instead of rich's 80-column fallback
 console = Console(width=None if sys.stdout.isatty() else 160)
@@ -80,23 +83,8 @@ def polled_progress(
     transient: bool = False,
 ) -> Iterator[None]:
     """A progress bar fed by polling (done, total) while the body runs (e.g. a Prefect flow)."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
     stop = threading.Event()
-    with Progress(
-        TextColumn(label),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=transient,
-    ) as progress:
+    with _bar(label, transient) as progress:
         bar = progress.add_task(label, total=None)
 
         def _loop() -> None:
@@ -115,6 +103,20 @@ def polled_progress(
             progress.update(bar, completed=done, total=total or done or None)
 
 
+def _bar(text: str, transient: bool) -> Progress:
+    """A bar with its count and the time taken, on stderr."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn(text),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=transient,
+    )
+
+
 StepReport = Callable[[str, int, int], None]
 
 
@@ -122,22 +124,7 @@ StepReport = Callable[[str, int, int], None]
 def stage_progress(label: str, *, transient: bool = False) -> Iterator[StepReport]:
     """A progress bar the stage moves itself: the body calls report(what, done, total) at each
     step; every report is drawn (a quick step is not skipped between refreshes)."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=transient,
-    ) as progress:
+    with _bar("{task.description}", transient) as progress:
         bar = progress.add_task(label, total=None)
 
         def report(what: str, done: int, total: int) -> None:

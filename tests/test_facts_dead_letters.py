@@ -13,7 +13,8 @@ from sqlmodel import Session
 from flows.nightly import nightly
 from flows.params import NightlyParams
 from memory_core.facts.llm import LLMFactExtractor
-from memory_core.facts.stage import MARKER, extract_facts
+from memory_core.facts.marks import MARKER
+from memory_core.facts.stage import extract_facts
 from memory_core.ingest.store import ingest, read_records
 from memory_core.llm.cache import SQLAnswerCache
 from memory_core.llm.client import OpenAICompatibleLLM

@@ -10,8 +10,9 @@ from sqlalchemy import select
 from sqlmodel import Session
 
 from memory_core.facts.llm import LLMFactExtractor
+from memory_core.facts.marks import MARKER
 from memory_core.facts.search import search_facts
-from memory_core.facts.stage import MARKER, extract_facts
+from memory_core.facts.stage import extract_facts
 from memory_core.ingest.store import ingest, read_records
 from memory_core.llm.cache import SQLAnswerCache
 from memory_core.llm.client import OpenAICompatibleLLM

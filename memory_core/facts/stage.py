@@ -15,34 +15,29 @@ instead of being marked done or asked again every night.
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 from pydantic import BaseModel
-from sqlalchemy import and_, bindparam, func, or_, select, update
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy import select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
-from memory_core.db import session_scope
 from memory_core.errors import InvalidInput, LLMOutputInvalid, LLMRefused, LLMTransient
 from memory_core.facts.extract import RULES_VERSION, is_person, rule_facts
 from memory_core.facts.llm import LLMFactExtractor, LLMResult
+from memory_core.facts.marks import mark, park, pending
 from memory_core.facts.rules import Statement
 from memory_core.facts.store import FactIn, normalise_key, write_fact
 from memory_core.models.card import Card, CardKind, CardStatus
 from memory_core.models.columns import utcnow
 from memory_core.models.trajectory import Step, Trajectory
 from memory_core.redact import redact
-from memory_core.retrospect.dead_letters import FACTS_DEAD_LETTER
 from memory_core.screen.pointers import known_identifiers
 from memory_core.screen.provenance import Origin
 
-MARKER = "facts_extracted"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -93,50 +88,6 @@ def statements_of(row: Trajectory) -> list[Statement]:
             )
         )
     return out
-
-
-def _pending(
-    session: Session,
-    namespace: str | None,
-    limit: int,
-    after: tuple[datetime, uuid.UUID] | None = None,
-) -> list[Trajectory]:
-    extra = col(Trajectory.extra)
-    q = select(Trajectory).where(
-        extra[MARKER].as_string().is_(None),
-        extra[FACTS_DEAD_LETTER].as_string().is_(None),  # parked: waits for a re-drive
-    )
-    if namespace is not None:
-        q = q.where(col(Trajectory.namespace) == namespace)
-    if after is not None:  # past the rows this run already saw (some stay unmarked)
-        at, rid = after
-        q = q.where(
-            or_(
-                col(Trajectory.created_at) > at,
-                and_(col(Trajectory.created_at) == at, col(Trajectory.id) > rid),
-            )
-        )
-    q = q.order_by(col(Trajectory.created_at), col(Trajectory.id)).limit(limit)
-    return list(session.execute(q).scalars())
-
-
-def _mark(
-    engine: Engine, ids: Sequence[uuid.UUID], marker: dict[str, Any], key: str = MARKER
-) -> None:
-    """One UPDATE for the batch; only that key of `extra` changes."""
-    extra = col(Trajectory.extra)
-    value: Any
-    if engine.dialect.name == "postgresql":
-        value = extra.op("||")(bindparam("marker", {key: marker}, type_=JSONB))
-    else:
-        value = func.json_set(extra, f"$.{key}", func.json(json.dumps(marker)))
-    with session_scope(engine) as session:
-        session.execute(
-            update(Trajectory)
-            .where(col(Trajectory.id).in_(list(ids)))
-            .values(extra=value)
-            .execution_options(synchronize_session=False)
-        )
 
 
 def _holder(engine: Engine, namespace: str, fact: FactIn) -> list[Card]:
@@ -209,13 +160,6 @@ def _with_retries(call: Callable[[], LLMResult], delays: Sequence[float]) -> LLM
     return call()
 
 
-def _park(engine: Engine, parked: dict[uuid.UUID, str], run_id: str | None) -> None:
-    """Park the LLM part of these runs as dead letters, each with its error and this run."""
-    at = utcnow().isoformat()
-    for rid, error in parked.items():
-        _mark(engine, [rid], {"error": error[:2000], "run": run_id, "at": at}, FACTS_DEAD_LETTER)
-
-
 def extract_facts(
     *,
     engine: Engine,
@@ -239,7 +183,7 @@ def extract_facts(
     after: tuple[datetime, uuid.UUID] | None = None
     while max_batches is None or batches < max_batches:
         with Session(engine) as session:
-            rows = _pending(session, namespace, batch_size, after)
+            rows = pending(session, namespace, batch_size, after)
         if not rows:
             break
         batches += 1
@@ -297,8 +241,8 @@ def extract_facts(
             _write(engine, ns, fact, actor, report, said, known[order], screen)
         report.trajectories += len(rows)
         if parked:
-            _park(engine, parked, run_id)
+            park(engine, parked, run_id)
         done = [r.id for r in rows if r.id not in parked]
         if done:
-            _mark(engine, done, {"version": version, "at": utcnow().isoformat()})
+            mark(engine, done, {"version": version, "at": utcnow().isoformat()})
     return report
