@@ -8,7 +8,13 @@ from typing import Any
 from bench.lessons_metrics import KS
 
 RANKERS = ("hindsight", "tool's frequent errors", "dense snippets")
-SCORERS = ("hindsight", "hindsight cautions", "tool failure rate", "dense kNN")
+SCORERS = (
+    "hindsight",
+    "hindsight cautions",
+    "tool failure rate",
+    "dense kNN",
+    "run outcome (ceiling)",
+)
 OPERATING = "wrong_warned_at_noise<=0.15"
 
 
@@ -41,8 +47,8 @@ def plot(result: dict[str, Any], out: Path) -> None:
         (axes[1], "auroc", "auroc_ci", "wrong writes: AUROC"),
         (axes[2], OPERATING, "wrong_warned_ci", "wrong writes warned at noise <= 15%"),
     ):
-        vals = [ww[s][key] or 0 for s in SCORERS]
-        cis = [ww[s][ci] or [v, v] for s, v in zip(SCORERS, vals, strict=True)]
+        vals = [ww.get(s, {}).get(key) or 0 for s in SCORERS]
+        cis = [ww.get(s, {}).get(ci) or [v, v] for s, v in zip(SCORERS, vals, strict=True)]
         lo = [v - c[0] for v, c in zip(vals, cis, strict=True)]
         hi = [c[1] - v for v, c in zip(vals, cis, strict=True)]
         bars = ax.bar(range(len(SCORERS)), vals, yerr=[lo, hi], capsize=3)
@@ -68,14 +74,21 @@ def report(result: dict[str, Any]) -> None:
                     + "".join(f"{row.get(c, '-'):>8}" for c in cols)
                     + f"   {row.get('r@1_ci')} / {row.get('r@3_ci')}"
                 )
-    ww = result["wrong_writes"]
-    print(f"\nwrong writes: {ww['wrong']} of {ww['writes']} write calls")
-    for s in SCORERS:
-        r = ww[s]
-        print(
-            f"  {s:22} AUROC {r['auroc']} {r['auroc_ci']}   warned at noise<=0.15: "
-            f"{r[OPERATING]} (noise {r['noise_at_that_point']}) {r['wrong_warned_ci']}"
-        )
+    for label, ww in (
+        ("all write calls", result["wrong_writes"]),
+        ("writes of tools the answer key expects", result["wrong_writes"].get("keyed_tools_only")),
+    ):
+        if not ww:
+            continue
+        print(f"\nwrong writes: {ww['wrong']} of {ww['writes']} ({label})")
+        for s in SCORERS:
+            r = ww.get(s)
+            if r is None:
+                continue
+            print(
+                f"  {s:22} AUROC {r['auroc']} {r['auroc_ci']}   warned at noise<=0.15: "
+                f"{r[OPERATING]} (noise {r['noise_at_that_point']}) {r['wrong_warned_ci']}"
+            )
     for f in result["per_fold"]:
         line = "  ".join(
             f"{s} {f['wrong_writes'][s]['auroc']}" for s in SCORERS if s in f["wrong_writes"]
