@@ -57,12 +57,7 @@ SYSTEMS = (
 from bench.lessons_learn import _learn, _snippet, _state_text  # noqa: E402
 from bench.lessons_metrics import KS, ranking_summary, score_summary  # noqa: E402
 from bench.lessons_plot import plot, report  # noqa: E402
-from bench.lessons_writes import (  # noqa: E402
-    Baselines,
-    card_usefulness,
-    keyed_tools,
-    score_writes,
-)
+from bench.lessons_writes import Baselines, card_usefulness, score_writes  # noqa: E402
 
 
 def _group(record: dict[str, Any], key: str) -> str:
@@ -96,7 +91,6 @@ def evaluate(
     work: Path,
     into: dict[str, Metrics],
     noise: dict[str, int],
-    keyed: set[str] | None = None,
 ) -> dict[str, Any]:
     """Learn from `learn`, replay `test`, add every eligible event's relevance lists; the
     wrong-write rows and the cards' usefulness come back."""
@@ -171,7 +165,6 @@ def evaluate(
         cards=cards,
         baselines=Baselines(learned, embedder),
         now=now,
-        keyed_tools=keyed or set(),
     )
     return {"writes": writes, "cards": card_usefulness(engine, "bench")}
 
@@ -184,17 +177,13 @@ def _noise(noise: dict[str, int]) -> dict[str, Any]:
     }
 
 
-def _writes_summary(rows: list[dict[str, Any]], *, subsets: bool = True) -> dict[str, Any]:
+def _writes_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {
         "writes": len(rows),
         "wrong": sum(r["wrong"] for r in rows),
     }
     for system in SYSTEMS:
         out[system] = score_summary([(r[system], r["wrong"]) for r in rows], max_fpr=MAX_NOISE)
-    if subsets:  # the writes of tools that the answer key expects somewhere
-        out["keyed_tools_only"] = _writes_summary(
-            [r for r in rows if r.get("keyed_tool")], subsets=False
-        )
     return out
 
 
@@ -232,7 +221,6 @@ def run(path: Path, folds: int) -> dict[str, Any]:
             work=base / f"fold{f}",
             into=metrics,
             noise=noise,
-            keyed=keyed_tools([r for _, r in records]),
         )
         for k, m in metrics.items():
             total.setdefault(k, Metrics()).lists.extend(m.lists)

@@ -74,21 +74,16 @@ def report(result: dict[str, Any]) -> None:
                     + "".join(f"{row.get(c, '-'):>8}" for c in cols)
                     + f"   {row.get('r@1_ci')} / {row.get('r@3_ci')}"
                 )
-    for label, ww in (
-        ("all write calls", result["wrong_writes"]),
-        ("writes of tools the answer key expects", result["wrong_writes"].get("keyed_tools_only")),
-    ):
-        if not ww:
+    ww = result["wrong_writes"]
+    print(f"\nwrong writes: {ww['wrong']} of {ww['writes']} write calls")
+    for s in SCORERS:
+        r = ww.get(s)
+        if r is None:
             continue
-        print(f"\nwrong writes: {ww['wrong']} of {ww['writes']} ({label})")
-        for s in SCORERS:
-            r = ww.get(s)
-            if r is None:
-                continue
-            print(
-                f"  {s:22} AUROC {r['auroc']} {r['auroc_ci']}   warned at noise<=0.15: "
-                f"{r[OPERATING]} (noise {r['noise_at_that_point']}) {r['wrong_warned_ci']}"
-            )
+        print(
+            f"  {s:22} AUROC {r['auroc']} {r['auroc_ci']}   warned at noise<=0.15: "
+            f"{r[OPERATING]} (noise {r['noise_at_that_point']}) {r['wrong_warned_ci']}"
+        )
     for f in result["per_fold"]:
         line = "  ".join(
             f"{s} {f['wrong_writes'][s]['auroc']}" for s in SCORERS if s in f["wrong_writes"]

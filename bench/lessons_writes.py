@@ -16,12 +16,9 @@ Scores, each from what the learning runs alone give:
 
 And one ceiling, which no memory can have: "run outcome (ceiling)" scores a write 1 when its
 own run failed. Every score a memory learns from outcomes (no answer key) estimates that at
-best, so its AUROC bounds theirs: it is below 1 because right writes sit in failed runs
-(which failed for another reason) and wrong writes in runs that succeeded anyway.
-
-Each row also says whether its tool is one the answer key ever expects (`keyed_tool`, over
-every task of the data): a write of a tool no task expects (a hand-off, say) is labelled
-wrong whatever it did, so the summary is given over all writes and over these alone.
+best, so its AUROC bounds theirs: it is below 1 because right writes sit in runs that failed
+for another reason, and wrong writes in runs that succeeded anyway (a free-text argument, such
+as a hand-off's summary, never equals the answer key's text, so every such call is "wrong").
 """
 
 from __future__ import annotations
@@ -73,16 +70,6 @@ def expected_actions(record: dict[str, Any]) -> set[str] | None:
     if not isinstance(actions, list):
         return None
     return {canon(a.get("name", ""), a.get("kwargs", a.get("arguments"))) for a in actions}
-
-
-def keyed_tools(records: list[dict[str, Any]]) -> set[str]:
-    """The tools that the answer key expects in at least one task (scoring only)."""
-    out: set[str] = set()
-    for r in records:
-        for a in ((r.get("info") or {}).get("task") or {}).get("actions") or []:
-            if isinstance(a, dict) and a.get("name"):
-                out.add(str(a["name"]))
-    return out
 
 
 def call_text(tool: str, args: dict[str, Any] | None) -> str:
@@ -141,7 +128,6 @@ def score_writes(
     cards: dict[uuid.UUID, Any],
     baselines: Baselines,
     now: Any,
-    keyed_tools: set[str],
 ) -> list[dict[str, Any]]:
     """One row per write call of the test runs: wrong or not, and each system's score."""
     from memory_core.replay import ranked_cards
@@ -170,7 +156,6 @@ def score_writes(
                     "hindsight cautions": max((c.confidence for c in cautions), default=0.0),
                     "tool failure rate": baselines.failure_rate(call.tool or ""),
                     "run outcome (ceiling)": float(t.outcome.value == "failure"),
-                    "keyed_tool": call.tool in keyed_tools,
                     "text": call_text(call.tool or "", call.args),
                 }
             )
