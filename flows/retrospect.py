@@ -13,8 +13,8 @@ from flows.naming import run_name, thread_runner
 from flows.params import RetrospectParams
 from flows.stages import RunOutcome, count_dead_letters, final_state, redrive_if_retry, stage
 from memory_core.errors import LLMTransient
+from memory_core.models.drafts import Extraction
 from memory_core.retrospect.claims import worker_id
-from memory_core.retrospect.drafts import Extraction
 from memory_core.settings import Settings
 from tasks.llm import ClaimRef, claim_refs, ensure_llm_limit, finish_refs, llm_extract
 from tasks.retrospect import BatchSummary, retrospect_batch

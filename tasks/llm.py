@@ -20,14 +20,14 @@ from pydantic import BaseModel
 from sqlmodel import Session
 
 from memory_core.errors import LLMTransient, NotFound
+from memory_core.models.drafts import Extraction, Extractor, view_of
 from memory_core.models.trajectory import Trajectory
 from memory_core.retrospect.claims import claim_batch
-from memory_core.retrospect.drafts import Extraction, Extractor
 from memory_core.retrospect.factory import build_llm_extractor, build_rule_extractor
 from memory_core.retrospect.prefilter import FilterLimits, estimate_tokens, render
 from memory_core.retrospect.prompts import load_prompt
 from memory_core.retrospect.rules_first import write_rule_lessons
-from memory_core.retrospect.stage import finish_batch, view_of
+from memory_core.retrospect.stage import finish_batch
 from memory_core.settings import Settings
 from tasks.retrospect import BatchSummary
 from tasks.runtime import PerSettings, engine_for

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import uuid
 
-from flows.nightly import NightlySummary
 from flows.report import named_cards, summary_rows
+from flows.summary import NightlySummary
 from tasks.consolidate import ConsolidateSummary
 from tasks.decay import DecaySummary
 

@@ -15,8 +15,8 @@ from sqlmodel import Session, col
 
 from memory_core.cards.evidence import runs_by_card
 from memory_core.consolidate.apply import ACTOR, apply_plan
-from memory_core.consolidate.judge import PairJudge
-from memory_core.consolidate.plan import CardRow, MergePlan, check_plan, plan_merges
+from memory_core.consolidate.plan import MergePlan, check_plan, plan_merges
+from memory_core.consolidate.rows import CardRow, PairJudge
 from memory_core.db import session_scope
 from memory_core.embed.base import Embedder
 from memory_core.embed.store import ensure_embeddings, load_vectors
