@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from flows.retrospect import RetrospectSummary
 from flows.stages import RunOutcome
-from tasks.consolidate import ConsolidateSummary
+from memory_core.consolidate.summary import ConsolidateSummary
+from memory_core.retrospect.summary import RetrospectSummary
 from tasks.decay import DecaySummary
 from tasks.facts import FactsSummary
 from tasks.ingest import IngestSummary

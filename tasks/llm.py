@@ -28,8 +28,8 @@ from memory_core.retrospect.prefilter import FilterLimits, estimate_tokens, rend
 from memory_core.retrospect.prompts import load_prompt
 from memory_core.retrospect.rules_first import write_rule_lessons
 from memory_core.retrospect.stage import finish_batch
+from memory_core.retrospect.summary import BatchResult
 from memory_core.settings import Settings
-from tasks.retrospect import BatchSummary
 from tasks.runtime import PerSettings, engine_for
 
 LLM_LIMIT = "hindsight-llm"  # the global concurrency limit on LLM calls
@@ -214,7 +214,7 @@ def finish_refs(
     failed: dict[uuid.UUID, str],
     deferred: list[uuid.UUID],
     settings: Settings,
-) -> BatchSummary:
+) -> BatchResult:
     """Write the batch's LLM cards; mark runs done, dead-letter, or pending again (budget).
     A dead letter remembers this flow run: retrying the run re-drives it."""
     logger = get_run_logger()
@@ -232,4 +232,4 @@ def finish_refs(
         run_id=str(flow_run.id) if flow_run.id else None,
         screen=settings.screen,
     )
-    return BatchSummary.of(result)
+    return result

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from memory_core.decay import Change, DecayParams, run_decay
 from memory_core.decay.use_log import prune_use_log
-from memory_core.retrospect.stage import BatchResult
+from memory_core.retrospect.summary import BatchResult
 from memory_core.settings import Settings
 from tasks.runtime import engine_for
 
@@ -153,33 +153,13 @@ def decay_run(
     )
 
 
-class BatchSummary(BaseModel):
-    """Counts of one retrospect batch."""
-
-    claimed: int = 0
-    done: int = 0
-    dead_letters: int = 0
-    deferred: int = 0
-    cards_created: int = 0
-    evidence_added: int = 0
-    llm_calls: int = 0
-    tokens_sent: int = 0
-    tokens_received: int = 0
-    tokens_saved: int = 0
-
-    @classmethod
-    def of(cls, result: BatchResult) -> BatchSummary:
-        """The counts of a stage result."""
-        return cls(**{k: getattr(result, k) for k in cls.model_fields})
-
-
 def retrospect_rule_batch(
     namespace: str | None,
     worker: str,
     settings: Settings,
     log: Log = _log,
     run_id: str | None = None,
-) -> BatchSummary:
+) -> BatchResult:
     """Claim up to batch_size trajectories, write their cards, and mark them done together."""
     from memory_core.retrospect.rule_extractor import RuleExtractor
     from memory_core.retrospect.stage import retrospect_once
@@ -204,4 +184,4 @@ def retrospect_rule_batch(
             result.evidence_added,
             result.dead_letters,
         )
-    return BatchSummary.of(result)
+    return result

@@ -7,7 +7,7 @@ import uuid
 
 from flows.report import named_cards, summary_rows
 from flows.summary import NightlySummary
-from tasks.consolidate import ConsolidateSummary
+from memory_core.consolidate.summary import ConsolidateSummary
 from tasks.decay import DecaySummary
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from typing import Protocol
 
@@ -22,33 +21,11 @@ from memory_core.models.drafts import DraftCard, Extraction, Extractor, view_of
 from memory_core.models.trajectory import Step, Trajectory, TrajectoryStatus
 from memory_core.retrospect.claims import claim_batch, release
 from memory_core.retrospect.siblings import contrast_batch
+from memory_core.retrospect.summary import BatchResult
 from memory_core.screen.gate import untaint
 
 log = logging.getLogger(__name__)
 T = Trajectory
-
-
-@dataclass
-class BatchResult:
-    """What one retrospect batch did."""
-
-    claimed: int = 0
-    done: int = 0
-    dead_letters: int = 0
-    deferred: int = 0
-    cards_created: int = 0
-    evidence_added: int = 0
-    llm_calls: int = 0
-    tokens_sent: int = 0
-    tokens_received: int = 0
-    tokens_saved: int = 0
-    errors: list[str] = field(default_factory=list)
-
-    def add(self, other: BatchResult) -> None:
-        """Accumulate another batch's counts into this one."""
-        for name in (f.name for f in fields(self) if f.name != "errors"):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-        self.errors.extend(other.errors)
 
 
 class Claimed(Protocol):
