@@ -8,13 +8,12 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from memory_cli.context import fail_on_errors, load
-from memory_cli.output import Format, err_console, literal
+from memory_cli.output import err_console, literal
 
 if TYPE_CHECKING:
     from memory_core.serve.keys import Principal
     from memory_core.serve.service import MemoryService
 
-FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
 KEY_ENV = "HINDSIGHT_API_KEY"
 
 
