@@ -8,10 +8,10 @@ from pydantic import BaseModel
 from flows.stages import RunOutcome
 from memory_core.consolidate.summary import ConsolidateSummary
 from memory_core.retrospect.summary import RetrospectSummary
+from memory_core.validate.summary import ValidationSummary
 from tasks.decay import DecaySummary
 from tasks.facts import FactsSummary
 from tasks.ingest import IngestSummary
-from tasks.validate import ValidationSummary
 
 
 class NightlySummary(BaseModel):

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 
 if TYPE_CHECKING:
     from memory_core.consolidate.summary import ConsolidateSummary
-    from tasks.plain import DecaySummary, ValidationSummary
+    from memory_core.validate.summary import ValidationSummary
+    from tasks.plain import DecaySummary
 
 
 class _Warnings(logging.Handler):

@@ -19,23 +19,12 @@ from memory_core.decay import Change, DecayParams, run_decay
 from memory_core.decay.use_log import prune_use_log
 from memory_core.retrospect.summary import BatchResult
 from memory_core.settings import Settings
+from memory_core.validate.summary import ValidationSummary
 from tasks.runtime import engine_for
 
 Log = logging.Logger | logging.LoggerAdapter[Any]
 Progress = Callable[[str, int, int], None]  # (what is happening, steps done, steps in all)
 _log = logging.getLogger("hindsight.stages")
-
-
-class ValidationSummary(BaseModel):
-    """What one validation run decided."""
-
-    evaluated: int = 0
-    activated: int = 0
-    review: int = 0
-    rejected: int = 0
-    rule_failures: dict[str, int] = {}
-    docs_index: str | None = None
-    deferred: int = 0  # failing LLM drafts kept as drafts: regeneration waits for the LLM
 
 
 def validate_run(
@@ -68,15 +57,7 @@ def validate_run(
         log.warning("%d failing LLM drafts wait for the LLM to regenerate them", report.deferred)
     for rule, n in report.rule_failures.items():
         log.warning("%d card(s) failed %r", n, rule)
-    return ValidationSummary(
-        evaluated=report.evaluated,
-        activated=report.activated,
-        review=report.review,
-        rejected=report.rejected,
-        rule_failures=report.rule_failures,
-        docs_index=report.docs_index,
-        deferred=report.deferred,
-    )
+    return report
 
 
 def _regenerator(settings: Settings) -> Any:
