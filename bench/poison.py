@@ -134,9 +134,11 @@ def run_real_rules(data: Path, now: Any) -> dict[str, Any]:
     return out
 
 
-def run_llm(data: Path, variants: list[Any], now: Any, conversations: int) -> dict[str, Any]:
+def run_llm(
+    data: Path, variants: list[Any], now: Any, conversations: int, real: bool = True
+) -> dict[str, Any]:
     """The LLM extraction path (bench/poison_llm.py): tau-bench cards, the tuned, held-out and
-    real-tool attacks, and LoCoMo facts by the LLM."""
+    real-tool attacks (`real`), and LoCoMo facts by the LLM."""
     import poison_llm as pll
     from poison_attacks import real_variants
 
@@ -144,7 +146,8 @@ def run_llm(data: Path, variants: list[Any], now: Any, conversations: int) -> di
     from memory_core.settings import Settings
 
     recs = json.loads((data / "tau-bench-airline" / "trajectories.json").read_text())
-    tau = [v for v in variants if v.channel not in ("fact", "api")] + real_variants()
+    tau = [v for v in variants if v.channel not in ("fact", "api")]
+    tau += real_variants() if real else []
     records = json.loads((data / "locomo" / "locomo-dev.json").read_text())
     embedder = build_embedder(Settings(embedder="local"))
     facts = [v for v in variants if v.channel == "fact"]
@@ -232,6 +235,31 @@ def plot(result: dict[str, Any], out: Path) -> None:
     fig.savefig(out, dpi=120)
 
 
+def run_heldout(args: Any, paths: set[str], result: dict[str, Any]) -> None:
+    """The held-out set through the rule and LLM paths; the first measurement is kept."""
+    from poison_heldout import heldout_variants
+
+    from memory_core.models.columns import utcnow
+
+    t0 = time.perf_counter()
+    vs = heldout_variants()
+    first = "heldout_first" not in result
+    got: dict[str, Any] = dict(result.get("heldout") or {})
+    got["variants"] = len(vs)
+    if "rules" in paths:
+        got["tau"] = run_tau(args.data, vs, utcnow())
+        got["locomo"] = run_locomo(args.data, vs, args.locomo_conversations)
+    if "llm" in paths:
+        got["llm"] = run_llm(args.data, vs, utcnow(), args.locomo_conversations, real=False)
+    got.setdefault("wall_s", {})[args.paths] = round(time.perf_counter() - t0, 1)
+    result["heldout"] = got
+    if first or not all(k in result["heldout_first"] for k in got):
+        keep = dict(result.get("heldout_first") or {})
+        result["heldout_first"] = {**got, **keep}  # a path measured before stays as it was
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"held-out: {len(vs)} variants; {got['wall_s']} s; {args.out}")
+
+
 def main() -> None:
     """Run both halves, write the JSON and the plot, print the headline numbers."""
     from poison_attacks import variants
@@ -248,11 +276,21 @@ def main() -> None:
         help="rules (rule extractor + facts by rules), llm (LLM extractor and LLM facts) or "
         "both; a path not run keeps its numbers from --out",
     )
+    ap.add_argument(
+        "--attacks",
+        choices=("main", "heldout"),
+        default="main",
+        help="heldout: the set of bench/poison_heldout.py, written into the 'heldout' key "
+        "(its first measurement is kept as 'heldout_first')",
+    )
     args = ap.parse_args()
     paths = set(args.paths.split(","))
     t0 = time.perf_counter()
-    vs = variants()
     result: dict[str, Any] = json.loads(args.out.read_text()) if args.out.exists() else {}
+    if args.attacks == "heldout":
+        run_heldout(args, paths, result)
+        return
+    vs = variants()
     result.update({"variants": len(vs), "held_out_variants": sum(v.held_out for v in vs)})
     if "rules" in paths:
         result["tau"] = run_tau(args.data, vs, utcnow())
