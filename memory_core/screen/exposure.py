@@ -19,6 +19,7 @@ from memory_core.models.trajectory import Step
 from memory_core.screen.decode import readings
 from memory_core.screen.detect import directive
 from memory_core.screen.pointers import IDENTIFIER, known_identifiers, points_at_tool
+from memory_core.screen.values import supplied_values
 
 
 def run_tools(steps: Sequence[Step]) -> frozenset[str]:
@@ -80,4 +81,12 @@ def exposures(steps: Sequence[Step]) -> list[str]:
             why = why or (names_a_tool(text, tools, own) if text else None)
         if why:
             out.append(f"step {s.index}: {why}")
+    # an order that names only a value: an error or a result's prose handed the agent a value
+    # (not a number: an error may state the right amount) that it then passed
+    out += [
+        f"step {v.at}: the {v.source} supplied the value the agent passed as {v.key!r} "
+        f"at step {v.call}"
+        for v in supplied_values(steps)
+        if v.source in ("error", "result") and not v.numeric
+    ]
     return out
