@@ -204,33 +204,57 @@ def run_locomo(data: Path, variants: list[Any], conversations: int) -> dict[str,
     return out
 
 
+def _bars(ax: Any, series: list[tuple[str, list[float]]], title: str) -> None:
+    """Grouped bars: one group per poison rate, one bar per series."""
+    rates = [str(r) for r in RATES]
+    width = 0.8 / max(1, len(series))
+    for j, (name, vals) in enumerate(series):
+        bars = ax.bar([i + j * width for i in range(len(rates))], vals, width, label=name)
+        ax.bar_label(bars, fmt="%.2f", fontsize=6)
+    mid = (len(series) - 1) * width / 2
+    ax.set_xticks([i + mid for i in range(len(rates))], [f"{float(r):.1%}" for r in rates])
+    ax.set_xlabel("poison rate")
+    ax.set_ylim(0, 1)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7)
+
+
 def plot(result: dict[str, Any], out: Path) -> None:
-    """Attack success by rate, defended vs undefended, for both data sets."""
+    """Attack success by rate, defended vs undefended: the rule path (tau-bench and LoCoMo
+    facts) and, when measured, the LLM path (both modes, and LoCoMo facts by the LLM)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 4.2))
     rates = [str(r) for r in RATES]
-    width = 0.2
-    for j, (ds, cfg) in enumerate(
-        (
-            ("tau", "undefended"),
-            ("tau", "defended"),
-            ("locomo", "undefended"),
-            ("locomo", "defended"),
-        )
-    ):
-        vals = [result[ds]["rates"][r][cfg]["attack_success"] or 0.0 for r in rates]
-        bars = ax.bar([i + j * width for i in range(len(rates))], vals, width, label=f"{ds} {cfg}")
-        ax.bar_label(bars, fmt="%.2f", fontsize=7)
-    ax.set_xticks([i + 1.5 * width for i in range(len(rates))], [f"{float(r):.1%}" for r in rates])
-    ax.set_xlabel("poison rate")
-    ax.set_ylabel("attack success (share of trigger states)")
-    ax.set_ylim(0, 1)
-    ax.set_title("Injected instructions served, screen on vs off")
-    ax.legend(fontsize=8)
+
+    def vals(rows: dict[str, Any], cfg: str) -> list[float]:
+        return [rows[r][cfg]["attack_success"] or 0.0 for r in rates]
+
+    rules = [
+        (f"{ds} {cfg}", vals(result[ds]["rates"], cfg))
+        for ds in ("tau", "locomo")
+        for cfg in ("undefended", "defended")
+    ]
+    llm = result.get("llm") or {}
+    llm_series = [
+        (f"tau {mode} {cfg}", vals(llm["tau"]["modes"][mode]["rates"], cfg))
+        for mode in (llm.get("tau") or {}).get("modes", {})
+        for cfg in ("undefended", "defended")
+    ]
+    if "locomo" in llm:
+        llm_series += [
+            (f"locomo {cfg}", vals(llm["locomo"]["rates"], cfg))
+            for cfg in ("undefended", "defended")
+        ]
+    panels = 2 if llm_series else 1
+    fig, axes = plt.subplots(1, panels, figsize=(8 * panels, 4.2), squeeze=False)
+    _bars(axes[0][0], rules, "rule extractor and rule facts")
+    axes[0][0].set_ylabel("attack success (share of trigger states)")
+    if llm_series:
+        _bars(axes[0][1], llm_series, "LLM extractor and LLM facts (obedient model)")
+    fig.suptitle("Injected instructions served, screen on vs off")
     fig.tight_layout()
     fig.savefig(out, dpi=120)
 
