@@ -78,7 +78,7 @@ _QUOTED = re.compile(r"\"([^\"\\\n]{1,200})\"|'([^'\\\n]{1,200})'")
 _FIELD_NUMBER = re.compile(r"[:=]\s*(-?\d+(?:\.\d+)?)\b")
 
 
-def _split_result(text: str) -> tuple[list[str], list[str]]:
+def result_parts(text: str) -> tuple[list[str], list[str]]:
     """(data, prose) of a tool's answer: short fields of a structured answer (or, in an answer
     cut short or not quite structured, short quoted strings and numbers after a ':' or '=')
     are data; long string fields, and whatever stays once the data is taken out, are prose."""
@@ -146,7 +146,7 @@ def supplied_values(steps: Sequence[Step]) -> list[Supplied]:
         if s.error:
             said("error", s.index, s.error)
         if s.observation:
-            facts, prose = _split_result(s.observation)
+            facts, prose = result_parts(s.observation)
             data |= set(facts)
             for text in prose:
                 said("result", s.index, text)
