@@ -132,7 +132,7 @@ def list_cmd(
         with Session(engine) as session:
             total = count_cards(session=session, namespace=ns, statuses=statuses)
         table(
-            f"cards in review in {ns!r}, riskiest first: {shown_of(len(cards), total)}",
+            f"cards in review in {ns!r}: {shown_of(len(cards), total)} (riskiest first)",
             ["id", "status", "origin", "conf", "scenario", "preconditions"],
             [
                 [
