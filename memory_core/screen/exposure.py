@@ -75,13 +75,13 @@ def _names_of(tools: frozenset[str], own: str | None) -> Callable[[str], str | N
 
 
 def _result_pointer(text: str, known: frozenset[str]) -> str | None:
-    """A result's prose (what is not a short field) naming an action the run never used with
-    a cue to act on it. A result brings new ids ("certificate_3221322 added"): a name with
-    digits is a value, not an action."""
+    """A result's prose (what is not a short field) naming an action the run never used, in
+    any wording (no cue needed, as in an error: data has no reason to name another action). A
+    result brings new ids ("certificate_3221322 added"): a name with digits is a value."""
     for part in result_parts(text)[1]:
         ids = {m.group().lower() for r in readings(part) for m in IDENTIFIER.finditer(r)}
         values = frozenset(i for i in ids if any(ch.isdigit() for ch in i))
-        why = points_at_tool(part, known=known | values)
+        why = points_at_tool(part, known=known | values, strict=True)
         if why:
             return f"a result's text {why}"
     return None
