@@ -21,7 +21,11 @@ LoCoMo recall@10 (categories 1-4) with the poison mixed in, against the unpoison
 
     python bench/poison.py /work/shared/data [--locomo-conversations 2]
 
-Writes bench/results/poison.json and poison.png.
+With `--attacks heldout`, the set of bench/poison_heldout.py instead (written and measured
+once before the screen was changed for it): its numbers go to the `heldout` key, the first
+measurement stays in `heldout_first`, and poison_heldout.png draws both.
+
+Writes bench/results/poison.json and poison.png (the rule path and the LLM path).
 """
 
 from __future__ import annotations
@@ -204,61 +208,6 @@ def run_locomo(data: Path, variants: list[Any], conversations: int) -> dict[str,
     return out
 
 
-def _bars(ax: Any, series: list[tuple[str, list[float]]], title: str) -> None:
-    """Grouped bars: one group per poison rate, one bar per series."""
-    rates = [str(r) for r in RATES]
-    width = 0.8 / max(1, len(series))
-    for j, (name, vals) in enumerate(series):
-        bars = ax.bar([i + j * width for i in range(len(rates))], vals, width, label=name)
-        ax.bar_label(bars, fmt="%.2f", fontsize=6)
-    mid = (len(series) - 1) * width / 2
-    ax.set_xticks([i + mid for i in range(len(rates))], [f"{float(r):.1%}" for r in rates])
-    ax.set_xlabel("poison rate")
-    ax.set_ylim(0, 1)
-    ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=7)
-
-
-def plot(result: dict[str, Any], out: Path) -> None:
-    """Attack success by rate, defended vs undefended: the rule path (tau-bench and LoCoMo
-    facts) and, when measured, the LLM path (both modes, and LoCoMo facts by the LLM)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rates = [str(r) for r in RATES]
-
-    def vals(rows: dict[str, Any], cfg: str) -> list[float]:
-        return [rows[r][cfg]["attack_success"] or 0.0 for r in rates]
-
-    rules = [
-        (f"{ds} {cfg}", vals(result[ds]["rates"], cfg))
-        for ds in ("tau", "locomo")
-        for cfg in ("undefended", "defended")
-    ]
-    llm = result.get("llm") or {}
-    llm_series = [
-        (f"tau {mode} {cfg}", vals(llm["tau"]["modes"][mode]["rates"], cfg))
-        for mode in (llm.get("tau") or {}).get("modes", {})
-        for cfg in ("undefended", "defended")
-    ]
-    if "locomo" in llm:
-        llm_series += [
-            (f"locomo {cfg}", vals(llm["locomo"]["rates"], cfg))
-            for cfg in ("undefended", "defended")
-        ]
-    panels = 2 if llm_series else 1
-    fig, axes = plt.subplots(1, panels, figsize=(8 * panels, 4.2), squeeze=False)
-    _bars(axes[0][0], rules, "rule extractor and rule facts")
-    axes[0][0].set_ylabel("attack success (share of trigger states)")
-    if llm_series:
-        _bars(axes[0][1], llm_series, "LLM extractor and LLM facts (obedient model)")
-    fig.suptitle("Injected instructions served, screen on vs off")
-    fig.tight_layout()
-    fig.savefig(out, dpi=120)
-
-
 def run_heldout(args: Any, paths: set[str], result: dict[str, Any]) -> None:
     """The held-out set through the rule and LLM paths; the first measurement is kept."""
     from poison_heldout import heldout_variants
@@ -281,6 +230,10 @@ def run_heldout(args: Any, paths: set[str], result: dict[str, Any]) -> None:
         keep = dict(result.get("heldout_first") or {})
         result["heldout_first"] = {**got, **keep}  # a path measured before stays as it was
     args.out.write_text(json.dumps(result, indent=2) + "\n")
+    if "llm" in result["heldout"] and "tau" in result["heldout"]:
+        from poison_plot import plot_heldout
+
+        plot_heldout(result, args.out.with_name(args.out.stem + "_heldout.png"))
     print(f"held-out: {len(vs)} variants; {got['wall_s']} s; {args.out}")
 
 
@@ -329,6 +282,8 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     if "tau" in result and "locomo" in result:
+        from poison_plot import plot
+
         plot(result, args.out.with_suffix(".png"))
     print(f"{len(vs)} variants; {result['wall_s']} s; {args.out}")
 
