@@ -18,6 +18,7 @@ from memory_core.models.columns import utcnow
 from memory_core.serve.service import MemoryService
 from memory_core.validate.review import review_queue
 from tests.helpers.serve import LiveServer, add_card, keys_for
+from tests.helpers.ui import signed_in
 from tests.test_cli import hindsight
 
 # (scenario, origin, status), oldest first: the agent's own card waited longest
@@ -98,3 +99,13 @@ def test_review_api_keeps_the_risk_order(api, engine) -> None:
         queue = c.get("/v1/review").json()
     assert [q["scenario"] for q in queue] == RISKIEST_FIRST
     assert queue[0]["provenance"]["origin"] == "llm"
+
+
+def test_review_page_shows_the_origin_in_risk_order(api, engine) -> None:
+    _seed(engine)
+    keys = keys_for(engine)
+    with signed_in(api.url, keys["admin"]) as c:
+        page = c.get("/ui/review").text
+    at = [page.index(f">{s}<") for s in RISKIEST_FIRST]
+    assert at == sorted(at)
+    assert "origin llm" in page and "origin agent_action" in page
