@@ -115,3 +115,34 @@ def test_base32_is_a_reading() -> None:
     assert said in readings(encoded)
     assert directive(encoded) is not None
     assert readings("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567") == ["ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"]
+
+
+def test_scrub_keeps_conditions_compiling() -> None:
+    from memory_core.models.card import ActionStep, FailureMode
+    from memory_core.preconditions import compile_all
+    from memory_core.retrospect.drafts import DraftCard
+    from memory_core.screen.values import Supplied, scrub
+
+    d = DraftCard(
+        pattern="pre_call_warning",
+        scenario="pay_bill failed",
+        preconditions=['args.cabin == "platinum"', "args.amount == 7319"],
+        action_sequence=[ActionStep(tool="pay_bill", params_template={}, note="platinum, 7319")],
+        expected_outcome="ok",
+        actual_outcome="retried with cabin platinum and amount 7319",
+        failure_modes=[FailureMode(mode="busy", handling='cabin: "economy" -> "platinum"')],
+        confidence=0.5,
+    )
+    values = [
+        Supplied(3, "cabin", "platinum", "error", 2),
+        Supplied(3, "amount", "7319", "user", 1),
+    ]
+    out = scrub(d, values)
+    text = " ".join(
+        [out.actual_outcome, out.action_sequence[0].note, out.failure_modes[0].handling]
+    )
+    assert "platinum" not in text and "7319" not in text and PLACEHOLDER in text
+    assert out.preconditions[1] == "args.amount == 7319"  # a number stays: it must compile
+    assert "platinum" not in out.preconditions[0]
+    compile_all(out.preconditions)
+    assert any("withheld" in f for f in out.flags)

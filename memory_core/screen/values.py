@@ -161,9 +161,11 @@ def scrub(d: DraftCard, values: Sequence[Supplied]) -> DraftCard:
     pats = [_pattern(v.value.lower()) for v in values]
     hit: set[str] = set()
 
-    def clean(x: Any) -> Any:
+    def clean(x: Any, *, words_only: bool = False) -> Any:
         if isinstance(x, str):
             for v, p in zip(values, pats, strict=True):
+                if words_only and v.numeric:
+                    continue
                 x, n = p.subn(PLACEHOLDER, x)
                 if n:
                     hit.add(f"{v.key} (step {v.at}, {v.source})")
@@ -179,7 +181,8 @@ def scrub(d: DraftCard, values: Sequence[Supplied]) -> DraftCard:
         scenario=clean(d.scenario),
         expected_outcome=clean(d.expected_outcome),
         actual_outcome=clean(d.actual_outcome),
-        preconditions=clean(list(d.preconditions)),
+        # a condition holds words as quoted literals; a number there would stop it compiling
+        preconditions=[clean(p, words_only=True) for p in d.preconditions],
         action_sequence=[type(a).model_validate(clean(a.model_dump())) for a in d.action_sequence],
         failure_modes=[type(f).model_validate(clean(f.model_dump())) for f in d.failure_modes],
     )
