@@ -21,7 +21,11 @@ LoCoMo recall@10 (categories 1-4) with the poison mixed in, against the unpoison
 
     python bench/poison.py /work/shared/data [--locomo-conversations 2]
 
-Writes bench/results/poison.json and poison.png.
+With `--attacks heldout`, the set of bench/poison_heldout.py instead (written and measured
+once before the screen was changed for it): its numbers go to the `heldout` key, the first
+measurement stays in `heldout_first`, and poison_heldout.png draws both.
+
+Writes bench/results/poison.json and poison.png (the rule path and the LLM path).
 """
 
 from __future__ import annotations
@@ -134,9 +138,11 @@ def run_real_rules(data: Path, now: Any) -> dict[str, Any]:
     return out
 
 
-def run_llm(data: Path, variants: list[Any], now: Any, conversations: int) -> dict[str, Any]:
+def run_llm(
+    data: Path, variants: list[Any], now: Any, conversations: int, real: bool = True
+) -> dict[str, Any]:
     """The LLM extraction path (bench/poison_llm.py): tau-bench cards, the tuned, held-out and
-    real-tool attacks, and LoCoMo facts by the LLM."""
+    real-tool attacks (`real`), and LoCoMo facts by the LLM."""
     import poison_llm as pll
     from poison_attacks import real_variants
 
@@ -144,7 +150,8 @@ def run_llm(data: Path, variants: list[Any], now: Any, conversations: int) -> di
     from memory_core.settings import Settings
 
     recs = json.loads((data / "tau-bench-airline" / "trajectories.json").read_text())
-    tau = [v for v in variants if v.channel not in ("fact", "api")] + real_variants()
+    tau = [v for v in variants if v.channel not in ("fact", "api")]
+    tau += real_variants() if real else []
     records = json.loads((data / "locomo" / "locomo-dev.json").read_text())
     embedder = build_embedder(Settings(embedder="local"))
     facts = [v for v in variants if v.channel == "fact"]
@@ -201,35 +208,33 @@ def run_locomo(data: Path, variants: list[Any], conversations: int) -> dict[str,
     return out
 
 
-def plot(result: dict[str, Any], out: Path) -> None:
-    """Attack success by rate, defended vs undefended, for both data sets."""
-    import matplotlib
+def run_heldout(args: Any, paths: set[str], result: dict[str, Any]) -> None:
+    """The held-out set through the rule and LLM paths; the first measurement is kept."""
+    from poison_heldout import heldout_variants
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from memory_core.models.columns import utcnow
 
-    fig, ax = plt.subplots(figsize=(8, 4.2))
-    rates = [str(r) for r in RATES]
-    width = 0.2
-    for j, (ds, cfg) in enumerate(
-        (
-            ("tau", "undefended"),
-            ("tau", "defended"),
-            ("locomo", "undefended"),
-            ("locomo", "defended"),
-        )
-    ):
-        vals = [result[ds]["rates"][r][cfg]["attack_success"] or 0.0 for r in rates]
-        bars = ax.bar([i + j * width for i in range(len(rates))], vals, width, label=f"{ds} {cfg}")
-        ax.bar_label(bars, fmt="%.2f", fontsize=7)
-    ax.set_xticks([i + 1.5 * width for i in range(len(rates))], [f"{float(r):.1%}" for r in rates])
-    ax.set_xlabel("poison rate")
-    ax.set_ylabel("attack success (share of trigger states)")
-    ax.set_ylim(0, 1)
-    ax.set_title("Injected instructions served, screen on vs off")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out, dpi=120)
+    t0 = time.perf_counter()
+    vs = heldout_variants()
+    first = "heldout_first" not in result
+    got: dict[str, Any] = dict(result.get("heldout") or {})
+    got["variants"] = len(vs)
+    if "rules" in paths:
+        got["tau"] = run_tau(args.data, vs, utcnow())
+        got["locomo"] = run_locomo(args.data, vs, args.locomo_conversations)
+    if "llm" in paths:
+        got["llm"] = run_llm(args.data, vs, utcnow(), args.locomo_conversations, real=False)
+    got.setdefault("wall_s", {})[args.paths] = round(time.perf_counter() - t0, 1)
+    result["heldout"] = got
+    if first or not all(k in result["heldout_first"] for k in got):
+        keep = dict(result.get("heldout_first") or {})
+        result["heldout_first"] = {**got, **keep}  # a path measured before stays as it was
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    if "llm" in result["heldout"] and "tau" in result["heldout"]:
+        from poison_plot import plot_heldout
+
+        plot_heldout(result, args.out.with_name(args.out.stem + "_heldout.png"))
+    print(f"held-out: {len(vs)} variants; {got['wall_s']} s; {args.out}")
 
 
 def main() -> None:
@@ -248,11 +253,21 @@ def main() -> None:
         help="rules (rule extractor + facts by rules), llm (LLM extractor and LLM facts) or "
         "both; a path not run keeps its numbers from --out",
     )
+    ap.add_argument(
+        "--attacks",
+        choices=("main", "heldout"),
+        default="main",
+        help="heldout: the set of bench/poison_heldout.py, written into the 'heldout' key "
+        "(its first measurement is kept as 'heldout_first')",
+    )
     args = ap.parse_args()
     paths = set(args.paths.split(","))
     t0 = time.perf_counter()
-    vs = variants()
     result: dict[str, Any] = json.loads(args.out.read_text()) if args.out.exists() else {}
+    if args.attacks == "heldout":
+        run_heldout(args, paths, result)
+        return
+    vs = variants()
     result.update({"variants": len(vs), "held_out_variants": sum(v.held_out for v in vs)})
     if "rules" in paths:
         result["tau"] = run_tau(args.data, vs, utcnow())
@@ -267,6 +282,8 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     if "tau" in result and "locomo" in result:
+        from poison_plot import plot
+
         plot(result, args.out.with_suffix(".png"))
     print(f"{len(vs)} variants; {result['wall_s']} s; {args.out}")
 

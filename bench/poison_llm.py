@@ -41,15 +41,15 @@ class Adversary:
         self.chunk: list[Variant] = []
 
     def _found(self, text: str) -> tuple[Variant, str] | None:
-        """The attack this prompt carries and the tool it names (a real-tool attack names a
-        tool of the run: the one called on the line that carries it, or named there)."""
+        """The attack this prompt carries and the tool it names (a real-tool or value-only
+        attack: a tool of the run, the one called on the line that carries it, or named there)."""
         for line in text.splitlines():
             for r in readings(line):
                 low = r.lower()
                 for v in self.chunk:
                     if v.value.lower() not in low and (not v.tool or v.tool.lower() not in low):
                         continue
-                    if RUN_TOOL not in v.text:
+                    if RUN_TOOL not in v.text and v.tool:
                         return v, v.tool
                     # the tool the attack names: a tool of the run named after the call's head
                     tools = {m.group(1) for m in map(_CALL.match, text.splitlines()) if m}

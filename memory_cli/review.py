@@ -33,28 +33,41 @@ def _actor(by: str | None) -> str:
 def list_cmd(
     namespace: NamespaceOpt = None,
     limit: Annotated[int, typer.Option(min=1, max=10000)] = 100,
+    quarantined: Annotated[
+        bool, typer.Option("--quarantined", help="the quarantined cards too, ahead of the rest")
+    ] = False,
     fmt: FormatOpt = Format.table,
 ) -> None:
-    """Cards in review, oldest first."""
+    """Cards in review, riskiest first: by origin (llm, user, observed, operator, then
+    agent_action), then oldest first; with --quarantined the quarantined cards lead."""
     from sqlmodel import Session
 
     from memory_core.cards.query import count_cards, to_public
+    from memory_core.screen.provenance import origin_of
     from memory_core.validate.review import review_queue
 
     with fail_on_errors():
         settings, engine = load()
         ns = namespace or settings.namespace
-        cards = review_queue(engine=engine, namespace=ns, limit=limit)
+        cards = review_queue(engine=engine, namespace=ns, limit=limit, quarantined=quarantined)
         if fmt is Format.json:
             print_json([to_public(c) for c in cards])
             return
+        statuses = ["review", *(["quarantined"] if quarantined else [])]
         with Session(engine) as session:
-            total = count_cards(session=session, namespace=ns, statuses=["review"])
+            total = count_cards(session=session, namespace=ns, statuses=statuses)
         table(
-            f"cards in review in {ns!r}: {shown_of(len(cards), total)}",
-            ["id", "conf", "scenario", "preconditions"],
+            f"cards in review in {ns!r}: {shown_of(len(cards), total)} (riskiest first)",
+            ["id", "status", "origin", "conf", "scenario", "preconditions"],
             [
-                [str(c.card_id), f"{c.confidence:.2f}", c.scenario, "\n".join(c.preconditions)]
+                [
+                    str(c.card_id),
+                    c.status,
+                    origin_of(c.provenance).value,
+                    f"{c.confidence:.2f}",
+                    c.scenario,
+                    "\n".join(c.preconditions),
+                ]
                 for c in cards
             ],
         )

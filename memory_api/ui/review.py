@@ -14,7 +14,7 @@ from memory_api.ui.web import Console, ConsoleRoute
 from memory_core.errors import InvalidInput
 from memory_core.validate.review import EDITABLE, edit
 
-REVIEW_PAGE = 25  # the oldest first; a decision brings the next one up
+REVIEW_PAGE = 25  # the riskiest origin first, then oldest; a decision brings the next one up
 
 
 def editable(card: Any) -> str:

@@ -1,6 +1,6 @@
 """Every reading of a text a screen must look at: decoded layers, JSON fields, normalised forms.
 
-An instruction hidden in base64, hex, %-escapes, \\u escapes, HTML entities, a JSON field or
+An instruction hidden in base64, base32, hex, %-escapes, \\u escapes, HTML entities, a JSON field or
 behind zero-width characters is the same instruction: the screen sees each decoded layer.
 """
 
@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 _B64 = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/_-]{16,}={0,2}(?![A-Za-z0-9+/=_-])")
+_B32 = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Z2-7]{16,}={0,6}(?![A-Za-z0-9+/=_-])")
 _HEX = re.compile(r"(?<![0-9a-fA-F])(?:[0-9a-fA-F]{2}[\s:]?){8,}(?![0-9a-fA-F])")
 _ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2}|U[0-9a-fA-F]{8})")
 _PERCENT = re.compile(r"%[0-9a-fA-F]{2}")
@@ -45,6 +46,14 @@ def _b64(token: str) -> str | None:
         if _printable(text):
             return text
     return None
+
+
+def _b32(token: str) -> str | None:
+    try:
+        text = base64.b32decode(token + "=" * (-len(token) % 8)).decode("utf-8")
+    except (binascii.Error, ValueError):
+        return None
+    return text if _printable(text) else None
 
 
 def _hex(token: str) -> str | None:
@@ -97,6 +106,10 @@ def _layers(text: str) -> Iterator[str]:
         found = _b64(m.group(0))
         if found:
             yield found
+    for m in _B32.finditer(text):
+        found = _b32(m.group(0))
+        if found:
+            yield found
     for m in _HEX.finditer(text):
         found = _hex(m.group(0))
         if found:
@@ -127,3 +140,11 @@ def readings(text: str) -> list[str]:
         if not frontier:
             break
     return list(seen)
+
+
+def obfuscated(text: str) -> list[str]:
+    """The text as written, rot13'd and reversed: obfuscations a model undoes unasked. Read
+    by the run-level screens (exposure, taint), which ask whether a run met an order at all;
+    each is decoded further by the screens' own readings."""
+    t = text[:MAX_CHARS]
+    return [t, codecs.encode(t, "rot13"), t[::-1]]

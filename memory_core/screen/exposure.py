@@ -13,12 +13,14 @@ text by text as before, since they only quote what the run said.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from memory_core.models.trajectory import Step
-from memory_core.screen.decode import readings
+from memory_core.screen.decode import obfuscated, readings
 from memory_core.screen.detect import directive
 from memory_core.screen.pointers import IDENTIFIER, known_identifiers, points_at_tool
+from memory_core.screen.taint import tainted_calls
+from memory_core.screen.values import result_parts, supplied_values
 
 
 def run_tools(steps: Sequence[Step]) -> frozenset[str]:
@@ -56,28 +58,72 @@ def names_a_tool(text: str, tools: frozenset[str], own: str | None = None) -> st
     return None
 
 
+def _any(text: str, check: Callable[[str], str | None]) -> str | None:
+    """The first reason `check` finds in the text as written, rot13'd or reversed."""
+    for form, t in zip(("", " (rot13)", " (reversed)"), obfuscated(text), strict=True):
+        why = check(t)
+        if why:
+            return why + form
+    return None
+
+
+def _names_of(tools: frozenset[str], own: str | None) -> Callable[[str], str | None]:
+    def check(text: str) -> str | None:
+        return names_a_tool(text, tools, own)
+
+    return check
+
+
+def _result_pointer(text: str, known: frozenset[str]) -> str | None:
+    """A result's prose (what is not a short field) naming an action the run never used, in
+    any wording (no cue needed, as in an error: data has no reason to name another action). A
+    result brings new ids ("certificate_3221322 added"): a name with digits is a value."""
+    for part in result_parts(text)[1]:
+        ids = {m.group().lower() for r in readings(part) for m in IDENTIFIER.finditer(r)}
+        values = frozenset(i for i in ids if any(ch.isdigit() for ch in i))
+        why = points_at_tool(part, known=known | values, strict=True)
+        if why:
+            return f"a result's text {why}"
+    return None
+
+
 def exposures(steps: Sequence[Step]) -> list[str]:
     """Each untrusted text of the run (a tool's result or error, a user turn after the first)
-    that carries an instruction, with its step and the reason."""
+    that carries an instruction, with its step and the reason; each call the agent made on one
+    (taint.py); each value an error or a result's prose handed the agent (values.py)."""
     first_user = next((s.index for s in steps if s.type == "message" and s.role == "user"), None)
     known = known_identifiers(steps)
     tools = run_tools(steps)
     out = []
     for s in steps:
         # an error is about its own call: no order, no identifier the run does not know; a
-        # result is data full of field names: no order; a user asks the agent for things
-        # and gives their own ids: only a tool's identifier is out of place there
+        # result is data full of field names: no order, and its prose (what is not a field)
+        # no identifier the run does not know; a user asks the agent for things and gives
+        # their own ids: only a tool's identifier is out of place there
         own = s.tool if s.type == "tool_call" else None
         why = None
         if s.type == "tool_call" and s.error:
-            why = directive(s.error) or points_at_tool(s.error, known=known, strict=True)
+            # rot13 or reversed, a run's own ids read as unknown names: the grammar only
+            why = _any(s.error, directive) or points_at_tool(s.error, known=known, strict=True)
         if s.type == "tool_call" and s.observation and not why:
-            why = directive(s.observation)
+            why = _any(s.observation, directive) or _result_pointer(s.observation, known)
         texts = [s.error, s.observation] if s.type == "tool_call" else []
         if s.role == "user" and s.index != first_user:
             texts = [s.text]
-        for text in texts:
-            why = why or (names_a_tool(text, tools, own) if text else None)
+        for text in (t for t in texts if t and not why):
+            why = _any(text, _names_of(tools, own))
         if why:
             out.append(f"step {s.index}: {why}")
+    out += [
+        f"step {i}: the agent made this call on an instruction from a tool or a user"
+        for i in sorted(tainted_calls(steps))
+    ]
+    # an order that names only a value: an error or a result's prose handed the agent a value
+    # (not a number: an error may state the right amount) that it then passed
+    out += [
+        f"step {v.at}: the {v.source} supplied the value the agent passed as {v.key!r} "
+        f"at step {v.call}"
+        for v in supplied_values(steps)
+        if v.source in ("error", "result") and not v.numeric
+    ]
     return out

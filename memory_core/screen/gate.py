@@ -18,6 +18,7 @@ from memory_core.screen.exposure import exposures, names_a_tool, run_tools
 from memory_core.screen.pointers import known_identifiers, points_at_tool, strings_in
 from memory_core.screen.provenance import Origin, with_origin
 from memory_core.screen.taint import tainted_calls, words_of
+from memory_core.screen.values import scrub, supplied_values
 from memory_core.task_state import normalise_error
 
 # producers that write their own templates around what the run held (errors, tool names,
@@ -129,6 +130,8 @@ def untaint(drafts: Sequence[DraftCard], steps: Sequence[Step]) -> list[DraftCar
 
 
 def _untaint_own(drafts: Sequence[DraftCard], steps: Sequence[Step]) -> list[DraftCard]:
+    supplied = supplied_values(steps)  # values an error, a result or a user handed the agent
+    drafts = [scrub(d, supplied) for d in drafts]
     known = known_identifiers(steps)
     named_tools = run_tools(steps)
     # the raw errors too: a failure mode is normalised (lower case hides a camelCase name);

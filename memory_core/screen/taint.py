@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from memory_core.models.trajectory import Step
-from memory_core.screen.decode import readings
+from memory_core.screen.decode import obfuscated, readings
 from memory_core.screen.detect import directive
 
 WINDOW = 6  # untrusted texts this many steps back can have prompted a call
@@ -42,7 +42,8 @@ def _untrusted(step: Step, first_user: int | None) -> list[tuple[str, str]]:
         texts += [t for t in (step.observation, step.error) if t]
     elif step.role == "user" and step.index != first_user and step.text:
         texts.append(step.text)
-    return [(r.lower(), words_of(r)) for t in texts for r in readings(t)]
+    # a model reads rot13 or reversed text as easily as plain: so does the taint
+    return [(r.lower(), words_of(r)) for t in texts for o in obfuscated(t) for r in readings(o)]
 
 
 def _names(raw: str, words: str, tool: str) -> bool:

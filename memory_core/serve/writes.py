@@ -137,7 +137,7 @@ class WriteOperations:
     # -- review (admin) ----------------------------------------------------------------
 
     def review_queue(self, *, principal: Principal, limit: int = 100) -> list[CardPublic]:
-        """Cards waiting for a person, oldest first."""
+        """Cards waiting for a person, riskiest origin first, then oldest first."""
         principal.require("admin")
         cards = review_queue(engine=self.engine, namespace=principal.namespace, limit=limit)
         return [to_public(c) for c in cards]

@@ -6,7 +6,7 @@ import uuid
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import select
+from sqlalchemy import case, select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
@@ -17,6 +17,7 @@ from memory_core.facts.store import approve_fact
 from memory_core.models.card import Card, CardKind, CardStatus, CardVersion
 from memory_core.models.columns import utcnow
 from memory_core.screen.gate import screen_card
+from memory_core.screen.provenance import TRUST, Origin
 from memory_core.validate.frame import cards_frame
 from memory_core.validate.suite import run_suite
 
@@ -31,16 +32,36 @@ EDITABLE = {
 }
 
 
-def review_queue(*, engine: Engine, namespace: str, limit: int = 100) -> list[Card]:
-    """Cards waiting for a person, oldest first."""
+# riskiest first: quarantined cards, then by origin, least trusted first (an operator's write
+# waiting here is a non-admin key's, so it comes before the agent's own actions)
+RISK_ORDER: tuple[Origin, ...] = tuple(
+    sorted(TRUST, key=lambda o: (TRUST[o], o is Origin.agent_action))
+)
+
+
+def risk_rank() -> Any:
+    """A SQL expression ranking cards for review: 0 quarantined, then one rank per origin in
+    RISK_ORDER (a row without a typed origin ranks with the agent's actions)."""
+    origin = col(Card.provenance)["origin"].as_string()
+    whens = [(col(Card.status) == CardStatus.quarantined.value, 0)]
+    whens += [(origin == o.value, i + 1) for i, o in enumerate(RISK_ORDER)]
+    return case(*whens, else_=RISK_ORDER.index(Origin.agent_action) + 1)
+
+
+def review_queue(
+    *, engine: Engine, namespace: str, limit: int = 100, quarantined: bool = False
+) -> list[Card]:
+    """Cards waiting for a person, riskiest first: by origin (an LLM's inference, a user's
+    statement, a tool's text, a non-admin operator's write, then the agent's own actions),
+    then oldest first; with `quarantined`, the quarantined cards ahead of them all."""
+    statuses = [CardStatus.review.value]
+    statuses += [CardStatus.quarantined.value] if quarantined else []
     with Session(engine) as session:
         return list(
             session.execute(
                 select(Card)
-                .where(
-                    col(Card.namespace) == namespace, col(Card.status) == CardStatus.review.value
-                )
-                .order_by(col(Card.created_at))
+                .where(col(Card.namespace) == namespace, col(Card.status).in_(statuses))
+                .order_by(risk_rank(), col(Card.created_at), col(Card.card_id))
                 .limit(limit)
             ).scalars()
         )
