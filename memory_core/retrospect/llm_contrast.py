@@ -91,21 +91,18 @@ class LLMContrast:
             group = extra.get(GROUP_KEY) or task_group(extra=extra, steps=view.steps)
             if not group:
                 return None, []
-            rows = {
-                r.id: r
-                for r in session.exec(
-                    select(T).where(
-                        col(T.namespace) == row.namespace,
-                        col(T.extra)[GROUP_KEY].as_string() == group,
-                        col(T.status) != TrajectoryStatus.dead_letter.value,
-                    )
-                ).all()
-            }
-            rows[row.id] = row
-            newest = max(rows.values(), key=lambda r: (r.created_at, str(r.id)))
-            if newest.id != row.id:
+            same = (
+                col(T.namespace) == row.namespace,
+                col(T.extra)[GROUP_KEY].as_string() == group,
+                col(T.status) != TrajectoryStatus.dead_letter.value,
+            )
+            # which run is the newest first (ids and times only): most runs are not
+            stamps = session.execute(select(col(T.id), col(T.created_at)).where(*same)).all()
+            newest = max([*stamps, (row.id, row.created_at)], key=lambda r: (r[1], str(r[0])))
+            if newest[0] != row.id:
                 return None, []  # the group's newest run contrasts it
-            return str(group), [view if r.id == view.id else view_of(r) for r in rows.values()]
+            rows = [r for r in session.exec(select(T).where(*same)).all() if r.id != row.id]
+            return str(group), [view, *(view_of(r) for r in rows)]
 
     def trials(
         self, runs: Sequence[TrajectoryView]
