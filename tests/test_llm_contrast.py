@@ -4,6 +4,7 @@ flow, the scripted OpenAI-compatible server and a real database (SQLite and Post
 from __future__ import annotations
 
 import json
+import uuid
 from collections import defaultdict
 
 from sqlalchemy import func, select, update
@@ -192,3 +193,28 @@ def test_the_setting_turns_it_off(llm_env, engine) -> None:
     ingest_lines(engine, GROUP)
     run_retrospect()
     assert server.calls(MARK) == 0 and _insights(engine)[0] == []
+
+
+def test_the_prompt_is_budgeted(engine) -> None:
+    from memory_core.llm.cache import SQLAnswerCache
+    from memory_core.models.trajectory import Outcome, Step
+    from memory_core.retrospect.drafts import TrajectoryView
+    from memory_core.retrospect.factory import build_llm
+    from memory_core.retrospect.llm_contrast import LLMContrast
+    from memory_core.settings import Settings
+
+    def view(i: int, outcome: str) -> TrajectoryView:
+        record = _run(f"x{i}", outcome, "economy", note="x" * 2000)
+        steps = [Step.model_validate({"index": n, **s}) for n, s in enumerate(record["steps"])]
+        return TrajectoryView(uuid.uuid4(), "default", "default", None, Outcome(outcome), steps)
+
+    runs = [view(i, "success") for i in range(5)] + [view(i, "failure") for i in range(4)]
+    llm = build_llm(Settings(llm_base_url="http://127.0.0.1:9"))  # never called here
+    assert llm is not None
+    c = LLMContrast(llm=llm, cache=SQLAnswerCache(engine), engine=engine, max_trials=3)
+    trials, shown = c.trials(runs)
+    assert sorted(t.label for t in trials) == ["F1", "F2", "F3", "S1", "S2", "S3"]
+    assert all("…[cut" in s.text for s in shown)  # each through the pre-filter
+    c.max_tokens = 500
+    trials, shown = c.trials(runs)
+    assert sorted(t.label for t in trials) == ["F1", "S1"]  # at least one a side
