@@ -95,6 +95,19 @@ def test_wins_and_losses_give_a_grounded_contrast_card_with_reasons(llm_env, eng
     assert answer.trajectory_id is None
 
 
+def test_a_success_of_another_task_with_the_same_call_counts_against_it(llm_env, engine) -> None:
+    llm_env()
+    other = _run("d", "success", "business")
+    other["steps"][0]["text"] = "Please upgrade my trip to business"  # another task
+    ingest_lines(engine, [other])
+    run_retrospect()
+    ingest_lines(engine, GROUP)  # a later batch: the stored success is read back
+    run_retrospect()
+    [card], by_card = _insights(engine)
+    assert by_card[card.card_id]["d"].result["role"] == "contradicts"
+    assert card.confidence == 0.5  # Beta(1 + 1 supporting, 1 + 1 contradicting)
+
+
 def test_hallucinated_tools_and_bad_citations_are_held_back(llm_env, engine) -> None:
     def sloppy(body, out):
         good = out["cards"][0]

@@ -27,12 +27,15 @@ from sqlalchemy import update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
+from memory_core.cards.confidence import confidence_of
 from memory_core.db import session_scope
 from memory_core.errors import LLMOutputInvalid
 from memory_core.llm.cache import AnswerCache, cache_key
 from memory_core.llm.client import LLMClient
 from memory_core.llm.structured import ask
+from memory_core.models.card import CardStatus
 from memory_core.models.trajectory import Outcome, Trajectory, TrajectoryStatus
+from memory_core.retrospect.contradict import contradicting
 from memory_core.retrospect.contrast import task_group
 from memory_core.retrospect.drafts import Extraction, TrajectoryView
 from memory_core.retrospect.llm_answers import ContrastAnswers
@@ -185,6 +188,17 @@ class LLMContrast:
             screen=self.screen,
             known_tools=self.known_tools,
         )
+        # a successful run elsewhere that makes a call the card warns of counts against it,
+        # as for the rule contrast (checked against the namespace's stored successful runs)
+        live = [d for d in out.drafts if d.status is not CardStatus.rejected]
+        wins = sorted((r for r in runs if r.outcome is Outcome.success), key=lambda v: str(v.id))
+        out.drafts += contradicting(
+            engine=self.engine, namespace=holder.namespace, drafts=live, wins=wins
+        )
+        for d in live:  # the group's own wins were matched already: one row per run and step
+            rows = {(e.trajectory_id, e.step): e for e in reversed(d.evidence)}
+            d.evidence = sorted(rows.values(), key=lambda e: (str(e.trajectory_id), e.step))
+            d.confidence = confidence_of((e.trajectory_id, e.result) for e in d.evidence)
         return out
 
     def _report(self, holder: TrajectoryView, group: str, error: str) -> None:

@@ -28,6 +28,7 @@ from memory_core.retrospect.drafts import DraftCard, TrajectoryView
 from memory_core.retrospect.grounding import check_grounding
 from memory_core.retrospect.llm_answers import ContrastCard
 from memory_core.screen.exposure import exposures
+from memory_core.screen.gate import reasons
 from memory_core.screen.taint import tainted_calls
 from memory_core.task_state import CONDITION_KEYS, planning_state, states_before_calls
 
@@ -170,6 +171,8 @@ def contrast_drafts(
                 flags.append(f"the cited call of {card.failed_trial} was made on an injected order")
             if exposed:  # an obedient model restates what it read, in any words
                 flags.append(f"instruction-like content in a trial the LLM read ({exposed[0]})")
+            # kept in the provenance, outside the card texts the writer screens
+            flags += reasons([card.difference, card.reason])
             if flags:
                 status = CardStatus.quarantined
         ids = {t.label: str(t.view.id) for t in trials}
