@@ -27,8 +27,14 @@ The memory never sees a record's `info` (where the expected actions live): it is
 every record before learning and read only to score.
 
     python bench/lessons.py ../shared/data/tau-bench-airline/trajectories.json [--folds 5]
+        [--llm scripted]
 
-Writes bench/results/lessons.json and lessons.png.
+Writes bench/results/lessons.json and lessons.png. With `--llm scripted` the learning runs
+the rules and then the LLM path (per-run prompts and the contrast prompt) against the
+scripted OpenAI-compatible server of the tests (tests/helpers/fake_model.py and
+fake_contrast.py, which restate what the rules find): it measures the LLM path's plumbing
+and cost (calls, tokens, what its grounding lets through), not what a real model would
+learn. Writes bench/results/lessons_llm.json and lessons_llm.png.
 """
 
 from __future__ import annotations
@@ -54,7 +60,7 @@ SYSTEMS = (
     "run outcome (ceiling)",
 )
 
-from bench.lessons_learn import _learn, _snippet, _state_text  # noqa: E402
+from bench.lessons_learn import _learn, _snippet, _state_text, scripted_server  # noqa: E402
 from bench.lessons_metrics import KS, ranking_summary, score_summary  # noqa: E402
 from bench.lessons_plot import plot, report  # noqa: E402
 from bench.lessons_writes import Baselines, card_usefulness, score_writes  # noqa: E402
@@ -91,6 +97,8 @@ def evaluate(
     work: Path,
     into: dict[str, Metrics],
     noise: dict[str, int],
+    llm_url: str | None = None,
+    cost: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """Learn from `learn`, replay `test`, add every eligible event's relevance lists; the
     wrong-write rows and the cards' usefulness come back."""
@@ -100,7 +108,7 @@ def evaluate(
     from memory_core.replay import parse_all, replay_trajectory, served_cards
     from memory_core.task_state import error_signature, states_before_calls
 
-    engine = _learn(learn, work)
+    engine = _learn(learn, work, llm_url=llm_url, cost=cost)
     learned, _ = parse_all(learn, namespace="bench", task_type="default")
     tested, _ = parse_all(test, namespace="bench", task_type="default")
     group_of = {
@@ -191,7 +199,7 @@ def _ranking_rows(metrics: dict[str, Metrics]) -> dict[str, Any]:
     return {k: m.summary() for k, m in metrics.items()}
 
 
-def run(path: Path, folds: int) -> dict[str, Any]:
+def run(path: Path, folds: int, llm_url: str | None = None) -> dict[str, Any]:
     from memory_core.embed.factory import build_embedder
     from memory_core.ingest.store import iter_sources
     from memory_core.settings import Settings
@@ -200,6 +208,7 @@ def run(path: Path, folds: int) -> dict[str, Any]:
     groups = sorted({_group(r, n) for n, r in records})
     embedder = build_embedder(Settings(embedder="local"))  # the default install's model
     out: dict[str, Any] = {"data": str(path), "runs": len(records), "tasks": len(groups)}
+    cost: dict[str, int] = defaultdict(int)  # the LLM path's, on every learning run
     base = Path(tempfile.mkdtemp(prefix="lessons-"))
     # other tasks: k folds over the tasks
     t0 = time.perf_counter()
@@ -221,6 +230,8 @@ def run(path: Path, folds: int) -> dict[str, Any]:
             work=base / f"fold{f}",
             into=metrics,
             noise=noise,
+            llm_url=llm_url,
+            cost=cost,
         )
         for k, m in metrics.items():
             total.setdefault(k, Metrics()).lists.extend(m.lists)
@@ -264,13 +275,15 @@ def run(path: Path, folds: int) -> dict[str, Any]:
     noise = defaultdict(int)
     evaluate(
         learn, test, same_task=True, embedder=embedder, work=base / "trials", into=metrics,
-        noise=noise,
+        noise=noise, llm_url=llm_url, cost=cost,
     )  # fmt: skip
     out["later_trials"] = {
         **_ranking_rows(metrics),
         **_noise(noise),
         "seconds": round(time.perf_counter() - t0, 1),
     }
+    if llm_url:
+        out["llm"] = {"server": "scripted (plumbing, not model quality)", **cost}
     return out
 
 
@@ -278,10 +291,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("path", type=Path, help="trajectory file or folder (any ingest format)")
     ap.add_argument("--folds", type=int, default=5)
-    ap.add_argument("--out", type=Path, default=RESULTS / "lessons.json")
+    ap.add_argument("--llm", choices=("none", "scripted"), default="none")
+    ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
+    args.out = args.out or RESULTS / (
+        "lessons_llm.json" if args.llm == "scripted" else "lessons.json"
+    )
     t0 = time.perf_counter()
-    result = run(args.path, args.folds)
+    if args.llm == "scripted":
+        with scripted_server() as (url, requests):
+            result = run(args.path, args.folds, llm_url=url)
+            result["llm"]["requests"] = requests()
+    else:
+        result = run(args.path, args.folds)
     result["wall_s"] = round(time.perf_counter() - t0, 1)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")

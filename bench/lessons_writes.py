@@ -166,7 +166,7 @@ def score_writes(
 
 def card_usefulness(engine: Any, namespace: str) -> dict[str, Any]:
     """Active cards, and the share whose evidence includes at least one successful run."""
-    from sqlalchemy import select
+    from sqlalchemy import func, select
     from sqlmodel import Session, col
 
     from memory_core.models.card import Card, CardEvidence
@@ -184,6 +184,15 @@ def card_usefulness(engine: Any, namespace: str) -> dict[str, Any]:
     for cid, prov, outcome in rows:
         outcomes[cid].add(outcome)
         patterns[cid] = str((prov or {}).get("pattern", ""))
+        # what the LLM contrast's grounding let through, kept back or rejected (every status)
+        contrast = s.execute(
+            select(col(Card.status), func.count())
+            .where(
+                col(Card.namespace) == namespace,
+                col(Card.provenance)["producer"].as_string() == "llm-contrast",
+            )
+            .group_by(col(Card.status))
+        ).all()
     n = len(outcomes)
     by_pattern: dict[str, int] = defaultdict(int)
     for p in patterns.values():
@@ -195,4 +204,5 @@ def card_usefulness(engine: Any, namespace: str) -> dict[str, Any]:
             sum("success" in o for o in outcomes.values()) / max(n, 1), 4
         ),
         "by_pattern": dict(sorted(by_pattern.items())),
+        "llm_contrast_by_status": {str(k): int(v) for k, v in sorted(contrast)},
     }

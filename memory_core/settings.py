@@ -154,6 +154,13 @@ class Settings(BaseSettings):
     )
     llm_max_observation_chars: int = 600
     llm_max_system_chars: int = 600
+    # the LLM contrast: a task's successful and failed trials side by side in one prompt
+    # (memory_core.retrospect.llm_contrast); off: the rule contrast alone
+    llm_contrast: bool = True
+    llm_contrast_trials: int = Field(default=3, ge=1, le=9, description="trials per side")
+    llm_contrast_max_tokens: int = Field(
+        default=8000, ge=500, description="estimated prompt tokens of the trials, at most"
+    )
     # embeddings: "auto" = an endpoint when HINDSIGHT_EMBED_BASE_URL is set, else the local
     # ONNX model (the default install), else the PyTorch model ('embeddings-torch' extra)
     embedder: Literal["auto", "local", "local-torch", "openai", "none"] = "auto"

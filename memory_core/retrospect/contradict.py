@@ -30,6 +30,8 @@ from memory_core.preconditions import CompiledPrecondition, compile_stored, hold
 from memory_core.task_state import CONDITION_KEYS, states_before_calls
 
 PATTERN = "contrast_caution"
+# the cautions checked: the rule contrast's and the LLM contrast's (retrospect.llm_contrast)
+PATTERNS = (PATTERN, "contrast_insight")
 MAX_SCANNED = 5000  # stored successful runs a new caution is checked against (the latest)
 _TOOL = re.compile(r'^tool == "((?:[^"\\]|\\.)*)"$')
 
@@ -66,7 +68,7 @@ def _stored(engine: Engine, namespace: str) -> list[Card]:
             select(Card).where(
                 col(Card.namespace) == namespace,
                 col(Card.status).in_(LIVE_STATUSES),
-                col(Card.provenance)["pattern"].as_string() == PATTERN,
+                col(Card.provenance)["pattern"].as_string().in_(PATTERNS),
             )
         ).all()
         for r in rows:
@@ -87,7 +89,7 @@ def contradicting(
     batch_sigs: set[str] = set()
     for d in drafts:
         tool = _tool_of(d.preconditions)
-        if d.pattern == PATTERN and tool is not None and d.signature not in batch_sigs:
+        if d.pattern in PATTERNS and tool is not None and d.signature not in batch_sigs:
             batch_sigs.add(d.signature)
             targets[tool].append(([compile_stored(p) for p in d.preconditions], d))
     stored = _stored(engine, namespace)
@@ -169,7 +171,7 @@ def _check(
 
 def _evidence_for(card: Card, triples: list[EvidenceTriple]) -> DraftCard:
     return EvidenceFor(
-        pattern=PATTERN,
+        pattern=str(card.provenance.get("pattern", PATTERN)),
         scenario=card.scenario,
         preconditions=list(card.preconditions),
         action_sequence=[ActionStep.model_validate(a) for a in card.action_sequence],

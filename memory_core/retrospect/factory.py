@@ -73,16 +73,27 @@ def build_llm_extractor(
     if llm is None:
         return None
     from memory_core.llm.cache import SQLAnswerCache
+    from memory_core.retrospect.llm_contrast import LLMContrast
     from memory_core.retrospect.llm_extractor import LLMExtractor
 
-    return LLMExtractor(
+    limits = FilterLimits(
+        max_observation_chars=settings.llm_max_observation_chars,
+        max_system_chars=settings.llm_max_system_chars,
+    )
+    extractor = LLMExtractor(llm=llm, cache=SQLAnswerCache(engine), limits=limits)
+    if not settings.llm_contrast:
+        return extractor
+    # a run that is its task group's newest also contrasts the group's trials (one call)
+    contrast = LLMContrast(
         llm=llm,
         cache=SQLAnswerCache(engine),
-        limits=FilterLimits(
-            max_observation_chars=settings.llm_max_observation_chars,
-            max_system_chars=settings.llm_max_system_chars,
-        ),
+        engine=engine,
+        limits=limits,
+        max_trials=settings.llm_contrast_trials,
+        max_tokens=settings.llm_contrast_max_tokens,
+        screen=settings.screen,
     )
+    return ChainedExtractors(extractor, contrast)
 
 
 def build_extractor(

@@ -25,6 +25,7 @@ from memory_core.task_state import normalise_error
 # argument features): only those run-derived parts are screened, never the templates
 CONTRAST = "contrast"
 RULE_PRODUCERS = frozenset({"rule-extractor", CONTRAST})
+CARRIED = frozenset({CONTRAST, "llm-contrast"})  # group lessons, screened when made
 CARD_TEXT_FIELDS = ("scenario", "expected_outcome", "actual_outcome")
 _ERROR_LABEL = re.compile(r"^\s*(?:error|exception|fatal)\s*[:\-]\s*", re.IGNORECASE)
 
@@ -123,9 +124,10 @@ def untaint(drafts: Sequence[DraftCard], steps: Sequence[Step]) -> list[DraftCar
     steps go; a draft about such a call (or that still names it) goes. Drafts quoting part of
     an instruction split over steps are quarantined."""
     # a contrast caution is screened for taint over its own failed runs when it is made
-    # (retrospect.contrast); this run only carries it, so its steps say nothing about it
-    carried = [d for d in drafts if d.provenance.get("producer") == CONTRAST]
-    drafts = [d for d in drafts if d.provenance.get("producer") != CONTRAST]
+    # (retrospect.contrast), and an LLM contrast over every trial its model read
+    # (retrospect.llm_contrast_cards); this run only carries it, so its steps say nothing about it
+    carried = [d for d in drafts if d.provenance.get("producer") in CARRIED]
+    drafts = [d for d in drafts if d.provenance.get("producer") not in CARRIED]
     return [*_untaint_own(drafts, steps), *carried]
 
 

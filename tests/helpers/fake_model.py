@@ -158,10 +158,14 @@ def obedient_fact(ref: str, speaker: str, *, tool: str, value: str, n: int = 0) 
 
 
 def respond(body: dict[str, Any], n: int) -> Reply:
-    """The default responder: realistic answers to both prompts."""
+    """The default responder: realistic answers to every retrospect prompt."""
     kind = prompt_kind(body)
     if kind == "decision_points":
         return Reply(json.dumps(decision_points(body)))
     if kind == "cards":
         return Reply(json.dumps(cards(body)))
+    if kind == "contrast":
+        from tests.helpers.fake_contrast import answer  # it reads lines the way this module does
+
+        return Reply(json.dumps(answer(body)))
     return Reply(status=400, error=f"unexpected prompt {kind}")
