@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.exc import SQLAlchemyError
 
+from memory_api.effects import effects_router
 from memory_api.errors import BodyLimit, install_error_handlers
 from memory_api.guards import install_guards
 from memory_api.metrics import install_metrics
@@ -246,5 +247,6 @@ def create_app(service: MemoryService, *, freeze_gc: bool = False) -> FastAPI:
             refused=[{"record": r, "error": e} for r, e in report.refused],
         )
 
+    app.include_router(effects_router(service, Caller))
     document_answers(app)  # every error answer in the OpenAPI schema
     return app

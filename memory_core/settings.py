@@ -157,6 +157,7 @@ class Settings(BaseSettings):
     def holdout_for(self, namespace: str) -> float:
         """The share of matching cards withheld in this namespace."""
         return min(0.5, max(0.0, self.holdout_rates.get(namespace, self.holdout_rate)))
+
     # trust: content that reads as an instruction is quarantined and calls made on an
     # instruction in a tool result or user message are dropped (off only to measure attacks)
     screen: bool = Field(default=True, description="the instruction screen on every write path")

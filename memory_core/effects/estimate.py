@@ -76,9 +76,7 @@ def wilson(*, successes: int, n: int, z: float) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def newcombe(
-    *, k1: int, n1: int, k2: int, n2: int, z: float
-) -> tuple[float, float, float]:
+def newcombe(*, k1: int, n1: int, k2: int, n2: int, z: float) -> tuple[float, float, float]:
     """p1 - p2 and Newcombe's hybrid score interval for it (arms with n > 0)."""
     p1, p2 = k1 / n1, k2 / n2
     l1, u1 = wilson(successes=k1, n=n1, z=z)
