@@ -13,6 +13,7 @@ from memory_cli import archive as archive_cmd
 from memory_cli import cards as cards_cmd
 from memory_cli import consolidate as consolidate_cmd
 from memory_cli import dead_letters as dead_letters_cmd
+from memory_cli import effects as effects_cmd
 from memory_cli import facts as facts_cmd
 from memory_cli import index as index_cmd
 from memory_cli import memory as memory_cmd
@@ -188,6 +189,8 @@ app.command("consolidate", rich_help_panel=_STAGES)(consolidate_cmd.consolidate)
 app.command("decay", rich_help_panel=_STAGES)(archive_cmd.decay)
 app.add_typer(cards_cmd.app, name="cards", rich_help_panel=_CARDS)
 cards_cmd.app.command("history")(consolidate_cmd.history)
+cards_cmd.app.command("pin")(effects_cmd.pin)
+app.add_typer(effects_cmd.app, name="effects", rich_help_panel=_CARDS)
 app.add_typer(facts_cmd.app, name="facts", rich_help_panel=_CARDS)
 app.add_typer(memory_cmd.app, name="memory", rich_help_panel=_CARDS)
 app.command("replay", rich_help_panel=_CARDS)(replay_cmd.replay_cmd)
@@ -213,6 +216,7 @@ _ORDER += [
     "cards",
     "facts",
     "memory",
+    "effects",
     "replay",
     "review",
     "archive",

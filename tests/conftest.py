@@ -90,6 +90,7 @@ def env_for(settings: Settings) -> dict[str, str]:
     """Environment variables that point a subprocess (or the CLI) at the test database."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HINDSIGHT_")}
     env["HINDSIGHT_DATA_DIR"] = str(settings.data_dir)
+    env["HINDSIGHT_HOLDOUT_RATE"] = "0"  # as in this process (see the top of this file)
     if settings.database_url:
         env["HINDSIGHT_DATABASE_URL"] = settings.database_url
     return env

@@ -150,7 +150,13 @@ def test_dry_run_writes_nothing_and_lists_exactly_what_apply_does(engine) -> Non
     before = dump_state(engine)
     plan = decay_at(engine, cap=3, dry_run=True)
     assert dump_state(engine) == before
-    assert plan.dry_run and plan.counts == {"decay": 7, "unused": 4, "harms": 0, "fade": 0, "cap": 2}
+    assert plan.dry_run and plan.counts == {
+        "decay": 7,
+        "unused": 4,
+        "harms": 0,
+        "fade": 0,
+        "cap": 2,
+    }
     assert len(plan.changes) == plan.total
     decay_at(engine, cap=3, dry_run=True)  # planning twice is fine: nothing was left behind
 

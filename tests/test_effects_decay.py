@@ -137,3 +137,28 @@ def test_the_sql_estimate_equals_the_python_one(engine) -> None:
                 pytest.approx(py.low, abs=1e-9),
                 pytest.approx(py.high, abs=1e-9),
             )
+
+
+def test_cli_reports_effects_shows_them_on_a_card_and_pins(env_for, engine, tmp_path) -> None:
+    import json
+
+    from tests.test_cli import hindsight
+
+    harmful, helpful = insert_cards(
+        engine,
+        [card_row(1, **_arms(200, 80, 40, 28)), card_row(1, **_arms(200, 160, 40, 12))],
+    )
+    env = env_for
+    out = json.loads(hindsight(env, "effects", "report", "--format", "json").stdout)
+    assert out["counts"] == {"helps": 1, "harms": 1, "no_effect": 0, "unclear": 0}
+    assert [c["card_id"] for c in out["cards"]] == [str(harmful), str(helpful)]
+    png = tmp_path / "effects.png"
+    text = hindsight(env, "effects", "report", "--plot", str(png)).stdout
+    assert "harms" in text and "80/200" in text and png.stat().st_size > 1000
+    shown = hindsight(env, "cards", "show", str(harmful)).stdout
+    assert "harms -0.30" in shown and "n=200/40" in shown
+    assert "helps +0.50" in hindsight(env, "cards", "list").stdout
+    hindsight(env, "cards", "pin", str(harmful))
+    assert cards_by_id(engine)[harmful].pinned
+    hindsight(env, "cards", "pin", str(harmful), "--off")
+    assert not cards_by_id(engine)[harmful].pinned
