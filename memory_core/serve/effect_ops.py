@@ -7,11 +7,12 @@ import uuid
 from sqlalchemy.engine import Engine
 
 from memory_core.cards.query import to_public
+from memory_core.decay.feedback import Feedback
 from memory_core.effects.outcomes import QueryOutcome
 from memory_core.effects.pins import set_pinned
 from memory_core.effects.report import EffectsReport, effects_report
 from memory_core.effects.runs import record_query_outcome
-from memory_core.models.card import CardPublic
+from memory_core.models.card import CardPublic, CardStatus
 from memory_core.serve.keys import Principal
 from memory_core.serve.schemas import OutcomeRequest
 from memory_core.serve.snapshot import SnapshotCache
@@ -33,17 +34,24 @@ class EffectOperations:
         """The outcome of the run that made a query: for the cards it served and withheld."""
         principal.require("read")  # as feedback on a use: a reader reports its own runs
         self.uses.flush()  # the query's use rows may still be queued
-        out = record_query_outcome(
+        snap = self.snapshots.get(principal.namespace)
+
+        def follow(fb: Feedback) -> None:  # as WriteOperations.feedback: no reload per report
+            snap.rows.pop(fb.card_id, None)
+            entry = snap.entries.get(fb.card_id)
+            if entry is not None:
+                entry.confidence = fb.confidence
+                entry.broken = entry.broken or fb.status != CardStatus.active.value
+
+        return record_query_outcome(
             engine=self.engine,
             namespace=principal.namespace,
             query_id=query_id,
             outcome=request.outcome,
             actor=principal.actor,
             failures_to_review=self.settings.failures_to_review,
+            on_feedback=follow,
         )
-        if out.served:
-            self.snapshots.invalidate([principal.namespace])  # confidences changed
-        return out
 
     def pin(self, *, principal: Principal, card_id: uuid.UUID, pinned: bool) -> CardPublic:
         """Pin a card (never withheld) or unpin it (admin)."""
