@@ -42,7 +42,7 @@ from memory_core.serve.snapshot import (
     row_json,
     served_row,
 )
-from memory_core.serve.uses import UseRecorder
+from memory_core.serve.uses import UseRecorder, use_context
 from memory_core.serve.writes import WriteOperations
 from memory_core.settings import Settings
 
@@ -79,17 +79,6 @@ def _card_hits(hits: Sequence[_Hit], *, explain: bool) -> list[CardHit]:
         )
         for h in hits
     ]
-
-
-def _use_context(state: dict[str, Any], via: str) -> dict[str, Any]:
-    """What a use row keeps of the state: short scalar values only."""
-    kept = {
-        # PostgreSQL's JSONB refuses NUL; one such value must not poison a batch of uses
-        k.replace("\x00", ""): v.replace("\x00", "") if isinstance(v, str) else v
-        for k, v in state.items()
-        if isinstance(v, (str, int, float, bool)) and len(str(v)) <= 200
-    }
-    return {"via": via, "state": dict(list(kept.items())[:20])}
 
 
 class MemoryService(ReadOperations, WriteOperations, EffectOperations):
@@ -227,7 +216,7 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
             use_ids = self.uses.record(
                 namespace=ns,
                 card_ids=[m.entry.card_id for m in matches],
-                context=_use_context(request.task_state, via),
+                context=use_context(request.task_state, via),
                 now=now,
                 withheld=[m.entry.card_id for m in withheld],
                 query_id=query_id,

@@ -41,6 +41,17 @@ class PendingUse:
     query_id: uuid.UUID | None = None
 
 
+def use_context(state: dict[str, Any], via: str) -> dict[str, Any]:
+    """What a use row keeps of the state: short scalar values only."""
+    kept = {
+        # PostgreSQL's JSONB refuses NUL; one such value must not poison a batch of uses
+        k.replace("\x00", ""): v.replace("\x00", "") if isinstance(v, str) else v
+        for k, v in state.items()
+        if isinstance(v, (str, int, float, bool)) and len(str(v)) <= 200
+    }
+    return {"via": via, "state": dict(list(kept.items())[:20])}
+
+
 class UseRecorder:
     """Batches use rows and the cards' use_count / last_used_at updates."""
 
