@@ -16,7 +16,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Float, case, delete, exists, insert, literal, or_, select
+from sqlalchemy import Float, and_, case, delete, exists, insert, literal, or_, select
 from sqlalchemy.engine import Connection
 
 from memory_core.decay.params import DecayParams
@@ -49,13 +49,11 @@ def protected(rules: EffectRules) -> Any:
     return case((card_effect(rules).helps(), literal(1)), else_=literal(0))
 
 
-def _not_leaving() -> Any:
-    u = PLAN.alias("u")
-    return ~exists().where(u.c.card_id == CARD.c.card_id, u.c.rule.in_(("unused", "harms")))
-
-
-def plan_harms(conn: Connection, *, params: DecayParams, ns: str | None) -> None:
-    """Rule 3: an active card that confidently harms goes to review."""
+def plan_effects(conn: Connection, *, params: DecayParams, now: datetime, ns: str | None) -> None:
+    """Rules 3 and 4 in one pass over the cards (each pass joins the whole plan so far):
+    an active card that confidently harms goes to review (rule "harms"); one with enough
+    evidence of no effect fades (x fade), once a night (rule "fade"). A fade row replaces the
+    card's time-decay row and carries that decay."""
     rules = params.effects
     e = card_effect(rules)
     joined, (conf, tier, decayed) = after_decay()
@@ -63,57 +61,30 @@ def plan_harms(conn: Connection, *, params: DecayParams, ns: str | None) -> None
     text = why(
         conn.dialect.name, e, served=c.served_outcomes, withheld=c.withheld_outcomes, rules=rules
     )
-    rows = (
-        select(
-            c.card_id,
-            c.namespace,
-            literal("harms"),
-            c.confidence,
-            conf,
-            c.status,
-            literal(REVIEW),
-            c.decay_tier,
-            tier,
-            c.version + 1,
-            idle_since(),
-            literal(None, Float),
-            decayed + literal("effect: harms, sent to review: ") + text,
-            c.version,
-            c.use_count,
-        )
-        .select_from(joined)
-        .where(*scope(ns), e.harms(), _not_leaving())
-    )
-    conn.execute(insert(PLAN).from_select(list(PLAN.c.keys()), rows))
-
-
-def plan_fade(conn: Connection, *, params: DecayParams, now: datetime, ns: str | None) -> None:
-    """Rule 4: an active card with enough evidence of no effect fades (x fade), once a night;
-    its fade row replaces its time-decay row (and carries that decay)."""
-    rules = params.effects
-    e = card_effect(rules)
-    joined, (conf, tier, decayed) = after_decay()
-    c = CARD.c
-    text = why(
-        conn.dialect.name, e, served=c.served_outcomes, withheld=c.withheld_outcomes, rules=rules
-    )
+    harms = e.high < 0  # within the WHERE below: enough outcomes, and harms or no effect
     again = ts(now - timedelta(hours=rules.refade_hours))
+    u = PLAN.alias("u")
     rows = (
         select(
             c.card_id,
             c.namespace,
-            literal("fade"),
+            case((harms, literal("harms")), else_=literal("fade")),
             c.confidence,
-            conf * rules.fade,
+            case((harms, conf), else_=conf * rules.fade),
             c.status,
-            c.status,
+            case((harms, literal(REVIEW)), else_=c.status),
             c.decay_tier,
             tier,
             c.version + 1,
             idle_since(),
             literal(None, Float),
             decayed
-            + literal(f"effect: none beyond +-{rules.margin:g}, confidence x{rules.fade:g}: ")
+            + case(
+                (harms, literal("effect: harms, sent to review: ")),
+                else_=literal(
+                    f"effect: none beyond +-{rules.margin:g}, confidence x{rules.fade:g}: "
+                ),
+            )
             + text,
             c.version,
             c.use_count,
@@ -121,9 +92,15 @@ def plan_fade(conn: Connection, *, params: DecayParams, now: datetime, ns: str |
         .select_from(joined)
         .where(
             *scope(ns),
-            e.no_effect(rules.margin),
-            or_(c.effect_faded_at.is_(None), c.effect_faded_at <= again),
-            _not_leaving(),
+            e.enough,
+            or_(
+                harms,
+                and_(
+                    e.no_effect(rules.margin),
+                    or_(c.effect_faded_at.is_(None), c.effect_faded_at <= again),
+                ),
+            ),
+            ~exists().where(u.c.card_id == c.card_id, u.c.rule == "unused"),
         )
     )
     conn.execute(insert(PLAN).from_select(list(PLAN.c.keys()), rows))

@@ -24,7 +24,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection
 
-from memory_core.decay.effect_rules import plan_fade, plan_harms, protected
+from memory_core.decay.effect_rules import plan_effects, protected
 from memory_core.decay.params import DecayParams, Rule
 from memory_core.decay.plan_table import (
     ACTIVE,
@@ -215,8 +215,7 @@ def build_plan(
     plan_decay(conn, params=params, now=now, ns=namespace)
     plan_unused(conn, params=params, now=now, ns=namespace)
     if params.effects.aware:
-        plan_harms(conn, params=params, ns=namespace)
-        plan_fade(conn, params=params, now=now, ns=namespace)
+        plan_effects(conn, params=params, now=now, ns=namespace)
     plan_cap(conn, params=params, weights=weights, now=now, ns=namespace, dialect=dialect)
 
 
