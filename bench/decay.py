@@ -36,8 +36,17 @@ COLUMNS = (
     "card_id, namespace, kind, scenario, preconditions, action_sequence, expected_outcome, "
     "actual_outcome, failure_modes, confidence, status, signature, provenance, evidence_count, "
     "created_at, updated_at, last_used_at, use_count, success_count, failure_count, "
-    "consecutive_failures, version, decay_tier"
+    "consecutive_failures, version, decay_tier, served_outcomes, served_successes, "
+    "withheld_outcomes, withheld_successes"
 )
+# outcomes per holdout arm (memory_core.effects): 2% of the cards measured harmful, 2% with no
+# effect, 2% helpful; the rest without a verdict (served, withheld, and their successes)
+_ARMS = {1: (200, 80, 40, 28), 2: (3000, 1500, 3000, 1500), 3: (200, 160, 40, 12)}
+
+
+def _arm(g: str, i: int) -> str:
+    whens = " ".join(f"WHEN {g} % 50 = {k} THEN {v[i]}" for k, v in _ARMS.items())
+    return f"CASE {whens} ELSE 0 END"
 
 
 def _values(g: str, per_ns: int, uuid_sql: str, idle_ts, json_empty: str, json_obj: str) -> str:
@@ -52,7 +61,8 @@ def _values(g: str, per_ns: int, uuid_sql: str, idle_ts, json_empty: str, json_o
         'sig' || {g}, {json_obj}, 1 + {g} % 5,
         {idle_ts(f"({idle}) + 10")}, {idle_ts(f"({idle}) + 10")}, {used},
         ({g} * 13) % 50, 0, 0, 0, 1,
-        CASE WHEN {g} % 7 = 0 AND (({g} * 7919) % 3600) / 24.0 >= 30 THEN 1 ELSE 0 END
+        CASE WHEN {g} % 7 = 0 AND (({g} * 7919) % 3600) / 24.0 >= 30 THEN 1 ELSE 0 END,
+        {_arm(g, 0)}, {_arm(g, 1)}, {_arm(g, 2)}, {_arm(g, 3)}
     """
 
 

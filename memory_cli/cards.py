@@ -35,10 +35,41 @@ def _row(c: Card | CardPublic) -> list[object]:
         c.scenario,
         "\n".join(c.preconditions) or "(always)",
         " → ".join(a.get("tool", "") for a in c.action_sequence),
+        _verdict(c),
     ]
 
 
-_COLUMNS = ["id", "status", "origin", "conf", "evidence", "scenario", "preconditions", "actions"]
+def _verdict(c: Card | CardPublic) -> str:
+    """The measured effect's verdict (memory_core.effects), '-' before any outcome in an arm."""
+    from memory_core.models.card import CardPublic
+
+    if isinstance(c, CardPublic):
+        e = c.effect
+    else:
+        from memory_core.effects.estimate import estimate
+
+        e = estimate(
+            served_uses=c.served_outcomes,
+            served_successes=c.served_successes,
+            withheld_uses=c.withheld_outcomes,
+            withheld_successes=c.withheld_successes,
+        )
+    if e is None or e.difference is None:
+        return "-"
+    return f"{e.label} {e.difference:+.2f}"
+
+
+_COLUMNS = [
+    "id",
+    "status",
+    "origin",
+    "conf",
+    "evidence",
+    "scenario",
+    "preconditions",
+    "actions",
+    "effect",
+]
 
 
 def show_cards_table(engine: Engine, namespace: str, *, title: str, limit: int) -> None:
@@ -121,7 +152,10 @@ def show(card_id: str, namespace: NamespaceOpt = None, fmt: FormatOpt = Format.t
         if fmt is Format.json:
             print_json(card)
             return
-        fields = card.model_dump(mode="json", exclude={"evidence"})
+        from memory_cli.effects import effect_cell
+
+        fields = card.model_dump(mode="json", exclude={"evidence", "effect"})
+        fields["effect"] = effect_cell(card.effect)
         table(f"card {card.card_id}", ["field", "value"], [[k, v] for k, v in fields.items()])
         table(
             "evidence",

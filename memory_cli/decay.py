@@ -47,8 +47,22 @@ def decay(
             return
         table(
             "decay (dry run: nothing written)" if dry_run else "decay",
-            ["faded", "archived: unused", "archived: over the cap"],
-            [[summary.decayed, summary.archived_unused, summary.archived_cap]],
+            [
+                "faded",
+                "archived: unused",
+                "archived: over the cap",
+                "harms: to review",
+                "no effect: faded",
+            ],
+            [
+                [
+                    summary.decayed,
+                    summary.archived_unused,
+                    summary.archived_cap,
+                    summary.harmful_to_review,
+                    summary.faded_no_effect,
+                ]
+            ],
         )
         if not dry_run:
             return
@@ -68,7 +82,7 @@ def decay(
 
 def _change_row(c: Change, now: datetime) -> list[object]:
     idle = (now - c.idle_since).total_seconds() / 86400
-    if c.rule == "decay":
+    if c.rule in ("decay", "fade"):
         before = f"conf {c.confidence_before:.3f}"
         after = f"conf {c.confidence_after:.3f} (tier {c.tier_after})"
     else:

@@ -14,6 +14,7 @@ from memory_cli import cards as cards_cmd
 from memory_cli import consolidate as consolidate_cmd
 from memory_cli import dead_letters as dead_letters_cmd
 from memory_cli import decay as decay_cmd
+from memory_cli import effects as effects_cmd
 from memory_cli import facts as facts_cmd
 from memory_cli import index as index_cmd
 from memory_cli import keys as keys_cmd
@@ -190,6 +191,8 @@ app.add_typer(validate_cmd.app, name="validate", rich_help_panel=_STAGES)
 app.command("consolidate", rich_help_panel=_STAGES)(consolidate_cmd.consolidate)
 app.command("decay", rich_help_panel=_STAGES)(decay_cmd.decay)
 app.add_typer(cards_cmd.app, name="cards", rich_help_panel=_CARDS)
+cards_cmd.app.command("pin")(effects_cmd.pin)
+app.add_typer(effects_cmd.app, name="effects", rich_help_panel=_CARDS)
 app.add_typer(facts_cmd.app, name="facts", rich_help_panel=_CARDS)
 app.add_typer(memory_cmd.app, name="memory", rich_help_panel=_CARDS)
 app.command("replay", rich_help_panel=_CARDS)(replay_cmd.replay_cmd)
@@ -215,6 +218,7 @@ _ORDER += [
     "cards",
     "facts",
     "memory",
+    "effects",
     "replay",
     "review",
     "archive",

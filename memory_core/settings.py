@@ -74,12 +74,28 @@ def _default_tiers() -> list[DecayTier]:
     return [DecayTier(after_days=30, factor=0.9), DecayTier(after_days=90, factor=0.7)]
 
 
+class EffectRules(BaseModel):
+    """When a card's measured effect (served against withheld, memory_core.effects) is clear
+    enough to steer decay (HINDSIGHT_DECAY__EFFECTS__...)."""
+
+    aware: bool = Field(default=True, description="False: the +0.05/-0.1 feedback rule alone")
+    z: float = Field(default=2.576, gt=0, description="interval width: 2.576 is 99%, two-sided")
+    min_served: int = Field(default=20, ge=1, description="outcomes needed in the served arm")
+    min_withheld: int = Field(default=20, ge=1, description="outcomes needed in the withheld arm")
+    margin: float = Field(
+        default=0.05, gt=0, lt=1, description="no effect: the interval lies within +-margin"
+    )
+    fade: float = Field(default=0.85, gt=0, le=1, description="confidence factor, no effect")
+    refade_hours: float = Field(default=20.0, gt=0, description="one fade per night at most")
+
+
 class DecayRules(BaseModel):
-    """The decay stage's rules: time decay tiers, the archive threshold, the cap."""
+    """The decay stage's rules: time decay tiers, the archive threshold, the cap, effects."""
 
     tiers: list[DecayTier] = Field(default_factory=_default_tiers, min_length=1, max_length=5)
     archive_after_days: float = Field(default=90.0, gt=0)
     cap: int = Field(default=5000, ge=0, description="active cards per namespace")
+    effects: EffectRules = EffectRules()
 
     @field_validator("tiers")
     @classmethod
@@ -132,6 +148,16 @@ class Settings(BaseSettings):
     failures_to_review: int = Field(
         default=3, ge=1, description="failures in a row that send a card to review"
     )
+    # the holdout: each matching card is withheld from a query with this probability (0: off),
+    # so its effect can be measured (memory_core.effects); per namespace in holdout_rates
+    holdout_rate: float = Field(default=0.05, ge=0.0, le=0.5)
+    holdout_rates: dict[str, float] = Field(default_factory=dict)
+    holdout_seed: str = Field(default="hindsight", max_length=256)
+
+    def holdout_for(self, namespace: str) -> float:
+        """The share of matching cards withheld in this namespace."""
+        return min(0.5, max(0.0, self.holdout_rates.get(namespace, self.holdout_rate)))
+
     # trust: content that reads as an instruction is quarantined and calls made on an
     # instruction in a tool result or user message are dropped (off only to measure attacks)
     screen: bool = Field(default=True, description="the instruction screen on every write path")

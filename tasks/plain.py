@@ -80,6 +80,8 @@ class DecaySummary(BaseModel):
     decayed: int = 0
     archived_unused: int = 0
     archived_cap: int = 0
+    harmful_to_review: int = 0  # measured to harm (memory_core.effects): sent to review
+    faded_no_effect: int = 0  # measured to change nothing: faded faster
     skipped: int = 0  # cards changed by others while the stage ran: planned again next run
     skipped_ids: list[uuid.UUID] = []  # the first of them, by id (capped)
     changes: list[Change] = []
@@ -113,11 +115,14 @@ def decay_run(
         )
     log.info(
         "%s: %d cards faded, %d archived as unused, %d archived over the cap, "
+        "%d measured harmful (to review), %d faded for no measured effect, "
         "%d changed meanwhile (left for the next run)",
         "dry run" if params.dry_run else "decay",
         report.counts["decay"],
         report.counts["unused"],
         report.counts["cap"],
+        report.counts["harms"],
+        report.counts["fade"],
         report.skipped,
     )
     return DecaySummary(
@@ -127,6 +132,8 @@ def decay_run(
         decayed=report.counts["decay"],
         archived_unused=report.counts["unused"],
         archived_cap=report.counts["cap"],
+        harmful_to_review=report.counts["harms"],
+        faded_no_effect=report.counts["fade"],
         skipped=report.skipped,
         skipped_ids=report.skipped_ids,
         changes=report.changes,

@@ -22,6 +22,9 @@ from tests.helpers import fake_model
 from tests.helpers.scripted_llm import ScriptedLLM
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+# the holdout withholds a random share of matching cards: tests that expect a card served get
+# every card; the holdout's own tests (tests/test_effects*.py) set a rate and a run id
+os.environ.setdefault("HINDSIGHT_HOLDOUT_RATE", "0")
 PG_ADMIN = os.environ.get(
     "HINDSIGHT_TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
 )
@@ -87,6 +90,7 @@ def env_for(settings: Settings) -> dict[str, str]:
     """Environment variables that point a subprocess (or the CLI) at the test database."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HINDSIGHT_")}
     env["HINDSIGHT_DATA_DIR"] = str(settings.data_dir)
+    env["HINDSIGHT_HOLDOUT_RATE"] = "0"  # as in this process (see the top of this file)
     if settings.database_url:
         env["HINDSIGHT_DATABASE_URL"] = settings.database_url
     return env

@@ -43,7 +43,7 @@ def test_time_decay_applies_each_tier_once(engine) -> None:
         ],
     )
     report = decay_at(engine, namespace="default", archive_after_days=365)
-    assert report.counts == {"decay": 3, "unused": 0, "cap": 0}
+    assert report.counts == {"decay": 3, "unused": 0, "harms": 0, "fade": 0, "cap": 0}
     cards = cards_by_id(engine)
     assert cards[t1].confidence == pytest.approx(0.8 * 0.9) and cards[t1].decay_tier == 1
     assert cards[t2].confidence == pytest.approx(0.8 * 0.9 * 0.7) and cards[t2].decay_tier == 2
@@ -76,7 +76,7 @@ def test_unused_cards_move_to_the_archive_out_of_retrieval(engine) -> None:
         engine, [card_row(89), card_row(90), card_row(400, decay_tier=2)]
     )
     report = decay_at(engine)
-    assert report.counts == {"decay": 2, "unused": 2, "cap": 0}
+    assert report.counts == {"decay": 2, "unused": 2, "harms": 0, "fade": 0, "cap": 0}
     cards = cards_by_id(engine)
     assert cards[keep].status == "active" and cards[keep].decay_tier == 1
     assert cards[old].status == "archived" and cards[very_old].status == "archived"
@@ -128,7 +128,7 @@ def test_cap_evicts_the_lowest_retrieval_scores_per_namespace(engine) -> None:
     ranked = sorted(cards, key=lambda c: (-scores[c.card_id], -c.evidence_count, str(c.card_id)))
 
     report = decay_at(engine, cap=9)
-    assert report.counts == {"decay": 1, "unused": 0, "cap": 5}
+    assert report.counts == {"decay": 1, "unused": 0, "harms": 0, "fade": 0, "cap": 5}
     cards = [c for c in cards_by_id(engine).values() if c.namespace == "default"]
     expected_out = {c.card_id for c in ranked[9:]}
     assert {c.card_id for c in cards if c.status == "archived"} == expected_out
@@ -150,7 +150,13 @@ def test_dry_run_writes_nothing_and_lists_exactly_what_apply_does(engine) -> Non
     before = dump_state(engine)
     plan = decay_at(engine, cap=3, dry_run=True)
     assert dump_state(engine) == before
-    assert plan.dry_run and plan.counts == {"decay": 7, "unused": 4, "cap": 2}
+    assert plan.dry_run and plan.counts == {
+        "decay": 7,
+        "unused": 4,
+        "harms": 0,
+        "fade": 0,
+        "cap": 2,
+    }
     assert len(plan.changes) == plan.total
     decay_at(engine, cap=3, dry_run=True)  # planning twice is fine: nothing was left behind
 
@@ -217,7 +223,7 @@ def test_cards_changed_during_the_run_are_left_for_the_next_and_nothing_is_lost(
         event.remove(engine, "before_cursor_execute", write_meanwhile)
     assert report.skipped == 4
     assert report.skipped_ids == sorted([fed, used, cold, grown])  # named, in key order
-    assert report.counts == {"decay": 1, "unused": 0, "cap": 0}
+    assert report.counts == {"decay": 1, "unused": 0, "harms": 0, "fade": 0, "cap": 0}
     cards = cards_by_id(engine)
     assert cards[quiet].confidence == pytest.approx(0.72) and cards[quiet].version == 2
     assert cards[fed].success_count == 1 and cards[fed].confidence == pytest.approx(0.85)

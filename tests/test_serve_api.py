@@ -316,6 +316,9 @@ OPERATIONS = {
     ("POST", "/v1/review/{card_id}/approve"): "approve",
     ("POST", "/v1/review/{card_id}/reject"): "reject",
     ("POST", "/v1/trajectories"): "ingest",
+    ("POST", "/v1/uses/{query_id}/outcome"): "report_outcome",
+    ("POST", "/v1/cards/{card_id}/pin"): "pin_card",
+    ("GET", "/v1/effects"): "effects",
 }
 
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from memory_api.responses import document_answers
-from memory_api.routes import cards, facts, health, review, trajectories, uses
+from memory_api.routes import cards, effects, facts, health, review, trajectories, uses
 
 # health first, then /v1/cards/recent before /v1/cards/{card_id} (cards.py keeps that order)
 ROUTERS: tuple[APIRouter, ...] = (
     health.router,
     cards.router,
     uses.router,
+    effects.router,
     facts.router,
     review.router,
     trajectories.router,

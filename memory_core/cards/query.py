@@ -13,6 +13,7 @@ from sqlalchemy import func, select
 from sqlmodel import Session, col
 
 from memory_core.cards.filters import CardFilter, card_filters
+from memory_core.effects.estimate import estimate
 from memory_core.errors import NotFound
 from memory_core.models.card import Card, CardEvidence, CardPublic, CardStatus, EvidenceTriple
 from memory_core.preconditions import (
@@ -27,6 +28,12 @@ def to_public(card: Card, evidence: Sequence[CardEvidence] = ()) -> CardPublic:
     # served text is redacted again (defence in depth: cards written before redaction, or by
     # a path that missed it, still never hand a secret to an agent)
     data = redact_fields(card.model_dump())
+    data["effect"] = estimate(
+        served_uses=card.served_outcomes,
+        served_successes=card.served_successes,
+        withheld_uses=card.withheld_outcomes,
+        withheld_successes=card.withheld_successes,
+    )
     data["evidence"] = [
         EvidenceTriple(
             trajectory_id=e.trajectory_id,

@@ -13,8 +13,9 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
 from memory_core.db import session_scope
+from memory_core.effects.outcomes import count_withheld
 from memory_core.errors import InvalidInput, NotFound
-from memory_core.models.card import Card, CardStatus, CardUse, CardVersion
+from memory_core.models.card import Card, CardStatus, CardUse, CardVersion, UseArm
 from memory_core.models.columns import new_id, utcnow
 
 Outcome = Literal["success", "failure"]
@@ -92,7 +93,37 @@ def record_feedback(
 
     With use_id, the outcome belongs to a use recorded when the card was served; without
     it, this is a new use. Every failures_to_review-th failure in a row sends an active card
-    to review (out of retrieval), with the reason in its history."""
+    to review (out of retrieval), with the reason in its history. A use the holdout served
+    counts for the card's served arm; the cards its query withheld get the same outcome for
+    their withheld arm (memory_core.effects.outcomes, right after)."""
+    fb, query_id = _record(
+        engine=engine,
+        namespace=namespace,
+        card_id=card_id,
+        outcome=outcome,
+        use_id=use_id,
+        actor=actor,
+        failures_to_review=failures_to_review,
+        context=context,
+        now=now,
+    )
+    if query_id is not None:
+        count_withheld(engine=engine, namespace=namespace, query_id=query_id, outcome=outcome)
+    return fb
+
+
+def _record(
+    *,
+    engine: Engine,
+    namespace: str,
+    card_id: uuid.UUID,
+    outcome: str,
+    use_id: uuid.UUID | None,
+    actor: str,
+    failures_to_review: int,
+    context: dict[str, Any] | None,
+    now: datetime | None,
+) -> tuple[Feedback, uuid.UUID | None]:
     if outcome not in ("success", "failure"):
         raise InvalidInput(f"outcome must be success or failure, not {outcome!r}", field="outcome")
     result: Outcome = "success" if outcome == "success" else "failure"
@@ -109,12 +140,16 @@ def record_feedback(
             if use is None or use.card_id != card_id:
                 raise NotFound(f"no use {use_id} of card {card_id}")
             if use.outcome == outcome:  # the same report twice changes nothing
-                return _result(card, use.id, result, before, recorded=False, review=False)
+                fb = _result(card, use.id, result, before, recorded=False, review=False)
+                return fb, use.query_id
             if use.outcome is not None:
                 raise InvalidInput(
                     f"use {use_id} already has the outcome {use.outcome}", field="outcome"
                 )
             use.outcome = outcome
+            if use.arm == UseArm.served.value:  # the holdout's served arm
+                card.served_outcomes += 1
+                card.served_successes += outcome == "success"
         else:
             use = CardUse(
                 card_id=card_id,
@@ -174,7 +209,8 @@ def record_feedback(
                 created_at=now,
             )
         )
-        return _result(card, use.id, result, before, recorded=True, review=review)
+        fb = _result(card, use.id, result, before, recorded=True, review=review)
+        return fb, use.query_id
 
 
 def _result(

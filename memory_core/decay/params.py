@@ -10,9 +10,9 @@ from pydantic import BaseModel, field_validator
 
 from memory_core.settings import DecayRules
 
-Rule = Literal["decay", "unused", "cap"]
+Rule = Literal["decay", "unused", "harms", "fade", "cap"]
 # the order the rules run in: each sees what the ones before it changed
-RULES: tuple[Rule, ...] = ("decay", "unused", "cap")
+RULES: tuple[Rule, ...] = ("decay", "unused", "harms", "fade", "cap")
 
 
 class DecayParams(DecayRules):

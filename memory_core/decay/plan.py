@@ -10,18 +10,9 @@ card changed by two rules still gets one new version.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
 
 from sqlalchemy import (
-    Column,
     Float,
-    Integer,
-    MetaData,
-    String,
-    Table,
-    Text,
-    Uuid,
-    and_,
     case,
     delete,
     exists,
@@ -32,49 +23,24 @@ from sqlalchemy import (
     select,
 )
 from sqlalchemy.engine import Connection
-from sqlalchemy.sql.elements import ColumnElement
 
+from memory_core.decay.effect_rules import plan_effects, protected
 from memory_core.decay.params import DecayParams, Rule
+from memory_core.decay.plan_table import (
+    ACTIVE,
+    ARCHIVED,
+    CARD,
+    MODIFYING,
+    PLAN,
+    SQLITE_INDEX,
+    after_decay,
+    scope,
+)
 from memory_core.decay.sql import days_since, halvings, ts
 from memory_core.decay.tiers import due_tier, idle_since, tier_step
-from memory_core.models.card import Card, CardStatus
-from memory_core.models.columns import UTCDateTime
 from memory_core.settings import RankingWeights
 
-PLAN = Table(
-    "decay_plan",
-    MetaData(),  # not the models' metadata: Alembic must never see it
-    Column("card_id", Uuid(), nullable=False),
-    Column("namespace", String(128), nullable=False),
-    Column("rule", String(8), nullable=False),
-    Column("confidence_before", Float, nullable=False),
-    Column("confidence_after", Float, nullable=False),
-    Column("status_before", String(16), nullable=False),
-    Column("status_after", String(16), nullable=False),
-    Column("tier_before", Integer, nullable=False),
-    Column("tier_after", Integer, nullable=False),
-    Column("version_after", Integer, nullable=False),
-    Column("idle_since", UTCDateTime(), nullable=False),
-    Column("score", Float, nullable=True),
-    Column("reason", Text, nullable=False),
-    # the card as planned: apply changes only cards still in this state (see stage._guard)
-    Column("version_before", Integer, nullable=False),
-    Column("uses_before", Integer, nullable=False),
-    prefixes=["TEMPORARY"],
-)
-# SQLite joins through an index; PostgreSQL hash-joins, and keeping an index up over random
-# card ids cost it ~5 s of 40 on a million cards
-_SQLITE_INDEX = "CREATE INDEX ix_decay_plan_card_rule ON decay_plan (card_id, rule)"
-CARD: Table = Card.__table__  # type: ignore[attr-defined]
-ACTIVE = CardStatus.active.value
-ARCHIVED = CardStatus.archived.value
-
-
-def _scope(namespace: str | None) -> list[ColumnElement[bool]]:
-    where = [CARD.c.status == ACTIVE]
-    if namespace is not None:
-        where.append(CARD.c.namespace == namespace)
-    return where
+__all__ = ["ACTIVE", "ARCHIVED", "CARD", "PLAN", "build_plan", "keep_final_rows"]
 
 
 def plan_decay(conn: Connection, *, params: DecayParams, now: datetime, ns: str | None) -> None:
@@ -92,7 +58,7 @@ def plan_decay(conn: Connection, *, params: DecayParams, now: datetime, ns: str 
             idle_since().label("idle_since"),
             due.label("due"),
         )
-        .where(*_scope(ns))
+        .where(*scope(ns))
         .subquery()
     )
     rows = select(
@@ -115,22 +81,9 @@ def plan_decay(conn: Connection, *, params: DecayParams, now: datetime, ns: str 
     conn.execute(insert(PLAN).from_select(list(PLAN.c.keys()), rows))
 
 
-def _after_decay() -> tuple[Any, list[Any]]:
-    """The plan's decay rows joined to the cards: each card as rule 1 leaves it (confidence,
-    tier, and the decay's reason to prefix an archive reason with)."""
-    d = PLAN.alias("d")
-    joined = CARD.outerjoin(d, and_(d.c.card_id == CARD.c.card_id, d.c.rule == "decay"))
-    now_state = [
-        func.coalesce(d.c.confidence_after, CARD.c.confidence),
-        func.coalesce(d.c.tier_after, CARD.c.decay_tier),
-        func.coalesce(d.c.reason + "; ", ""),
-    ]
-    return joined, now_state
-
-
 def plan_unused(conn: Connection, *, params: DecayParams, now: datetime, ns: str | None) -> None:
     """Rule 2: active cards idle for archive_after_days or more go to the archive."""
-    joined, (conf, tier, decayed) = _after_decay()
+    joined, (conf, tier, decayed) = after_decay()
     cutoff = ts(now - timedelta(days=params.archive_after_days))
     rows = (
         select(
@@ -151,7 +104,7 @@ def plan_unused(conn: Connection, *, params: DecayParams, now: datetime, ns: str
             CARD.c.use_count,
         )
         .select_from(joined)
-        .where(*_scope(ns), idle_since() <= cutoff)
+        .where(*scope(ns), idle_since() <= cutoff)
     )
     conn.execute(insert(PLAN).from_select(list(PLAN.c.keys()), rows))
 
@@ -165,11 +118,11 @@ def plan_cap(
     ns: str | None,
     dialect: str,
 ) -> None:
-    """Rule 3: above the cap, the lowest retrieval scores in a namespace go to the archive.
+    """Rule 5: above the cap, the lowest retrieval scores in a namespace go to the archive.
 
     The score is query.score_terms in SQL: w_c*confidence + w_r*recency + w_u*use_frequency,
     use_frequency against the namespace's most used card, ties as the query breaks them."""
-    joined, (conf, tier, decayed) = _after_decay()
+    joined, (conf, tier, decayed) = after_decay()
     leaving = PLAN.alias("u")
     staying = (
         select(
@@ -190,11 +143,14 @@ def plan_cap(
                 weights.recency_half_life_days,
             ).label("recency"),
             over(func.max(CARD.c.use_count), partition_by=CARD.c.namespace).label("max_uses"),
+            protected(params.effects).label("protected"),
         )
         .select_from(joined)
         .where(
-            *_scope(ns),
-            ~exists().where(leaving.c.card_id == CARD.c.card_id, leaving.c.rule == "unused"),
+            *scope(ns),
+            ~exists().where(
+                leaving.c.card_id == CARD.c.card_id, leaving.c.rule.in_(("unused", "harms"))
+            ),
         )
         .subquery("staying")
     )
@@ -217,7 +173,8 @@ def plan_cap(
         over(
             func.row_number(),
             partition_by=s.namespace,
-            order_by=(score.desc(), s.evidence_count.desc(), s.card_id),
+            # a card proven to help is evicted last, whatever its score
+            order_by=(s.protected.desc(), score.desc(), s.evidence_count.desc(), s.card_id),
         ).label("rank"),
     ).subquery("ranked")
     r = ranked.c
@@ -254,9 +211,11 @@ def build_plan(
     PLAN.drop(conn, checkfirst=True)
     PLAN.create(conn)
     if dialect != "postgresql":
-        conn.exec_driver_sql(_SQLITE_INDEX)
+        conn.exec_driver_sql(SQLITE_INDEX)
     plan_decay(conn, params=params, now=now, ns=namespace)
     plan_unused(conn, params=params, now=now, ns=namespace)
+    if params.effects.aware:
+        plan_effects(conn, params=params, now=now, ns=namespace)
     plan_cap(conn, params=params, weights=weights, now=now, ns=namespace, dialect=dialect)
 
 
@@ -264,11 +223,11 @@ def keep_final_rows(conn: Connection) -> None:
     """Leave one plan row per card, its state at the end of the run: a card that decays and
     then leaves keeps only its archive row (which carries the decay too)."""
     a = PLAN.alias("a")
-    leaving = exists().where(a.c.card_id == PLAN.c.card_id, a.c.rule != "decay")
-    conn.execute(delete(PLAN).where(PLAN.c.rule == "decay", leaving))
+    leaving = exists().where(a.c.card_id == PLAN.c.card_id, a.c.rule.not_in(MODIFYING))
+    conn.execute(delete(PLAN).where(PLAN.c.rule.in_(MODIFYING), leaving))
     if conn.dialect.name == "postgresql":
         # temporary tables get no autovacuum stats; the apply statements join on this one
         conn.exec_driver_sql("ANALYZE decay_plan")
 
 
-RULE_ORDER: dict[Rule, int] = {"decay": 0, "unused": 1, "cap": 2}
+RULE_ORDER: dict[Rule, int] = {"decay": 0, "unused": 1, "harms": 2, "fade": 3, "cap": 4}

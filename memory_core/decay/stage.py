@@ -19,6 +19,7 @@ from sqlalchemy.exc import DBAPIError
 
 from memory_core.decay.params import Change, DecayParams, DecayReport
 from memory_core.decay.plan import CARD, PLAN, RULE_ORDER, build_plan, keep_final_rows
+from memory_core.decay.plan_table import MODIFYING
 from memory_core.decay.sql import json_object, run_uuids, ts
 from memory_core.errors import ConcurrentUpdate
 from memory_core.models.card import CardArchive, CardVersion
@@ -245,8 +246,8 @@ def _apply(conn: Connection, *, run_id: uuid.UUID, now: datetime) -> None:
             .order_by(f.card_id),
         )
     )
-    # time decay alone leaves updated_at: retrieval's recency reads it for unused cards, and
-    # fading must not make a card look fresh
+    # time decay (and the no-effect fade) leave updated_at: retrieval's recency reads it for
+    # unused cards, and fading must not make a card look fresh
     conn.execute(
         update(CARD)
         .where(CARD.c.card_id == f.card_id)
@@ -255,6 +256,7 @@ def _apply(conn: Connection, *, run_id: uuid.UUID, now: datetime) -> None:
             decay_tier=f.tier_after,
             status=f.status_after,
             version=f.version_after,
-            updated_at=case((f.rule == "decay", CARD.c.updated_at), else_=ts(now)),
+            updated_at=case((f.rule.in_(MODIFYING), CARD.c.updated_at), else_=ts(now)),
+            effect_faded_at=case((f.rule == "fade", ts(now)), else_=CARD.c.effect_faded_at),
         )
     )

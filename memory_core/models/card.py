@@ -11,6 +11,7 @@ from pydantic import BaseModel, field_validator
 from sqlalchemy import Index, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
+from memory_core.effects.estimate import Effect
 from memory_core.models.columns import json_column, new_id, utc_column, utcnow
 
 
@@ -144,6 +145,16 @@ class Card(CardBase, table=True):
     decay_tier: int = Field(default=0, sa_column_kwargs={"server_default": text("0")})
     # restoring from the archive restarts the idle clock (see memory_core/decay)
     restored_at: datetime | None = Field(default=None, sa_column=utc_column(nullable=True))
+    # never withheld by the holdout (a safety warning an operator wants always served)
+    pinned: bool = Field(default=False, sa_column_kwargs={"server_default": text("false")})
+    # reported outcomes per holdout arm (memory_core.effects): kept on the card, so the
+    # estimate survives the use log's retention
+    served_outcomes: int = Field(default=0, sa_column_kwargs={"server_default": text("0")})
+    served_successes: int = Field(default=0, sa_column_kwargs={"server_default": text("0")})
+    withheld_outcomes: int = Field(default=0, sa_column_kwargs={"server_default": text("0")})
+    withheld_successes: int = Field(default=0, sa_column_kwargs={"server_default": text("0")})
+    # the last time decay faded the card for a measured lack of effect (once a night)
+    effect_faded_at: datetime | None = Field(default=None, sa_column=utc_column(nullable=True))
 
 
 class CardPublic(CardBase):
@@ -166,6 +177,8 @@ class CardPublic(CardBase):
     superseded_by: uuid.UUID | None = None
     decay_tier: int = 0
     restored_at: datetime | None = None
+    pinned: bool = False
+    effect: Effect | None = None
 
 
 class CardEvidence(SQLModel, table=True):
@@ -204,8 +217,15 @@ class CardVersion(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow, sa_column=utc_column())
 
 
+class UseArm(StrEnum):
+    """Whether a matching card was served to a query or withheld from it (the holdout)."""
+
+    served = "served"
+    withheld = "withheld"
+
+
 class CardUse(SQLModel, table=True):
-    """A card served to an agent, and the outcome the agent later reported."""
+    """A card served to an agent (or withheld from it), and the outcome later reported."""
 
     __tablename__ = "card_use"
 
@@ -215,6 +235,10 @@ class CardUse(SQLModel, table=True):
     used_at: datetime = Field(default_factory=utcnow, sa_column=utc_column())
     outcome: str | None = Field(default=None, max_length=16)
     context: dict[str, Any] = Field(default_factory=dict, sa_column=json_column())
+    # the holdout arm (served / withheld); None: a use reported without a query
+    arm: str | None = Field(default=None, max_length=8)
+    # the query that served or withheld it: an outcome reported for one use counts for all
+    query_id: uuid.UUID | None = Field(default=None, index=True)
 
 
 class CardArchive(SQLModel, table=True):

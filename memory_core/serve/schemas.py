@@ -37,6 +37,11 @@ class QueryRequest(CleanInput):
         description="also return a prompt block of the cards, cut to this many tokens",
     )
     record_use: bool = Field(default=True, description="count this as a use of the cards")
+    run_id: str | None = Field(
+        default=None,
+        max_length=256,
+        description="the agent run asking: a run sees each card in one holdout arm only",
+    )
 
 
 class CheckActionRequest(CleanInput):
@@ -104,6 +109,11 @@ class QueryResult(BaseModel):
     cards: list[CardHit]
     prompt: str | None = None
     explain: Explanation | None = None
+    query_id: uuid.UUID | None = Field(
+        default=None,
+        description="report the run's outcome for it (POST /v1/uses/{query_id}/outcome), "
+        "also when no card was served: a withheld card's effect is measured on such runs",
+    )
 
 
 class CheckActionResult(BaseModel):
@@ -114,6 +124,7 @@ class CheckActionResult(BaseModel):
         default_factory=list, description="failure modes of the matching cards, best card first"
     )
     cards: list[CardHit] = []
+    query_id: uuid.UUID | None = None
 
 
 class FeedbackRequest(CleanInput):
@@ -123,6 +134,22 @@ class FeedbackRequest(CleanInput):
 
     outcome: Literal["success", "failure"]
     use_id: uuid.UUID | None = None
+
+
+class OutcomeRequest(CleanInput):
+    """The outcome of the run that made a query (every card it served or withheld)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    outcome: Literal["success", "failure"]
+
+
+class PinRequest(CleanInput):
+    """Pin a card (never withheld by the holdout) or unpin it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pinned: bool = True
 
 
 class RejectRequest(CleanInput):

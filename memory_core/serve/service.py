@@ -18,8 +18,10 @@ from sqlmodel import Session, col
 
 from memory_core.cards.query import to_public
 from memory_core.db import READ_ONLY
+from memory_core.effects.holdout import split_arms
 from memory_core.models.card import Card, CardPublic, CardStatus
-from memory_core.models.columns import utcnow
+from memory_core.models.columns import new_id, utcnow
+from memory_core.serve.effect_ops import EffectOperations
 from memory_core.serve.keys import KeyRing, Principal
 from memory_core.serve.reads import ReadOperations
 from memory_core.serve.retrieval import Ranked, Retrieval, prompt_block, public_checks, retrieve
@@ -40,7 +42,7 @@ from memory_core.serve.snapshot import (
     row_json,
     served_row,
 )
-from memory_core.serve.uses import UseRecorder
+from memory_core.serve.uses import UseRecorder, use_context
 from memory_core.serve.writes import WriteOperations
 from memory_core.settings import Settings
 
@@ -58,6 +60,15 @@ class _Hit:
     use_id: uuid.UUID | None = None
 
 
+@dataclass(slots=True)
+class _Answer:
+    """The cards served, how retrieval found them, and the query's id when uses were recorded."""
+
+    hits: list[_Hit]
+    retrieval: Retrieval
+    query_id: uuid.UUID | None = None
+
+
 def _card_hits(hits: Sequence[_Hit], *, explain: bool) -> list[CardHit]:
     return [
         CardHit(
@@ -70,18 +81,7 @@ def _card_hits(hits: Sequence[_Hit], *, explain: bool) -> list[CardHit]:
     ]
 
 
-def _use_context(state: dict[str, Any], via: str) -> dict[str, Any]:
-    """What a use row keeps of the state: short scalar values only."""
-    kept = {
-        # PostgreSQL's JSONB refuses NUL; one such value must not poison a batch of uses
-        k.replace("\x00", ""): v.replace("\x00", "") if isinstance(v, str) else v
-        for k, v in state.items()
-        if isinstance(v, (str, int, float, bool)) and len(str(v)) <= 200
-    }
-    return {"via": via, "state": dict(list(kept.items())[:20])}
-
-
-class MemoryService(ReadOperations, WriteOperations):
+class MemoryService(ReadOperations, WriteOperations, EffectOperations):
     """Retrieval, reads and writes of one database, for many namespaces."""
 
     def __init__(self, *, engine: Engine, settings: Settings) -> None:
@@ -120,8 +120,11 @@ class MemoryService(ReadOperations, WriteOperations):
     ) -> QueryResult:
         """Cards whose preconditions hold on the task state, best first (explained on request)."""
         principal.require("read")
-        hits, retrieval = self._retrieve(principal, request, via=via)
-        result = QueryResult(cards=_card_hits(hits, explain=request.explain))
+        answer = self._retrieve(principal, request, via=via)
+        hits, retrieval = answer.hits, answer.retrieval
+        result = QueryResult(
+            cards=_card_hits(hits, explain=request.explain), query_id=answer.query_id
+        )
         if request.prompt_tokens is not None:
             result.prompt = prompt_block(
                 [h.card for h in result.cards], max_tokens=request.prompt_tokens
@@ -150,7 +153,8 @@ class MemoryService(ReadOperations, WriteOperations):
                 self.query(principal=principal, request=request, via=via).model_dump_json().encode()
             )
         principal.require("read")
-        hits, _ = self._retrieve(principal, request, via=via)
+        answer = self._retrieve(principal, request, via=via)
+        hits = answer.hits
         return orjson.dumps(
             {
                 "cards": [
@@ -164,6 +168,7 @@ class MemoryService(ReadOperations, WriteOperations):
                 ],
                 "prompt": None,
                 "explain": None,
+                "query_id": str(answer.query_id) if answer.query_id is not None else None,
             }
         )
 
@@ -174,7 +179,7 @@ class MemoryService(ReadOperations, WriteOperations):
         *,
         via: str,
         needs: frozenset[str] = frozenset(),
-    ) -> tuple[list[_Hit], Retrieval]:
+    ) -> _Answer:
         ns = principal.namespace
         snap = self.snapshots.get(ns)
         now = utcnow()
@@ -192,16 +197,29 @@ class MemoryService(ReadOperations, WriteOperations):
         if needs:  # only cards keyed on the call about to be made
             matches = [m for m in matches if any(c.variables & needs for c in m.entry.compiled)]
         matches = matches[: request.top_k]
+        withheld: list[Ranked] = []
+        query_id = new_id() if request.record_use else None
+        if query_id is not None:  # the holdout: only a recorded use can measure an effect
+            matches, withheld = split_arms(
+                matches,
+                card_id=lambda m: m.entry.card_id,
+                pinned=lambda m: m.entry.pinned,
+                seed=self.settings.holdout_seed,
+                key=request.run_id or query_id.hex,
+                rate=self.settings.holdout_for(ns),
+            )
         rows = self._served_rows(snap, [m.entry.card_id for m in matches])
         matches = [m for m in matches if m.entry.card_id in rows]
         # the cards as they were before this use (the rows are updated below)
         hits = [_Hit(m, row_json(rows[m.entry.card_id])) for m in matches]
-        if request.record_use and matches:
+        if request.record_use and (matches or withheld):
             use_ids = self.uses.record(
                 namespace=ns,
                 card_ids=[m.entry.card_id for m in matches],
-                context=_use_context(request.task_state, via),
+                context=use_context(request.task_state, via),
                 now=now,
+                withheld=[m.entry.card_id for m in withheld],
+                query_id=query_id,
             )
             used_at = _DATETIME.dump_python(now, mode="json")
             for h in hits:  # ranking follows the uses before the rows are written
@@ -213,7 +231,7 @@ class MemoryService(ReadOperations, WriteOperations):
                 # what the use writer is about to write, so the served row stays current
                 head, n, _, _ = rows[e.card_id]
                 snap.rows[e.card_id] = (head, n + 1, used_at, 0)
-        return hits, retrieval
+        return _Answer(hits, retrieval, query_id)
 
     def _served_rows(self, snap: Snapshot, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, ServedRow]:
         """The public rows of these cards: from the snapshot, else read once (active only).
@@ -262,8 +280,8 @@ class MemoryService(ReadOperations, WriteOperations):
         state = {**request.task_state, "tool": request.tool, "args": request.args}
         q = QueryRequest(task_state=state, top_k=request.top_k)
         principal.require("read")
-        hits, _ = self._retrieve(principal, q, via=via, needs=_PRE_CALL)
-        cards = _card_hits(hits, explain=False)
+        answer = self._retrieve(principal, q, via=via, needs=_PRE_CALL)
+        cards = _card_hits(answer.hits, explain=False)
         warnings = [
             {
                 "card_id": str(h.card.card_id),
@@ -274,4 +292,6 @@ class MemoryService(ReadOperations, WriteOperations):
             for h in cards
             for fm in h.card.failure_modes
         ]
-        return CheckActionResult(tool=request.tool, warnings=warnings, cards=cards)
+        return CheckActionResult(
+            tool=request.tool, warnings=warnings, cards=cards, query_id=answer.query_id
+        )

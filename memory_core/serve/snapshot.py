@@ -46,6 +46,7 @@ class Entry:
     text: str  # scenario, steps and failure modes: what a free-text query is compared with
     broken: bool = False  # a stored precondition no longer compiles: never served
     trust: float = 1.0  # the weight of the card's origin (memory_core.screen.provenance)
+    pinned: bool = False  # never withheld by the holdout
 
 
 # A served card as JSON: (the other fields as a JSON object without its closing brace,
@@ -128,6 +129,7 @@ def load_snapshot(*, engine: Engine, namespace: str) -> Snapshot:
         Card.failure_modes,
         Card.value,
         Card.provenance,
+        Card.pinned,
     )
     with Session(engine) as session:
         fp = fingerprint(session, namespace)
@@ -157,6 +159,7 @@ def load_snapshot(*, engine: Engine, namespace: str) -> Snapshot:
             _entry_text(r),
             broken,
             trust(r.provenance or {}),
+            bool(r.pinned),
         )
         entries[e.card_id] = e
         atoms = list(dict.fromkeys(a for c in compiled for a in equality_atoms(c.source)))

@@ -21,7 +21,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import col
 
 from memory_core.db import session_scope
-from memory_core.models.card import Card, CardUse
+from memory_core.models.card import Card, CardUse, UseArm
 from memory_core.models.columns import new_id, utcnow
 
 log = logging.getLogger(__name__)
@@ -37,6 +37,19 @@ class PendingUse:
     namespace: str
     used_at: datetime
     context: dict[str, Any]
+    arm: str = UseArm.served.value
+    query_id: uuid.UUID | None = None
+
+
+def use_context(state: dict[str, Any], via: str) -> dict[str, Any]:
+    """What a use row keeps of the state: short scalar values only."""
+    kept = {
+        # PostgreSQL's JSONB refuses NUL; one such value must not poison a batch of uses
+        k.replace("\x00", ""): v.replace("\x00", "") if isinstance(v, str) else v
+        for k, v in state.items()
+        if isinstance(v, (str, int, float, bool)) and len(str(v)) <= 200
+    }
+    return {"via": via, "state": dict(list(kept.items())[:20])}
 
 
 class UseRecorder:
@@ -75,10 +88,18 @@ class UseRecorder:
         card_ids: Sequence[uuid.UUID],
         context: dict[str, Any] | None = None,
         now: datetime | None = None,
+        withheld: Sequence[uuid.UUID] = (),
+        query_id: uuid.UUID | None = None,
     ) -> dict[uuid.UUID, uuid.UUID]:
-        """Queue one use of each card; returns card id -> use id."""
+        """Queue one use of each card, served, and one of each withheld card (the holdout's
+        other arm: a row, no use counted); returns card id -> use id."""
         now = now or utcnow()
-        uses = [PendingUse(new_id(), cid, namespace, now, context or {}) for cid in card_ids]
+        ctx = context or {}
+        served, held = UseArm.served.value, UseArm.withheld.value
+        uses = [
+            PendingUse(new_id(), cid, namespace, now, ctx, served, query_id) for cid in card_ids
+        ]
+        uses += [PendingUse(new_id(), cid, namespace, now, ctx, held, query_id) for cid in withheld]
         with self._lock:
             self._pending.extend(uses)
             overflow = len(self._pending) - MAX_PENDING
@@ -108,25 +129,29 @@ class UseRecorder:
     def _write(self, batch: list[PendingUse]) -> None:
         per_card: dict[tuple[uuid.UUID, str], list[datetime]] = defaultdict(list)
         for u in batch:
-            per_card[(u.card_id, u.namespace)].append(u.used_at)
+            if u.arm == UseArm.served.value:  # a withheld card was not used
+                per_card[(u.card_id, u.namespace)].append(u.used_at)
         with session_scope(self._engine) as session:
             # key order: concurrent writers lock the same rows in the same order
-            session.connection().execute(
-                update(Card)
-                .where(
-                    col(Card.card_id) == bindparam("cid"),
-                    col(Card.namespace) == bindparam("ns"),
+            if per_card:
+                session.connection().execute(
+                    update(Card)
+                    .where(
+                        col(Card.card_id) == bindparam("cid"),
+                        col(Card.namespace) == bindparam("ns"),
+                    )
+                    .values(
+                        use_count=col(Card.use_count) + bindparam("n"),
+                        last_used_at=bindparam("at"),
+                        decay_tier=0,  # used again: every decay tier may apply again later
+                    ),
+                    [
+                        {"cid": cid, "ns": ns, "n": len(times), "at": max(times)}
+                        for (cid, ns), times in sorted(
+                            per_card.items(), key=lambda kv: str(kv[0][0])
+                        )
+                    ],
                 )
-                .values(
-                    use_count=col(Card.use_count) + bindparam("n"),
-                    last_used_at=bindparam("at"),
-                    decay_tier=0,  # used again: every decay tier may apply again later
-                ),
-                [
-                    {"cid": cid, "ns": ns, "n": len(times), "at": max(times)}
-                    for (cid, ns), times in sorted(per_card.items(), key=lambda kv: str(kv[0][0]))
-                ],
-            )
             session.execute(
                 insert(CardUse),
                 [
@@ -137,6 +162,8 @@ class UseRecorder:
                         "used_at": u.used_at,
                         "outcome": None,
                         "context": u.context,
+                        "arm": u.arm,
+                        "query_id": u.query_id,
                     }
                     for u in batch
                 ],

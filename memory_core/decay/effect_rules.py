@@ -1,0 +1,109 @@
+"""Effect-aware decay: what the measured effect of a card (memory_core.effects) does to it.
+
+* **harms** (rule 3): the interval of served - withheld lies below zero: the card goes to
+  review, out of retrieval, whatever its confidence.
+* **fade** (rule 4): the interval lies within +-margin (enough evidence the card changes
+  nothing): its confidence is multiplied by `fade`, at most once a night.
+* a card proven to **help** is evicted last by the cap (plan.plan_cap ranks it first).
+
+Cards without enough outcomes in both arms are left to the +0.05/-0.1 feedback rule and time
+decay. Each rule is one INSERT…SELECT over all cards, as the others; the reason written to the
+card's history carries the numbers (rates, uses per arm, difference, interval).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Float, and_, case, delete, exists, insert, literal, or_, select
+from sqlalchemy.engine import Connection
+
+from memory_core.decay.params import DecayParams
+from memory_core.decay.plan_table import CARD, PLAN, after_decay, scope
+from memory_core.decay.sql import ts
+from memory_core.decay.tiers import idle_since
+from memory_core.effects.sql import EffectSQL, effect_sql, why
+from memory_core.models.card import CardStatus
+from memory_core.settings import EffectRules
+
+REVIEW = CardStatus.review.value
+
+
+def card_effect(rules: EffectRules) -> EffectSQL:
+    """The estimate over the card table's arm counts."""
+    c = CARD.c
+    return effect_sql(
+        served=c.served_outcomes,
+        served_ok=c.served_successes,
+        withheld=c.withheld_outcomes,
+        withheld_ok=c.withheld_successes,
+        rules=rules,
+    )
+
+
+def protected(rules: EffectRules) -> Any:
+    """1 for a card proven to help (the cap evicts it last), else 0."""
+    if not rules.aware:
+        return literal(0)
+    return case((card_effect(rules).helps(), literal(1)), else_=literal(0))
+
+
+def plan_effects(conn: Connection, *, params: DecayParams, now: datetime, ns: str | None) -> None:
+    """Rules 3 and 4 in one pass over the cards (each pass joins the whole plan so far):
+    an active card that confidently harms goes to review (rule "harms"); one with enough
+    evidence of no effect fades (x fade), once a night (rule "fade"). A fade row replaces the
+    card's time-decay row and carries that decay."""
+    rules = params.effects
+    e = card_effect(rules)
+    joined, (conf, tier, decayed) = after_decay()
+    c = CARD.c
+    text = why(
+        conn.dialect.name, e, served=c.served_outcomes, withheld=c.withheld_outcomes, rules=rules
+    )
+    harms = e.high < 0  # within the WHERE below: enough outcomes, and harms or no effect
+    again = ts(now - timedelta(hours=rules.refade_hours))
+    u = PLAN.alias("u")
+    rows = (
+        select(
+            c.card_id,
+            c.namespace,
+            case((harms, literal("harms")), else_=literal("fade")),
+            c.confidence,
+            case((harms, conf), else_=conf * rules.fade),
+            c.status,
+            case((harms, literal(REVIEW)), else_=c.status),
+            c.decay_tier,
+            tier,
+            c.version + 1,
+            idle_since(),
+            literal(None, Float),
+            decayed
+            + case(
+                (harms, literal("effect: harms, sent to review: ")),
+                else_=literal(
+                    f"effect: none beyond +-{rules.margin:g}, confidence x{rules.fade:g}: "
+                ),
+            )
+            + text,
+            c.version,
+            c.use_count,
+        )
+        .select_from(joined)
+        .where(
+            *scope(ns),
+            e.enough,
+            or_(
+                harms,
+                and_(
+                    e.no_effect(rules.margin),
+                    or_(c.effect_faded_at.is_(None), c.effect_faded_at <= again),
+                ),
+            ),
+            ~exists().where(u.c.card_id == c.card_id, u.c.rule == "unused"),
+        )
+    )
+    conn.execute(insert(PLAN).from_select(list(PLAN.c.keys()), rows))
+    f = PLAN.alias("f")
+    faded = exists().where(f.c.card_id == PLAN.c.card_id, f.c.rule == "fade")
+    conn.execute(delete(PLAN).where(PLAN.c.rule == "decay", faded))
