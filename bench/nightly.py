@@ -66,7 +66,8 @@ def one(backend: str, size: int) -> dict[str, float]:
     from memory_core.ingest.store import ingest
     from memory_core.retrospect.claims import worker_id
     from memory_core.retrospect.rule_extractor import RuleExtractor
-    from memory_core.retrospect.stage import BatchResult, retrospect_once
+    from memory_core.retrospect.stage import retrospect_once
+    from memory_core.retrospect.summary import BatchResult
     from memory_core.settings import Settings
     from tests.helpers.data import replicate, tau_runs
 

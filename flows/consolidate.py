@@ -7,8 +7,9 @@ from prefect import flow
 from flows.naming import run_name, thread_runner
 from flows.params import ConsolidateParams
 from memory_core.consolidate.stage import live_namespaces
+from memory_core.consolidate.summary import ConsolidateSummary
 from memory_core.settings import Settings
-from tasks.consolidate import ConsolidateSummary, consolidate_task
+from tasks.consolidate import consolidate_task
 from tasks.runtime import engine_for
 
 

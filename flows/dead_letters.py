@@ -9,8 +9,9 @@ from pydantic import BaseModel, Field
 
 from flows.naming import run_name, thread_runner
 from flows.params import RetrospectParams
-from flows.retrospect import RetrospectSummary, run_retrospect
+from flows.retrospect import run_retrospect
 from memory_core.retrospect.dead_letters import redrive
+from memory_core.retrospect.summary import RetrospectSummary
 from memory_core.settings import Settings
 from tasks.facts import FactsSummary, facts_task
 from tasks.runtime import engine_for

@@ -17,26 +17,14 @@ from flows.decay import decay_params
 from flows.naming import run_name, thread_runner
 from flows.params import NightlyParams
 from flows.report import publish_summary
-from flows.retrospect import RetrospectSummary, run_retrospect
+from flows.retrospect import run_retrospect
 from flows.stages import RunOutcome, count_dead_letters, final_state, redrive_if_retry, stage
+from flows.summary import NightlySummary
 from memory_core.settings import Settings
-from tasks.consolidate import ConsolidateSummary
-from tasks.decay import DecaySummary, decay_task
-from tasks.facts import FactsSummary, facts_task
-from tasks.ingest import IngestSummary, ingest_source
-from tasks.validate import ValidationSummary, validate_task
-
-
-class NightlySummary(BaseModel):
-    """What one nightly run did, stage by stage, and what failed or came back."""
-
-    ingested: list[IngestSummary] = []
-    retrospect: RetrospectSummary = RetrospectSummary()
-    facts: FactsSummary = FactsSummary()
-    validation: ValidationSummary = ValidationSummary()
-    consolidation: ConsolidateSummary = ConsolidateSummary()
-    decay: DecaySummary = DecaySummary()
-    outcome: RunOutcome = RunOutcome()
+from tasks.decay import decay_task
+from tasks.facts import facts_task
+from tasks.ingest import ingest_source
+from tasks.validate import validate_task
 
 
 def run_nightly(params: NightlyParams, settings: Settings) -> NightlySummary:

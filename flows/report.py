@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
-if TYPE_CHECKING:
-    from flows.nightly import NightlySummary
+from flows.summary import NightlySummary
 
 SUMMARY_KEY = "nightly-summary"  # artifact keys: lowercase letters, digits and dashes
 DEAD_LETTER_KEY = "nightly-dead-letters"

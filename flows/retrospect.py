@@ -13,43 +13,12 @@ from flows.naming import run_name, thread_runner
 from flows.params import RetrospectParams
 from flows.stages import RunOutcome, count_dead_letters, final_state, redrive_if_retry, stage
 from memory_core.errors import LLMTransient
+from memory_core.models.drafts import Extraction
 from memory_core.retrospect.claims import worker_id
-from memory_core.retrospect.drafts import Extraction
+from memory_core.retrospect.summary import RetrospectSummary
 from memory_core.settings import Settings
 from tasks.llm import ClaimRef, claim_refs, ensure_llm_limit, finish_refs, llm_extract
-from tasks.retrospect import BatchSummary, retrospect_batch
-
-
-class RetrospectSummary(BaseModel):
-    """Totals over all batches of one retrospect run."""
-
-    batches: int = 0
-    trajectories: int = 0
-    dead_letters: int = 0
-    deferred: int = 0
-    cards_created: int = 0
-    evidence_added: int = 0
-    llm_calls: int = 0
-    tokens_sent: int = 0
-    tokens_received: int = 0
-    tokens_saved: int = 0
-    budget_exhausted: bool = False
-
-    def add(self, b: BatchSummary) -> None:
-        """Count one batch in."""
-        self.batches += 1
-        self.trajectories += b.claimed - b.deferred
-        for name in (
-            "dead_letters",
-            "deferred",
-            "cards_created",
-            "evidence_added",
-            "llm_calls",
-            "tokens_sent",
-            "tokens_received",
-            "tokens_saved",
-        ):
-            setattr(self, name, getattr(self, name) + getattr(b, name))
+from tasks.retrospect import retrospect_batch
 
 
 def run_retrospect(params: RetrospectParams, settings: Settings) -> RetrospectSummary:

@@ -7,7 +7,8 @@ from pydantic import BaseModel
 
 from flows.naming import run_name, thread_runner
 from memory_core.settings import Settings
-from tasks.validate import ValidationSummary, validate_task
+from memory_core.validate.summary import ValidationSummary
+from tasks.validate import validate_task
 
 
 class ValidateParams(BaseModel):

@@ -35,6 +35,7 @@ BODY_TOO_LARGE, BODY_TOO_DEEP, BAD_QUERY_STRING, SCHEMA_MISMATCH = (
     "bad_query_string",
     "schema_mismatch",
 )
+DATABASE_DOWN = "database_unavailable"  # /readyz's 503
 ERROR_CODES = (
     *(code for *_, code in STATUS),
     "refused",
@@ -42,6 +43,7 @@ ERROR_CODES = (
     BODY_TOO_DEEP,
     BAD_QUERY_STRING,
     SCHEMA_MISMATCH,
+    DATABASE_DOWN,
 )
 
 

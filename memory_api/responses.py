@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI
-from fastapi.routing import APIRoute
+from fastapi.routing import APIRoute, APIRouter
 from pydantic import BaseModel, Field
 
 from memory_api.errors import ERROR_CODES
@@ -42,9 +41,9 @@ CONFLICT: dict[int | str, dict[str, Any]] = {
 _READS = {"query_cards", "check_action", "search_facts"}  # POSTs that change nothing
 
 
-def document_answers(app: FastAPI) -> None:
-    """Add the error answers to each route of the app (call after the routes are declared)."""
-    for route in app.routes:
+def document_answers(router: APIRouter) -> None:
+    """Add the error answers to each route of a router (before the app includes it)."""
+    for route in router.routes:
         if not isinstance(route, APIRoute):
             continue
         path = route.path
@@ -60,4 +59,3 @@ def document_answers(app: FastAPI) -> None:
             extra.update(CONFLICT)
         for code, answer in extra.items():
             route.responses.setdefault(code, answer)
-    app.openapi_schema = None  # rebuilt with the answers on the next request

@@ -242,3 +242,24 @@ def _use_id(value: str, engine: Engine) -> uuid.UUID:
     from memory_core.models.card import CardUse
 
     return ids.resolve_id(value, engine=engine, column=CardUse.id, field="use_id", what="use")
+
+
+@app.command("history")
+def history(card_id: str, fmt: FormatOpt = Format.table) -> None:
+    """Every version of a card or fact: when, who, why."""
+    from memory_core.serve.reads import card_history
+
+    with fail_on_errors():
+        _, engine = load()
+        # the served read: reasons and snapshots redacted as the API and MCP server show them
+        card, versions = card_history(engine=engine, card_id=ids.card_id(card_id, engine=engine))
+        if fmt is Format.json:
+            print_json({"card": card, "versions": versions, "total": len(versions)})
+            return
+        pointer = f"; replaced by {card.superseded_by}" if card.superseded_by else ""
+        console.print(f"{card.card_id} ({card.kind}, {card.status}, v{card.version}){pointer}")
+        table(
+            f"history: {shown_of(len(versions), len(versions))}",
+            ["version", "when (UTC)", "by", "why"],
+            [[v.version, f"{v.created_at:%Y-%m-%d %H:%M}", v.actor, v.reason] for v in versions],
+        )

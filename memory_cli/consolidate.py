@@ -1,4 +1,4 @@
-"""`hindsight consolidate` (merge near-duplicates) and `hindsight cards history ID`."""
+"""`hindsight consolidate`: merge near-duplicate cards, retire contradicted facts."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from typing import Annotated
 import typer
 
 from memory_cli import stages
-from memory_cli.archive import card_id_arg
 from memory_cli.context import fail_on_errors, load
 from memory_cli.output import Format, console, err_console, print_json, shown_of, table
 
@@ -71,23 +70,3 @@ def consolidate(
                     for m in shown
                 ],
             )
-
-
-def history(card_id: str, fmt: FormatOpt = Format.table) -> None:
-    """Every version of a card or fact: when, who, why."""
-    from memory_core.serve.reads import card_history
-
-    with fail_on_errors():
-        _, engine = load()
-        # the served read: reasons and snapshots redacted as the API and MCP server show them
-        card, versions = card_history(engine=engine, card_id=card_id_arg(card_id, engine))
-        if fmt is Format.json:
-            print_json({"card": card, "versions": versions, "total": len(versions)})
-            return
-        pointer = f"; replaced by {card.superseded_by}" if card.superseded_by else ""
-        console.print(f"{card.card_id} ({card.kind}, {card.status}, v{card.version}){pointer}")
-        table(
-            f"history: {shown_of(len(versions), len(versions))}",
-            ["version", "when (UTC)", "by", "why"],
-            [[v.version, f"{v.created_at:%Y-%m-%d %H:%M}", v.actor, v.reason] for v in versions],
-        )

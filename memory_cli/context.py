@@ -7,6 +7,7 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +75,17 @@ class _Inline:
 
 
 _INLINE_RUNS = _Inline()
+
+
+def datetime_arg(value: str | None, *, field: str) -> datetime | None:
+    """An ISO date or time from the command line (UTC when it names no zone), or None."""
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise InvalidInput(f"{value!r} is not an ISO date or time", field=field) from exc
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def prefect_defaults(data_dir: Path) -> None:

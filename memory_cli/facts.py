@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from memory_cli.context import fail_on_errors, load
+from memory_cli.context import datetime_arg, fail_on_errors, load
 from memory_cli.ids import card_id
 from memory_cli.output import Format, console, err_console, literal, print_json, table
 from memory_core.errors import InvalidInput
@@ -42,16 +41,6 @@ def _row(f: CardPublic) -> list[object]:
     ]
 
 
-def _until(value: str | None) -> datetime | None:
-    if value is None:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError as exc:
-        raise InvalidInput(f"{value!r} is not an ISO date or time", field="valid_until") from exc
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed
-
-
 @app.command("add")
 def add(
     key: Annotated[str, typer.Argument(help="whom or what it is about, e.g. user.editor")],
@@ -68,8 +57,9 @@ def add(
 
     with fail_on_errors():
         settings, engine = load()
+        until = datetime_arg(valid_until, field="valid_until")
         try:
-            fact = FactIn(key=key, value=value, query=query, valid_until=_until(valid_until))
+            fact = FactIn(key=key, value=value, query=query, valid_until=until)
         except ValidationError as exc:
             first = exc.errors()[0]
             field = ".".join(str(p) for p in first["loc"])

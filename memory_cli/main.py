@@ -13,14 +13,17 @@ from memory_cli import archive as archive_cmd
 from memory_cli import cards as cards_cmd
 from memory_cli import consolidate as consolidate_cmd
 from memory_cli import dead_letters as dead_letters_cmd
+from memory_cli import decay as decay_cmd
 from memory_cli import facts as facts_cmd
 from memory_cli import index as index_cmd
+from memory_cli import keys as keys_cmd
 from memory_cli import memory as memory_cmd
 from memory_cli import pipeline, watchdog
 from memory_cli import replay as replay_cmd
 from memory_cli import review as review_cmd
 from memory_cli import serve as serve_cmd
 from memory_cli import up as up_cmd
+from memory_cli import validate as validate_cmd
 from memory_cli.context import fail_on_errors, load
 from memory_cli.output import Format, console, literal, polled_progress, print_json, table
 
@@ -183,20 +186,19 @@ app.command("ingest", rich_help_panel=_INGEST)(ingest)
 app.command("status", rich_help_panel=_INGEST)(status)
 app.command("nightly", rich_help_panel=_STAGES)(pipeline.nightly)
 app.command("retrospect", rich_help_panel=_STAGES)(pipeline.retrospect)
-app.add_typer(review_cmd.validate_app, name="validate", rich_help_panel=_STAGES)
+app.add_typer(validate_cmd.app, name="validate", rich_help_panel=_STAGES)
 app.command("consolidate", rich_help_panel=_STAGES)(consolidate_cmd.consolidate)
-app.command("decay", rich_help_panel=_STAGES)(archive_cmd.decay)
+app.command("decay", rich_help_panel=_STAGES)(decay_cmd.decay)
 app.add_typer(cards_cmd.app, name="cards", rich_help_panel=_CARDS)
-cards_cmd.app.command("history")(consolidate_cmd.history)
 app.add_typer(facts_cmd.app, name="facts", rich_help_panel=_CARDS)
 app.add_typer(memory_cmd.app, name="memory", rich_help_panel=_CARDS)
 app.command("replay", rich_help_panel=_CARDS)(replay_cmd.replay_cmd)
-app.add_typer(review_cmd.review_app, name="review", rich_help_panel=_REVIEW)
+app.add_typer(review_cmd.app, name="review", rich_help_panel=_REVIEW)
 app.add_typer(archive_cmd.app, name="archive", rich_help_panel=_REVIEW)
 app.add_typer(dead_letters_cmd.app, name="dead-letters", rich_help_panel=_REVIEW)
 app.command("serve", rich_help_panel=_SERVE)(serve_cmd.serve)
 app.command("mcp", rich_help_panel=_SERVE)(serve_cmd.mcp)
-app.add_typer(serve_cmd.keys_app, name="keys", rich_help_panel=_SERVE)
+app.add_typer(keys_cmd.app, name="keys", rich_help_panel=_SERVE)
 app.command("up", rich_help_panel=_OPS)(up_cmd.up)
 app.command("deploy", rich_help_panel=_OPS)(up_cmd.deploy)
 app.add_typer(db_app, name="db", rich_help_panel=_OPS)

@@ -55,7 +55,7 @@ def nightly(
             namespace=namespace,
             task_type=task_type,
         )
-        from flows.nightly import NightlySummary
+        from flows.summary import NightlySummary
 
         with polled_progress("nightly", lambda: _progress(engine, None)):
             run = nightly_flow(params, return_state=True)

@@ -1,4 +1,4 @@
-"""`hindsight validate` (the data-quality gate, its report) and `hindsight review` (the queue)."""
+"""`hindsight review`: the cards waiting for a person (list, show, approve, reject, edit)."""
 
 from __future__ import annotations
 
@@ -7,104 +7,29 @@ import json
 import os
 import subprocess
 import tempfile
-import uuid
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from memory_cli import stages
+from memory_cli import ids
 from memory_cli.context import fail_on_errors, load, read_json_arg
 from memory_cli.output import Format, console, print_json, shown_of, table
 from memory_core.errors import InvalidInput
 
 if TYPE_CHECKING:
-    from sqlalchemy.engine import Engine
+    pass
 
-validate_app = typer.Typer(
-    help="The data-quality gate over draft cards.", invoke_without_command=True
-)
-review_app = typer.Typer(help="Cards waiting for a person.", no_args_is_help=True)
+app = typer.Typer(help="Cards waiting for a person.", no_args_is_help=True)
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
 NamespaceOpt = Annotated[str | None, typer.Option(help="namespace (default: the setting)")]
 ActorOpt = Annotated[str | None, typer.Option("--by", help="who decides (default: $USER)")]
-
-
-@validate_app.callback()
-def validate(
-    ctx: typer.Context, namespace: NamespaceOpt = None, fmt: FormatOpt = Format.table
-) -> None:
-    """Validate every draft now (the nightly flow does it after retrospect)."""
-    if ctx.invoked_subcommand is not None:
-        return
-    with fail_on_errors():
-        settings, engine = load()
-        with stages.progress("validate", settings, _drafts_left(engine, namespace)) as report:
-            summary = stages.validate(settings=settings, namespace=namespace, on_progress=report)
-        if fmt is Format.json:
-            print_json(summary)
-            return
-        table(
-            "validation",
-            ["evaluated", "active", "review", "rejected"],
-            [[summary.evaluated, summary.activated, summary.review, summary.rejected]],
-        )
-        if summary.docs_index:
-            console.print(f"report: {summary.docs_index}")
-
-
-@validate_app.command("report")
-def report(fmt: FormatOpt = Format.table) -> None:
-    """The last validation run: counts, failed expectations, and the path of its HTML."""
-    from memory_core.validate.stage import latest_run
-
-    with fail_on_errors():
-        _, engine = load()
-        run = latest_run(engine=engine)
-        if run is None:
-            console.print("no validation has run yet")
-            return
-        if fmt is Format.json:
-            print_json(run.model_dump(mode="json"))
-            return
-        table(
-            f"validation {run.created_at:%Y-%m-%d %H:%M} UTC",
-            ["evaluated", "active", "review", "rejected"],
-            [[run.evaluated, run.activated, run.review, run.rejected]],
-        )
-        if run.rule_failures:
-            table(
-                "failed expectations",
-                ["expectation", "cards"],
-                [[k, v] for k, v in run.rule_failures.items()],
-            )
-        console.print(f"HTML report: {run.docs_path or '(not written)'}")
-
-
-def _drafts_left(engine: Engine, namespace: str | None) -> Callable[[], tuple[int, int]]:
-    """Progress of a validation: drafts decided out of the drafts there were at the start."""
-    from memory_core.status import card_counts
-
-    start = card_counts(engine=engine, namespace=namespace).get("draft", 0)
-
-    def poll() -> tuple[int, int]:
-        left = card_counts(engine=engine, namespace=namespace).get("draft", 0)
-        return max(start - left, 0), start
-
-    return poll
-
-
-def _uuid(value: str, engine: Engine) -> uuid.UUID:
-    from memory_cli.ids import card_id
-
-    return card_id(value, engine=engine)
 
 
 def _actor(by: str | None) -> str:
     return by or os.environ.get("USER") or getpass.getuser()
 
 
-@review_app.command("list")
+@app.command("list")
 def list_cmd(
     namespace: NamespaceOpt = None,
     limit: Annotated[int, typer.Option(min=1, max=10000)] = 100,
@@ -137,7 +62,7 @@ def list_cmd(
             console.print(f"all of them: --limit {total}", markup=False)
 
 
-@review_app.command("show")
+@app.command("show")
 def show(card_id: str, namespace: NamespaceOpt = None) -> None:
     """One card in full (as JSON)."""
     from memory_core.cards.query import get_card
@@ -151,12 +76,12 @@ def show(card_id: str, namespace: NamespaceOpt = None) -> None:
                 get_card(
                     session=session,
                     namespace=namespace or settings.namespace,
-                    card_id=_uuid(card_id, engine),
+                    card_id=ids.card_id(card_id, engine=engine),
                 )
             )
 
 
-@review_app.command("approve")
+@app.command("approve")
 def approve(
     card_id: str,
     namespace: NamespaceOpt = None,
@@ -171,7 +96,7 @@ def approve(
         card = decide(
             engine=engine,
             namespace=namespace or settings.namespace,
-            card_id=_uuid(card_id, engine),
+            card_id=ids.card_id(card_id, engine=engine),
             approve=True,
             actor=_actor(by),
             reason=reason,
@@ -179,7 +104,7 @@ def approve(
         console.print(f"approved {card.card_id} (version {card.version})")
 
 
-@review_app.command("reject")
+@app.command("reject")
 def reject(
     card_id: str,
     reason: Annotated[str, typer.Option(help="why (required)")],
@@ -194,7 +119,7 @@ def reject(
         card = decide(
             engine=engine,
             namespace=namespace or settings.namespace,
-            card_id=_uuid(card_id, engine),
+            card_id=ids.card_id(card_id, engine=engine),
             approve=False,
             actor=_actor(by),
             reason=reason,
@@ -202,7 +127,7 @@ def reject(
         console.print(f"rejected {card.card_id} (version {card.version})")
 
 
-@review_app.command("edit")
+@app.command("edit")
 def edit_cmd(
     card_id: str,
     set_json: Annotated[
@@ -220,7 +145,7 @@ def edit_cmd(
 
     with fail_on_errors():
         settings, engine = load()
-        ns, cid = namespace or settings.namespace, _uuid(card_id, engine)
+        ns, cid = namespace or settings.namespace, ids.card_id(card_id, engine=engine)
         if set_json is not None:
             changes = read_json_arg(set_json, field="set")
         else:

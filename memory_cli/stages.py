@@ -26,8 +26,9 @@ if TYPE_CHECKING:
 
 
 if TYPE_CHECKING:
-    from tasks.plain import DecaySummary, ValidationSummary
-    from tasks.plain_consolidate import ConsolidateSummary
+    from memory_core.consolidate.summary import ConsolidateSummary
+    from memory_core.validate.summary import ValidationSummary
+    from tasks.plain import DecaySummary
 
 
 class _Warnings(logging.Handler):
@@ -102,7 +103,8 @@ def consolidate(
     hears (the namespace and its step, steps done, steps in all over the namespaces)."""
     if in_process(settings):
         from memory_core.consolidate.stage import live_namespaces
-        from tasks.plain_consolidate import ConsolidateSummary, consolidate_run
+        from memory_core.consolidate.summary import ConsolidateSummary
+        from tasks.plain_consolidate import consolidate_run
         from tasks.runtime import engine_for
 
         names = [namespace] if namespace else live_namespaces(engine=engine_for(settings))
@@ -155,19 +157,20 @@ def retrospect(
     and dead letters visible as failed task runs) always as a flow run."""
     if in_process(settings, needs_llm_tasks=bool(settings.llm_base_url)):
         from memory_core.retrospect.claims import worker_id
+        from memory_core.retrospect.summary import RetrospectSummary
         from tasks.plain import retrospect_rule_batch
 
-        totals = _RetrospectTotals()
+        totals = RetrospectSummary()
         worker = worker_id()
 
         while True:
             batch = retrospect_rule_batch(namespace, worker, settings, stage_log())
             if batch.claimed == 0:
                 break
-            totals.add(batch.model_dump())
-        n = totals.summary["dead_letters"]
+            totals.add(batch)
+        n = totals.dead_letters
         failed = RunFailure(f"{n} dead letters: see hindsight dead-letters list", []) if n else None
-        return totals.summary, failed
+        return totals.model_dump(), failed
     _flow_setup(settings)
     from flows.params import RetrospectParams
     from flows.retrospect import RetrospectRun
@@ -203,29 +206,3 @@ def flow_summary(state: Any, kind: type[S]) -> S:
     if not isinstance(result, kind):
         raise TypeError(f"the flow returned {type(result).__name__}, not {kind.__name__}")
     return result
-
-
-class _RetrospectTotals:
-    """The flow's RetrospectSummary fields, summed over rule batches (no Prefect import)."""
-
-    _SUMMED = (
-        "dead_letters",
-        "deferred",
-        "cards_created",
-        "evidence_added",
-        "llm_calls",
-        "tokens_sent",
-        "tokens_received",
-        "tokens_saved",
-    )
-
-    def __init__(self) -> None:
-        self.summary: dict[str, Any] = {"batches": 0, "trajectories": 0}
-        self.summary.update(dict.fromkeys(self._SUMMED, 0))
-        self.summary["budget_exhausted"] = False
-
-    def add(self, batch: dict[str, Any]) -> None:
-        self.summary["batches"] += 1
-        self.summary["trajectories"] += batch["claimed"] - batch["deferred"]
-        for name in self._SUMMED:
-            self.summary[name] += batch[name]

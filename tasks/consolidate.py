@@ -6,11 +6,12 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.runtime import task_run
 
+from memory_core.consolidate.summary import ConsolidateSummary
 from memory_core.settings import Settings
-from tasks.plain_consolidate import ConsolidateSummary, consolidate_run, embedder_for
+from tasks.plain_consolidate import consolidate_run, embedder_for
 from tasks.runtime import concurrent_update
 
-__all__ = ["ConsolidateSummary", "consolidate_task", "embedder_for"]
+__all__ = ["consolidate_task", "embedder_for"]
 
 
 def _name() -> str:

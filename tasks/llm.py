@@ -20,16 +20,16 @@ from pydantic import BaseModel
 from sqlmodel import Session
 
 from memory_core.errors import LLMTransient, NotFound
+from memory_core.models.drafts import Extraction, Extractor, view_of
 from memory_core.models.trajectory import Trajectory
 from memory_core.retrospect.claims import claim_batch
-from memory_core.retrospect.drafts import Extraction, Extractor
 from memory_core.retrospect.factory import build_llm_extractor, build_rule_extractor
 from memory_core.retrospect.prefilter import FilterLimits, estimate_tokens, render
 from memory_core.retrospect.prompts import load_prompt
 from memory_core.retrospect.rules_first import write_rule_lessons
-from memory_core.retrospect.stage import finish_batch, view_of
+from memory_core.retrospect.stage import finish_batch
+from memory_core.retrospect.summary import BatchResult
 from memory_core.settings import Settings
-from tasks.retrospect import BatchSummary
 from tasks.runtime import PerSettings, engine_for
 
 LLM_LIMIT = "hindsight-llm"  # the global concurrency limit on LLM calls
@@ -214,7 +214,7 @@ def finish_refs(
     failed: dict[uuid.UUID, str],
     deferred: list[uuid.UUID],
     settings: Settings,
-) -> BatchSummary:
+) -> BatchResult:
     """Write the batch's LLM cards; mark runs done, dead-letter, or pending again (budget).
     A dead letter remembers this flow run: retrying the run re-drives it."""
     logger = get_run_logger()
@@ -232,4 +232,4 @@ def finish_refs(
         run_id=str(flow_run.id) if flow_run.id else None,
         screen=settings.screen,
     )
-    return BatchSummary.of(result)
+    return result

@@ -17,25 +17,14 @@ from pydantic import BaseModel
 
 from memory_core.decay import Change, DecayParams, run_decay
 from memory_core.decay.use_log import prune_use_log
-from memory_core.retrospect.stage import BatchResult
+from memory_core.retrospect.summary import BatchResult
 from memory_core.settings import Settings
+from memory_core.validate.summary import ValidationSummary
 from tasks.runtime import engine_for
 
 Log = logging.Logger | logging.LoggerAdapter[Any]
 Progress = Callable[[str, int, int], None]  # (what is happening, steps done, steps in all)
 _log = logging.getLogger("hindsight.stages")
-
-
-class ValidationSummary(BaseModel):
-    """What one validation run decided."""
-
-    evaluated: int = 0
-    activated: int = 0
-    review: int = 0
-    rejected: int = 0
-    rule_failures: dict[str, int] = {}
-    docs_index: str | None = None
-    deferred: int = 0  # failing LLM drafts kept as drafts: regeneration waits for the LLM
 
 
 def validate_run(
@@ -68,15 +57,7 @@ def validate_run(
         log.warning("%d failing LLM drafts wait for the LLM to regenerate them", report.deferred)
     for rule, n in report.rule_failures.items():
         log.warning("%d card(s) failed %r", n, rule)
-    return ValidationSummary(
-        evaluated=report.evaluated,
-        activated=report.activated,
-        review=report.review,
-        rejected=report.rejected,
-        rule_failures=report.rule_failures,
-        docs_index=report.docs_index,
-        deferred=report.deferred,
-    )
+    return report
 
 
 def _regenerator(settings: Settings) -> Any:
@@ -153,33 +134,13 @@ def decay_run(
     )
 
 
-class BatchSummary(BaseModel):
-    """Counts of one retrospect batch."""
-
-    claimed: int = 0
-    done: int = 0
-    dead_letters: int = 0
-    deferred: int = 0
-    cards_created: int = 0
-    evidence_added: int = 0
-    llm_calls: int = 0
-    tokens_sent: int = 0
-    tokens_received: int = 0
-    tokens_saved: int = 0
-
-    @classmethod
-    def of(cls, result: BatchResult) -> BatchSummary:
-        """The counts of a stage result."""
-        return cls(**{k: getattr(result, k) for k in cls.model_fields})
-
-
 def retrospect_rule_batch(
     namespace: str | None,
     worker: str,
     settings: Settings,
     log: Log = _log,
     run_id: str | None = None,
-) -> BatchSummary:
+) -> BatchResult:
     """Claim up to batch_size trajectories, write their cards, and mark them done together."""
     from memory_core.retrospect.rule_extractor import RuleExtractor
     from memory_core.retrospect.stage import retrospect_once
@@ -204,4 +165,4 @@ def retrospect_rule_batch(
             result.evidence_added,
             result.dead_letters,
         )
-    return BatchSummary.of(result)
+    return result

@@ -3,59 +3,15 @@
 from __future__ import annotations
 
 import logging
-import uuid
 from typing import Any
 
-from pydantic import BaseModel
-
+from memory_core.consolidate.summary import ConsolidateSummary
 from memory_core.embed.base import Embedder
 from memory_core.settings import Settings
 from tasks.plain import Log, Progress
 from tasks.runtime import PerSettings, engine_for
 
 _log = logging.getLogger("hindsight.stages")
-
-
-class ConsolidateSummary(BaseModel):
-    """What consolidation changed (dry run: would change, with the plan)."""
-
-    namespaces: int = 0
-    cards_seen: int = 0
-    merges: int = 0
-    absorbed: int = 0
-    superseded: int = 0
-    judged: int = 0
-    unjudged: int = 0
-    facts_superseded: int = 0
-    deferred: int = 0  # changes whose cards others changed meanwhile: planned again next run
-    deferred_ids: list[uuid.UUID] = []  # each by its survivor card (capped per namespace)
-    embedded: int = 0
-    similarity: str = ""
-    index: str = ""  # how the vector index was brought in line (or why it was not)
-    dry_run: bool = False
-    plan: list[dict[str, Any]] = []
-    failures: list[str] = []  # namespaces whose task failed (the others went on)
-
-    def add(self, other: ConsolidateSummary) -> None:
-        """Count another namespace in."""
-        self.namespaces += other.namespaces
-        for name in (
-            "cards_seen",
-            "merges",
-            "absorbed",
-            "superseded",
-            "judged",
-            "unjudged",
-            "facts_superseded",
-            "deferred",
-            "embedded",
-        ):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-        self.similarity = other.similarity or self.similarity
-        self.index = "; ".join(x for x in (self.index, other.index) if x)
-        self.deferred_ids += other.deferred_ids
-        self.plan += other.plan
-        self.failures += other.failures
 
 
 def _build_embedder(settings: Settings) -> Embedder | None:
@@ -126,23 +82,8 @@ def consolidate_run(
             namespace,
             report.deferred,
         )
-    return ConsolidateSummary(
-        namespaces=1,
-        cards_seen=report.cards_seen,
-        merges=report.merges,
-        absorbed=report.absorbed,
-        superseded=report.superseded,
-        judged=report.judged,
-        unjudged=report.unjudged,
-        facts_superseded=report.facts_superseded,
-        deferred=report.deferred,
-        deferred_ids=report.deferred_ids,
-        embedded=report.embedded,
-        similarity=report.similarity,
-        index=synced,
-        dry_run=dry_run,
-        plan=report.plan,
-    )
+    report.index = synced
+    return report
 
 
 def _sync_index(namespace: str, settings: Settings, embedder: Embedder, log: Log) -> str:

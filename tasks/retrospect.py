@@ -8,10 +8,9 @@ from prefect.client.schemas.objects import State
 from prefect.runtime import flow_run, task_run
 
 from memory_core.errors import LeaseLost
+from memory_core.retrospect.summary import BatchResult
 from memory_core.settings import Settings
-from tasks.plain import BatchSummary, retrospect_rule_batch
-
-__all__ = ["BatchSummary", "retrospect_batch"]
+from tasks.plain import retrospect_rule_batch
 
 
 def _lease_lost(_task: object, _run: object, state: State) -> bool:
@@ -34,7 +33,7 @@ def _batch_run_name() -> str:
 )
 def retrospect_batch(
     batch_no: int, namespace: str | None, worker: str, settings: Settings
-) -> BatchSummary:
+) -> BatchResult:
     """Claim up to batch_size trajectories, write their cards, and mark them done together."""
     run_id = str(flow_run.id) if flow_run.id else None
     return retrospect_rule_batch(namespace, worker, settings, get_run_logger(), run_id=run_id)

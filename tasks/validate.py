@@ -7,9 +7,10 @@ from prefect.cache_policies import NO_CACHE
 from prefect.runtime import task_run
 
 from memory_core.settings import Settings
-from tasks.plain import ValidationSummary, validate_run
+from memory_core.validate.summary import ValidationSummary
+from tasks.plain import validate_run
 
-__all__ = ["ValidationSummary", "validate_task"]
+__all__ = ["validate_task"]
 
 
 def _name() -> str:

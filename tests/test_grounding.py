@@ -12,8 +12,8 @@ from sqlmodel import Session
 
 from flows.nightly import nightly
 from flows.params import NightlyParams
-from memory_core.consolidate.judge import PairJudgement, grounded_judge
-from memory_core.consolidate.plan import CardRow
+from memory_core.consolidate.judge import grounded_judge
+from memory_core.consolidate.rows import CardRow, PairJudgement
 from memory_core.ingest.store import ingest
 from memory_core.models.card import Card, CardVersion
 from tests.helpers import fake_model

@@ -16,9 +16,9 @@ from flows.nightly import nightly
 from flows.params import NightlyParams
 from flows.report import DEAD_LETTER_KEY, SUMMARY_KEY
 from memory_core.models.card import Card
+from memory_core.models.drafts import view_of
 from memory_core.models.trajectory import Trajectory
 from memory_core.retrospect.rule_extractor import RuleExtractor
-from memory_core.retrospect.stage import view_of
 from memory_core.status import trajectory_counts
 from tests.helpers.data import REPO
 from tests.helpers.scripted_llm import Reply

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import uuid
 
-from flows.nightly import NightlySummary
 from flows.report import named_cards, summary_rows
-from tasks.consolidate import ConsolidateSummary
+from flows.summary import NightlySummary
+from memory_core.consolidate.summary import ConsolidateSummary
 from tasks.decay import DecaySummary
 
 

@@ -95,7 +95,7 @@ def test_a_run_that_teaches_nothing_yields_no_card() -> None:
         Step(index=0, type="tool_call", tool="lookup", args={"q": 1}, observation="ok"),
         Step(index=1, type="tool_call", tool="answer", args={}, observation="done"),
     ]
-    from memory_core.retrospect.drafts import TrajectoryView
+    from memory_core.models.drafts import TrajectoryView
 
     view = TrajectoryView(
         id=uuid.uuid4(),

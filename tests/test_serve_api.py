@@ -6,8 +6,11 @@ import uuid
 
 import httpx
 import pytest
+from sqlalchemy.exc import OperationalError
 
 from memory_api.app import create_app
+from memory_api.errors import ERROR_CODES
+from memory_api.responses import ErrorAnswer
 from memory_core.serve.service import MemoryService
 from tests.helpers.serve import LiveServer, add_card, keys_for
 
@@ -292,3 +295,64 @@ def test_errors_carry_a_stable_code_and_operations_a_stable_id(api) -> None:
     with _c(server, keys["write"]) as c:
         bad = c.post("/v1/trajectories", json={"steps": "nope"}).json()
         assert bad["code"] == "invalid_input"
+
+
+# what a generated client calls each route: a rename here breaks every generated client
+OPERATIONS = {
+    ("GET", "/healthz"): "healthz",
+    ("GET", "/readyz"): "readyz",
+    ("POST", "/v1/cards/query"): "query_cards",
+    ("POST", "/v1/cards/check"): "check_action",
+    ("GET", "/v1/cards"): "list_cards",
+    ("POST", "/v1/cards"): "store_card",
+    ("GET", "/v1/cards/recent"): "recent_cards",
+    ("GET", "/v1/cards/{card_id}"): "get_card",
+    ("GET", "/v1/cards/{card_id}/history"): "card_history",
+    ("POST", "/v1/cards/{card_id}/feedback"): "feedback",
+    ("POST", "/v1/facts/search"): "search_facts",
+    ("POST", "/v1/facts"): "write_fact",
+    ("DELETE", "/v1/facts/{fact_id}"): "forget_fact",
+    ("GET", "/v1/review"): "review_queue",
+    ("POST", "/v1/review/{card_id}/approve"): "approve",
+    ("POST", "/v1/review/{card_id}/reject"): "reject",
+    ("POST", "/v1/trajectories"): "ingest",
+}
+
+
+def test_operation_ids_stable_unique_and_error_answers_carry_a_code(settings, engine) -> None:
+    schema = create_app(MemoryService(engine=engine, settings=settings)).openapi()
+    ops = {
+        (method.upper(), path): op
+        for path, methods in schema["paths"].items()
+        for method, op in methods.items()
+    }
+    ids = [op["operationId"] for op in ops.values()]
+    assert len(ids) == len(set(ids)), ids
+    # new routes may come; the ones a client knows keep their ids
+    assert {key: ops[key]["operationId"] for key in OPERATIONS if key in ops} == OPERATIONS
+    assert ErrorAnswer.__name__ in schema["components"]["schemas"]
+    assert "code" in schema["components"]["schemas"]["ErrorAnswer"]["required"]
+    for (method, path), op in ops.items():
+        for status, answer in op["responses"].items():
+            if status.startswith(("4", "5")) and status != "422":
+                ref = answer["content"]["application/json"]["schema"]["$ref"]
+                assert ref.endswith("/ErrorAnswer"), (method, path, status)
+
+
+def test_every_error_body_has_a_code_and_keeps_its_fields(api, engine, monkeypatch) -> None:
+    server, keys, svc = api
+    with _c(server, keys["write"]) as c:
+        assert c.post("/v1/cards", json=CARD).status_code == 201
+        again = c.post("/v1/cards", json=CARD)
+        assert again.status_code == 409 and again.json()["code"] in ERROR_CODES
+        big = c.post("/v1/cards/query", content=b'{"x": "' + b"a" * 2_000_000 + b'"}')
+        assert (big.status_code, big.json()["code"]) == (413, "body_too_large")
+        assert big.json()["detail"]
+
+        def down() -> dict[str, str]:
+            raise OperationalError("SELECT 1", {}, Exception("connection refused"))
+
+        monkeypatch.setattr(svc, "ready", down)
+        r = c.get("/readyz")
+        assert r.status_code == 503 and r.json()["code"] == "database_unavailable"
+        assert r.json()["database"] and r.json()["detail"]  # the old field stays

@@ -17,7 +17,7 @@ from memory_core.facts.stage import extract_facts
 from memory_core.facts.store import FactIn, write_fact
 from memory_core.ingest.store import ingest
 from memory_core.models.card import ActionStep, Card, CardStatus, CardVersion, FailureMode
-from memory_core.retrospect.drafts import DraftCard
+from memory_core.models.drafts import DraftCard
 from memory_core.serve.keys import KeyRing, create_key
 from memory_core.serve.retrieval import prompt_block
 from memory_core.serve.schemas import CardIn

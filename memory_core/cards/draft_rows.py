@@ -25,9 +25,9 @@ from sqlmodel import Session, col
 from memory_core.cards.confidence import confidence_of
 from memory_core.models.card import LIVE_STATUSES, Card, CardStatus, CardVersion
 from memory_core.models.columns import new_id
+from memory_core.models.drafts import DraftCard
 from memory_core.preconditions import compile_all
 from memory_core.redact import redact, redact_value
-from memory_core.retrospect.drafts import DraftCard
 
 RANK = "draft_rank"
 OFFSET = "confidence_offset"

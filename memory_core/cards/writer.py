@@ -29,8 +29,8 @@ from memory_core.models.card import (
     CardVersion,
 )
 from memory_core.models.columns import new_id, utcnow
+from memory_core.models.drafts import DraftCard
 from memory_core.redact import redact_value
-from memory_core.retrospect.drafts import DraftCard
 from memory_core.screen.gate import screen_draft
 
 _LIVE_SQL = text("status IN ('draft', 'review', 'active', 'quarantined')")

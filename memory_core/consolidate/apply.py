@@ -13,7 +13,8 @@ from sqlalchemy.engine import CursorResult
 from sqlmodel import Session, col
 
 from memory_core.cards.draft_rows import card_snapshot
-from memory_core.consolidate.plan import CardRow, MergePlan
+from memory_core.consolidate.plan import MergePlan
+from memory_core.consolidate.rows import CardRow
 from memory_core.errors import ConcurrentUpdate
 from memory_core.models.card import Card, CardEvidence, CardStatus, CardVersion
 from memory_core.models.columns import new_id

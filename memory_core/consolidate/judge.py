@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
 
-from pydantic import BaseModel, Field
 from sqlalchemy.engine import Engine
 
-from memory_core.consolidate.plan import CardRow
+from memory_core.consolidate.rows import CardRow, PairJudge, PairJudgement
 from memory_core.errors import HindsightError
 from memory_core.llm.cache import AnswerCache, cache_key
 from memory_core.llm.client import LLMClient
@@ -21,17 +18,6 @@ from memory_core.retrospect.grounding import check_grounding, evidence_views
 
 log = logging.getLogger(__name__)
 PROMPT_ID = "judge.v1"
-
-
-class PairJudgement(BaseModel):
-    """How two cards relate, in the LLM's words."""
-
-    relation: Literal["same", "contradicts", "refines", "unrelated"]
-    reason: str = Field(default="", max_length=500)
-
-
-# (older, newer) -> the judgement, or None when there is none to trust (nothing changes then)
-PairJudge = Callable[[CardRow, CardRow], PairJudgement | None]
 
 
 def _card(row: CardRow) -> dict[str, object]:

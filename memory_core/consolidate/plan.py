@@ -13,37 +13,16 @@ import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from memory_core.cards.confidence import RunEvidence, merged_confidence
+from memory_core.consolidate.rows import CardRow, PairJudge
 from memory_core.errors import HindsightError, InvalidPrecondition
-
-if TYPE_CHECKING:
-    from memory_core.consolidate.judge import PairJudge
 from memory_core.preconditions import compile_stored, normalise_expression
 
 _WORD = re.compile(r"[a-z0-9_]+")
-
-
-@dataclass(frozen=True)
-class CardRow:
-    """What planning reads of an active card."""
-
-    card_id: uuid.UUID
-    scenario: str
-    preconditions: list[str]
-    action_sequence: list[dict[str, Any]]
-    failure_modes: list[dict[str, Any]]
-    confidence: float
-    evidence_count: int
-    use_count: int
-    success_count: int
-    failure_count: int
-    version: int
-    created_at: Any
-    signature: str = ""  # a hash of the lesson's content: the same in every run on the same data
 
 
 def stable_key(row: CardRow) -> tuple[Any, ...]:

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
@@ -15,8 +13,9 @@ from sqlmodel import Session, col
 
 from memory_core.cards.evidence import runs_by_card
 from memory_core.consolidate.apply import ACTOR, apply_plan
-from memory_core.consolidate.judge import PairJudge
-from memory_core.consolidate.plan import CardRow, MergePlan, check_plan, plan_merges
+from memory_core.consolidate.plan import MergePlan, check_plan, plan_merges
+from memory_core.consolidate.rows import CardRow, PairJudge
+from memory_core.consolidate.summary import ConsolidateSummary
 from memory_core.db import session_scope
 from memory_core.embed.base import Embedder
 from memory_core.embed.store import ensure_embeddings, load_vectors
@@ -28,25 +27,6 @@ from memory_core.settings import ConsolidateRules
 
 _RETRIES = 3
 DEFERRED_LISTED = 100  # the deferred changes a report names (it counts them all)
-
-
-@dataclass
-class ConsolidationReport:
-    """What one run changed (or, in a dry run, would change)."""
-
-    cards_seen: int = 0
-    merges: int = 0
-    absorbed: int = 0
-    superseded: int = 0  # older cards a newer, contradicting one replaced (judged by the LLM)
-    judged: int = 0
-    unjudged: int = 0
-    facts_superseded: int = 0
-    deferred: int = 0  # merges / supersessions whose cards changed meanwhile: next run
-    # each deferred change by its survivor (as in plan), in plan order; capped
-    deferred_ids: list[uuid.UUID] = field(default_factory=list)
-    embedded: int = 0
-    similarity: str = "signature + word overlap"
-    plan: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _rows(engine: Engine, namespace: str) -> list[CardRow]:
@@ -92,7 +72,7 @@ def consolidate(
     now: datetime | None = None,
     deferred_limit: int = DEFERRED_LISTED,
     on_progress: Callable[[str, int, int], None] | None = None,
-) -> ConsolidationReport:
+) -> ConsolidateSummary:
     """Merge near-duplicates and retire contradicted facts; re-running changes nothing.
 
     A change whose cards others changed after planning waits for the next run: counted in
@@ -103,7 +83,9 @@ def consolidate(
         if on_progress is not None:
             on_progress(what, done, CONSOLIDATE_STEPS)
 
-    report = ConsolidationReport()
+    report = ConsolidateSummary(
+        namespaces=1, dry_run=dry_run, similarity="signature + word overlap"
+    )
     if embedder is not None:
         report.similarity = f"signature + cosine >= {rules.similarity} ({embedder.model})"
         if not dry_run:  # a dry run uses the vectors already stored

@@ -22,7 +22,7 @@ from dateutil import parser as date_parser
 from pydantic import ValidationError
 
 from memory_core.errors import InvalidInput
-from memory_core.ingest.formats import _Common, _outcome, content_hash
+from memory_core.ingest.records import RecordCommon, content_hash, outcome_of
 from memory_core.models.trajectory import Step, TrajectoryCreate
 
 SPEAKER_KEYS = ("speaker", "name", "role", "author", "from")
@@ -33,7 +33,7 @@ ID_KEYS = ("id", "conversation_id", "trajectory_id", "run_id")
 _TOOL_KEYS = {"tool_calls", "function_call", "tool_call_id"}
 _TOOL_ROLES = {"tool", "function"}
 _NOT_A_MESSAGE = {"messages", "traj", "steps"}  # a record, not a message
-_COMMON = {"outcome", "reward", "task_type", "agent_id", "namespace", "metadata"}
+_COMMON = set(RecordCommon.model_fields)
 _NUMBER = re.compile(r"(\d+)")
 
 
@@ -185,7 +185,7 @@ def parse_conversation(
 ) -> TrajectoryCreate:
     """Validate a conversation record into a TrajectoryCreate (one message step per turn)."""
     try:
-        common = _Common.model_validate({k: v for k, v in record.items() if k in _COMMON})
+        common = RecordCommon.model_validate({k: v for k, v in record.items() if k in _COMMON})
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(p) for p in first["loc"])
@@ -212,7 +212,7 @@ def parse_conversation(
         namespace=common.namespace or namespace,
         task_type=common.task_type or str(common.metadata.get("task_type") or task_type),
         agent_id=common.agent_id or common.metadata.get("agent_id"),
-        outcome=_outcome(common),
+        outcome=outcome_of(common),
         reward=common.reward,
         steps=steps,
         extra=extra,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -10,8 +9,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memory_core.errors import InvalidInput
+from memory_core.ingest import conversations
 from memory_core.ingest.limits import DEFAULT_LIMITS, InputLimits, check_record
-from memory_core.models.trajectory import Outcome, Step, TrajectoryCreate
+from memory_core.ingest.records import RecordCommon, content_hash, outcome_of
+from memory_core.models.trajectory import Step, TrajectoryCreate
 from memory_core.task_state import observation_error
 
 _CONSUMED = {
@@ -29,7 +30,6 @@ _CONSUMED = {
     "metadata",
 }
 _MAX_LABEL = 128
-SUCCESS_REWARD = 0.5  # a reward at or above this counts as success when no outcome is given
 
 
 class _Function(BaseModel):
@@ -65,21 +65,11 @@ class _GenericStep(BaseModel):
     ts: datetime | float | None = None
 
 
-class _Common(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    outcome: Literal["success", "failure", "unknown"] | None = None
-    reward: float | None = None
-    task_type: str | None = Field(default=None, min_length=1, max_length=128)
-    agent_id: str | None = Field(default=None, max_length=128)
-    namespace: str | None = Field(default=None, min_length=1, max_length=128)
-    metadata: dict[str, Any] = {}
-
-
-class _ChatRecord(_Common):
+class _ChatRecord(RecordCommon):
     messages: list[_ChatMessage] = Field(min_length=1)
 
 
-class _StepsRecord(_Common):
+class _StepsRecord(RecordCommon):
     steps: list[_GenericStep] = Field(min_length=1)
 
 
@@ -194,20 +184,6 @@ def _generic_steps(rec: _StepsRecord, max_obs: int, max_msg: int) -> list[Step]:
     return steps
 
 
-def _outcome(rec: _Common) -> Outcome:
-    if rec.outcome:
-        return Outcome(rec.outcome)
-    if rec.reward is not None:
-        return Outcome.success if rec.reward >= SUCCESS_REWARD else Outcome.failure
-    return Outcome.unknown
-
-
-def content_hash(record: dict[str, Any]) -> str:
-    """sha256 of the record's canonical JSON: the same run submitted twice hashes the same."""
-    canon = json.dumps(record, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(canon.encode()).hexdigest()
-
-
 def parse_record(
     record: Any,
     *,
@@ -221,8 +197,6 @@ def parse_record(
     if not isinstance(record, dict):
         raise InvalidInput(f"expected a JSON object, got {type(record).__name__}", record=name)
     check_record(record, name=name, limits=limits)  # NUL, surrogates, NaN, depth, sizes
-    from memory_core.ingest import conversations  # imports this module: bound at call time
-
     if conversations.is_conversation(record):
         conv = conversations.parse_conversation(
             record, name=name, namespace=namespace, task_type=task_type
@@ -275,7 +249,7 @@ def parse_record(
         namespace=parsed.namespace or namespace,
         task_type=kind,
         agent_id=None if agent is None else str(agent),
-        outcome=_outcome(parsed),
+        outcome=outcome_of(parsed),
         reward=parsed.reward,
         steps=steps,
         extra=extra,

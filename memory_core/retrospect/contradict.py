@@ -24,9 +24,9 @@ from sqlmodel import Session, col, select
 
 from memory_core.cards.confidence import confidence_of
 from memory_core.models.card import LIVE_STATUSES, ActionStep, Card, EvidenceTriple, FailureMode
+from memory_core.models.drafts import DraftCard, TrajectoryView, view_of
 from memory_core.models.trajectory import Outcome, Trajectory, TrajectoryStatus
 from memory_core.preconditions import CompiledPrecondition, compile_stored, holds_all, make_context
-from memory_core.retrospect.drafts import DraftCard, TrajectoryView
 from memory_core.task_state import CONDITION_KEYS, states_before_calls
 
 PATTERN = "contrast_caution"
@@ -124,8 +124,6 @@ def contradicting(
 
 
 def _stored_wins(engine: Engine, namespace: str) -> list[TrajectoryView]:
-    from memory_core.retrospect.stage import view_of  # stage imports this module
-
     with Session(engine) as session:
         rows = session.exec(
             select(Trajectory)

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from memory_core.llm.client import LLMClient
-from memory_core.retrospect.drafts import Extraction, Extractor, TrajectoryView
+from memory_core.models.drafts import Extraction, Extractor, TrajectoryView
 from memory_core.retrospect.prefilter import FilterLimits
 from memory_core.retrospect.rule_extractor import RuleExtractor
 from memory_core.settings import Settings

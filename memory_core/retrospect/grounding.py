@@ -17,9 +17,9 @@ from sqlmodel import Session, col
 
 from memory_core.errors import InvalidPrecondition
 from memory_core.models.card import CardEvidence, CardStatus
+from memory_core.models.drafts import TrajectoryView, view_of
 from memory_core.models.trajectory import Trajectory
 from memory_core.preconditions import compile_all, holds_all, make_context
-from memory_core.retrospect.drafts import TrajectoryView
 from memory_core.task_state import planning_state, states_before_calls
 
 # instruction-like text that has no business inside advice distilled from a run
@@ -84,8 +84,6 @@ def evidence_views(
     *, engine: Engine, card_ids: Sequence[uuid.UUID]
 ) -> dict[uuid.UUID, list[TrajectoryView]]:
     """The source runs of each card, from its evidence rows."""
-    from memory_core.retrospect.stage import view_of
-
     if not card_ids:
         return {}
     with Session(engine) as session:

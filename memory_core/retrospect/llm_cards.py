@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from memory_core.models.card import EvidenceTriple
-from memory_core.retrospect.drafts import DraftCard, TrajectoryView
+from memory_core.models.drafts import DraftCard, TrajectoryView
 from memory_core.retrospect.grounding import check_grounding
 from memory_core.retrospect.llm_answers import CardAnswer, DecisionPoint
 from memory_core.task_state import CONDITION_KEYS, states_before_calls

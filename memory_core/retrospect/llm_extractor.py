@@ -15,8 +15,8 @@ from pydantic import BaseModel
 from memory_core.llm.cache import AnswerCache, cache_key
 from memory_core.llm.client import LLMClient
 from memory_core.llm.structured import ask
+from memory_core.models.drafts import Extraction, TrajectoryView
 from memory_core.models.trajectory import Outcome
-from memory_core.retrospect.drafts import Extraction, TrajectoryView
 from memory_core.retrospect.llm_answers import CardAnswers, DecisionPoints
 from memory_core.retrospect.llm_cards import to_drafts
 from memory_core.retrospect.prefilter import FilteredTrajectory, FilterLimits, render

@@ -20,10 +20,10 @@ from memory_core.db import session_scope
 from memory_core.errors import LeaseLost
 from memory_core.models.card import CardStatus
 from memory_core.models.columns import utcnow
+from memory_core.models.drafts import DraftCard, Extractor, view_of
 from memory_core.models.trajectory import Step, Trajectory, TrajectoryStatus
-from memory_core.retrospect.drafts import DraftCard, Extractor
 from memory_core.retrospect.siblings import contrast_batch
-from memory_core.retrospect.stage import view_of, write_run_drafts
+from memory_core.retrospect.stage import write_run_drafts
 from memory_core.screen.gate import untaint
 
 log = logging.getLogger(__name__)

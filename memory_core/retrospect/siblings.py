@@ -19,19 +19,13 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from memory_core.db import session_scope
+from memory_core.models.drafts import DraftCard, TrajectoryView, view_of
 from memory_core.models.trajectory import Outcome, Step, Trajectory, TrajectoryStatus
 from memory_core.retrospect.contradict import contradicting
 from memory_core.retrospect.contrast import contrast_group, task_group
-from memory_core.retrospect.drafts import DraftCard, TrajectoryView
 
 GROUP_KEY = "hindsight_task_group"
 T = Trajectory
-
-
-def _view(row: Trajectory) -> TrajectoryView:
-    from memory_core.retrospect.stage import view_of  # stage imports this module
-
-    return view_of(row)
 
 
 def contrast_batch(
@@ -55,7 +49,7 @@ def contrast_batch(
     members: dict[tuple[str, str], dict[uuid.UUID, TrajectoryView]] = defaultdict(dict)
     wins: dict[str, dict[uuid.UUID, TrajectoryView]] = defaultdict(dict)
     for row in rows:
-        view = _view(row)
+        view = view_of(row)
         if row.id in keys:
             members[keys[row.id]][row.id] = view
         if view.outcome is Outcome.success:
@@ -72,7 +66,7 @@ def contrast_batch(
                 )
             ).all()
             for s in stored:
-                views.setdefault(s.id, _view(s))
+                views.setdefault(s.id, view_of(s))
             wins[namespace].update(
                 {rid: v for rid, v in views.items() if v.outcome is Outcome.success}
             )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from typing import Protocol
 
@@ -18,51 +17,15 @@ from memory_core.db import session_scope
 from memory_core.errors import LeaseLost
 from memory_core.models.card import CardStatus
 from memory_core.models.columns import utcnow
-from memory_core.models.trajectory import Outcome, Step, Trajectory, TrajectoryStatus
-from memory_core.redact.fields import redact_steps
+from memory_core.models.drafts import DraftCard, Extraction, Extractor, view_of
+from memory_core.models.trajectory import Step, Trajectory, TrajectoryStatus
 from memory_core.retrospect.claims import claim_batch, release
-from memory_core.retrospect.drafts import DraftCard, Extraction, Extractor, TrajectoryView
 from memory_core.retrospect.siblings import contrast_batch
+from memory_core.retrospect.summary import BatchResult
 from memory_core.screen.gate import untaint
 
 log = logging.getLogger(__name__)
 T = Trajectory
-
-
-@dataclass
-class BatchResult:
-    """What one retrospect batch did."""
-
-    claimed: int = 0
-    done: int = 0
-    dead_letters: int = 0
-    deferred: int = 0
-    cards_created: int = 0
-    evidence_added: int = 0
-    llm_calls: int = 0
-    tokens_sent: int = 0
-    tokens_received: int = 0
-    tokens_saved: int = 0
-    errors: list[str] = field(default_factory=list)
-
-    def add(self, other: BatchResult) -> None:
-        """Accumulate another batch's counts into this one."""
-        for name in (f.name for f in fields(self) if f.name != "errors"):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-        self.errors.extend(other.errors)
-
-
-def view_of(row: Trajectory) -> TrajectoryView:
-    """The extractor's view of a stored trajectory."""
-    return TrajectoryView(
-        id=row.id,
-        namespace=row.namespace,
-        task_type=row.task_type,
-        agent_id=row.agent_id,
-        outcome=Outcome(row.outcome),
-        # secrets never reach an extractor, a prompt or a card: the view is redacted
-        steps=[Step.model_validate(s) for s in redact_steps(row.steps)],
-    )
 
 
 class Claimed(Protocol):

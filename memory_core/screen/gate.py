@@ -11,8 +11,8 @@ from dataclasses import replace
 from typing import Any
 
 from memory_core.models.card import CardStatus, FailureMode
+from memory_core.models.drafts import DraftCard
 from memory_core.models.trajectory import Step
-from memory_core.retrospect.drafts import DraftCard
 from memory_core.screen.detect import directive
 from memory_core.screen.exposure import exposures, names_a_tool, run_tools
 from memory_core.screen.pointers import known_identifiers, points_at_tool, strings_in

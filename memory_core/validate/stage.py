@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -24,24 +23,11 @@ from memory_core.screen.gate import screen_card
 from memory_core.validate.frame import cards_frame, draft_columns, draft_row
 from memory_core.validate.regenerate import Regenerate
 from memory_core.validate.suite import run_suite
+from memory_core.validate.summary import ValidationSummary
 
 _CHUNK = 5000
 Progress = Callable[[str, int, int], None]  # (what is happening, steps done, steps in all)
 VALIDATE_STEPS = 5  # load, expectations loaded, suite run, regeneration, decisions written
-
-
-@dataclass
-class ValidationReport:
-    """What one validation run decided."""
-
-    run_id: uuid.UUID | None = None
-    evaluated: int = 0
-    activated: int = 0
-    review: int = 0
-    rejected: int = 0
-    rule_failures: dict[str, int] = field(default_factory=dict)
-    docs_index: str | None = None
-    deferred: int = 0  # failing LLM drafts left as drafts: the LLM was down for regeneration
 
 
 def _set_status(session: Session, ids: Sequence[uuid.UUID], status: CardStatus) -> int:
@@ -72,7 +58,7 @@ def validate_drafts(
     review_below: float = 0.5,
     regenerate: Regenerate | None = None,
     on_progress: Progress | None = None,
-) -> ValidationReport:
+) -> ValidationSummary:
     """Validate every draft: failing ones rejected (with the failed expectations in their
     history), passing ones active, or in review when their confidence is below review_below.
 
@@ -91,7 +77,7 @@ def validate_drafts(
         drafts: list[Any] = list(session.execute(q).all())
     if not drafts:
         step("no drafts to validate", VALIDATE_STEPS)
-        return ValidationReport()
+        return ValidationSummary()
     run_id = new_id()
     docs = reports_dir / "validation" if reports_dir else None
     n = len(drafts)
@@ -171,7 +157,7 @@ def validate_drafts(
             )
         )
     step(f"{n} drafts decided", VALIDATE_STEPS)
-    return ValidationReport(
+    return ValidationSummary(
         run_id=run_id,
         evaluated=len(drafts),
         activated=activated,

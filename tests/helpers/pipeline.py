@@ -9,10 +9,11 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from memory_core.models.card import Card
+from memory_core.models.drafts import Extractor
 from memory_core.retrospect.claims import worker_id
-from memory_core.retrospect.drafts import Extractor
 from memory_core.retrospect.rule_extractor import RuleExtractor
-from memory_core.retrospect.stage import BatchResult, retrospect_once
+from memory_core.retrospect.stage import retrospect_once
+from memory_core.retrospect.summary import BatchResult
 
 
 def retrospect_all(

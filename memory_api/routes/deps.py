@@ -1,0 +1,35 @@
+"""What every route depends on: the app's one MemoryService and the caller its key names."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from memory_core.serve.keys import Principal
+from memory_core.serve.service import MemoryService
+
+_bearer = HTTPBearer(auto_error=False, description="an API key from `hindsight keys create`")
+
+
+async def service_of(request: Request) -> MemoryService:
+    """The service `create_app` was given (async: no thread hop on the hot route)."""
+    service: MemoryService = request.app.state.service
+    return service
+
+
+ServiceDep = Annotated[MemoryService, Depends(service_of)]
+
+
+async def caller(
+    service: ServiceDep,
+    creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Principal:
+    """The key's principal (401 without a key, or with an unknown or revoked one)."""
+    return service.authenticate(creds.credentials if creds else None)
+
+
+Caller = Annotated[Principal, Depends(caller)]
+CardId = Annotated[uuid.UUID, "card id"]
