@@ -34,17 +34,16 @@ from memory_core.llm.cache import AnswerCache, cache_key
 from memory_core.llm.client import LLMClient
 from memory_core.llm.structured import ask
 from memory_core.models.card import CardStatus
+from memory_core.models.drafts import Extraction, TrajectoryView, view_of
 from memory_core.models.trajectory import Outcome, Trajectory, TrajectoryStatus
 from memory_core.retrospect.contradict import contradicting
 from memory_core.retrospect.contrast import task_group
-from memory_core.retrospect.drafts import Extraction, TrajectoryView
 from memory_core.retrospect.llm_answers import ContrastAnswers
 from memory_core.retrospect.llm_contrast_cards import PRODUCER, Trial, contrast_drafts
 from memory_core.retrospect.llm_extractor import vocabulary_text
 from memory_core.retrospect.prefilter import FilteredTrajectory, FilterLimits, render
 from memory_core.retrospect.prompts import load_prompt
 from memory_core.retrospect.siblings import GROUP_KEY
-from memory_core.retrospect.stage import view_of
 
 log = logging.getLogger(__name__)
 T = Trajectory
