@@ -34,11 +34,10 @@ from memory_core.llm.cache import AnswerCache, cache_key
 from memory_core.llm.client import LLMClient
 from memory_core.llm.structured import ask
 from memory_core.models.card import CardStatus
-from memory_core.models.drafts import view_of
+from memory_core.models.drafts import Extraction, TrajectoryView, view_of
 from memory_core.models.trajectory import Outcome, Trajectory, TrajectoryStatus
 from memory_core.retrospect.contradict import contradicting
 from memory_core.retrospect.contrast import task_group
-from memory_core.retrospect.drafts import Extraction, TrajectoryView
 from memory_core.retrospect.llm_answers import ContrastAnswers
 from memory_core.retrospect.llm_contrast_cards import PRODUCER, Trial, contrast_drafts
 from memory_core.retrospect.llm_extractor import vocabulary_text
