@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated
 
@@ -72,6 +73,17 @@ _COLUMNS = [
 ]
 
 
+def _columns_and_rows(
+    cards: Sequence[Card | CardPublic], lead: list[list[object]] | None = None
+) -> tuple[list[str], list[list[object]]]:
+    """The table's columns and rows; the effect column only once a listed card has one (a
+    column of dashes would squeeze the scenario)."""
+    rows = [[*(lead[i] if lead else []), *_row(c)] for i, c in enumerate(cards)]
+    if any(r[-1] != "-" for r in rows):
+        return _COLUMNS, rows
+    return _COLUMNS[:-1], [r[:-1] for r in rows]
+
+
 def show_cards_table(engine: Engine, namespace: str, *, title: str, limit: int) -> None:
     """Print the most recently updated cards of a namespace."""
     from sqlmodel import Session
@@ -81,7 +93,8 @@ def show_cards_table(engine: Engine, namespace: str, *, title: str, limit: int) 
     with Session(engine) as session:
         cards = list_cards(session=session, namespace=namespace, limit=limit)
         total = count_cards(session=session, namespace=namespace)
-    table(f"{title}: {shown_of(len(cards), total)}", _COLUMNS, [_row(c) for c in cards])
+    columns, rows = _columns_and_rows(list(cards))
+    table(f"{title}: {shown_of(len(cards), total)}", columns, rows)
     if len(cards) < total:
         ns = "" if namespace == "default" else f" --namespace {namespace}"
         console.print(f"all of them: hindsight cards list{ns} --limit {total}", markup=False)
@@ -128,11 +141,8 @@ def list_cmd(
         if fmt is Format.json:
             print_json([to_public(c) for c in cards])
             return
-        table(
-            f"cards in {ns!r}: {shown_of(len(cards), total, offset)}",
-            _COLUMNS,
-            [_row(c) for c in cards],
-        )
+        columns, rows = _columns_and_rows(list(cards))
+        table(f"cards in {ns!r}: {shown_of(len(cards), total, offset)}", columns, rows)
         if offset + len(cards) < total:
             console.print(f"next page: --offset {offset + len(cards)} (or --limit {total})")
 
@@ -210,11 +220,10 @@ def query(
             active = count_cards(
                 session=session, namespace=namespace or settings.namespace, statuses=["active"]
             )
-        table(
-            f"{len(hits)} matching card(s) of {active} active",
-            ["score", *_COLUMNS],
-            [[f"{h.score.score:.3f}", *_row(h.card)] for h in hits],
+        columns, rows = _columns_and_rows(
+            [h.card for h in hits], lead=[[f"{h.score.score:.3f}"] for h in hits]
         )
+        table(f"{len(hits)} matching card(s) of {active} active", ["score", *columns], rows)
         if explain:
             for h in hits:
                 console.print(
