@@ -7,6 +7,7 @@ import json
 import uuid
 from collections import defaultdict
 
+import pytest
 from sqlalchemy import func, select, update
 from sqlmodel import Session
 
@@ -64,6 +65,12 @@ def _contrast_only(mangle):
         return fake_model.respond(body, n)
 
     return respond
+
+
+@pytest.fixture(autouse=True)
+def _contrast_on(monkeypatch) -> None:
+    """The contrast prompt is opt-in; these tests turn it on (llm_env's own setting wins)."""
+    monkeypatch.setenv("HINDSIGHT_LLM_CONTRAST", "true")
 
 
 def test_wins_and_losses_give_a_grounded_contrast_card_with_reasons(llm_env, engine) -> None:
