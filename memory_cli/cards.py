@@ -3,85 +3,24 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from memory_cli import ids
+from memory_cli.card_table import columns_and_rows
 from memory_cli.context import fail_on_errors, load, read_json_arg
 from memory_cli.output import Format, console, print_json, shown_of, table
 from memory_core.errors import InvalidInput
-from memory_core.screen.provenance import origin_of
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
-
-    from memory_core.models.card import Card, CardPublic
 
 
 app = typer.Typer(help="Inspect and query experience cards.", no_args_is_help=True)
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
 NamespaceOpt = Annotated[str | None, typer.Option(help="namespace (default: the setting)")]
-
-
-def _row(c: Card | CardPublic) -> list[object]:
-    return [
-        str(c.card_id)[:8],
-        c.status,
-        origin_of(c.provenance).value,
-        f"{c.confidence:.2f}",
-        c.evidence_count,
-        c.scenario,
-        "\n".join(c.preconditions) or "(always)",
-        " → ".join(a.get("tool", "") for a in c.action_sequence),
-        _verdict(c),
-    ]
-
-
-def _verdict(c: Card | CardPublic) -> str:
-    """The measured effect's verdict (memory_core.effects), '-' before any outcome in an arm."""
-    from memory_core.models.card import CardPublic
-
-    if isinstance(c, CardPublic):
-        e = c.effect
-    else:
-        from memory_core.effects.estimate import estimate
-
-        e = estimate(
-            served_uses=c.served_outcomes,
-            served_successes=c.served_successes,
-            withheld_uses=c.withheld_outcomes,
-            withheld_successes=c.withheld_successes,
-        )
-    if e is None or e.difference is None:
-        return "-"
-    return f"{e.label} {e.difference:+.2f}"
-
-
-_COLUMNS = [
-    "id",
-    "status",
-    "origin",
-    "conf",
-    "evidence",
-    "scenario",
-    "preconditions",
-    "actions",
-    "effect",
-]
-
-
-def _columns_and_rows(
-    cards: Sequence[Card | CardPublic], lead: list[list[object]] | None = None
-) -> tuple[list[str], list[list[object]]]:
-    """The table's columns and rows; the effect column only once a listed card has one (a
-    column of dashes would squeeze the scenario)."""
-    rows = [[*(lead[i] if lead else []), *_row(c)] for i, c in enumerate(cards)]
-    if any(r[-1] != "-" for r in rows):
-        return _COLUMNS, rows
-    return _COLUMNS[:-1], [r[:-1] for r in rows]
 
 
 def show_cards_table(engine: Engine, namespace: str, *, title: str, limit: int) -> None:
@@ -93,7 +32,7 @@ def show_cards_table(engine: Engine, namespace: str, *, title: str, limit: int) 
     with Session(engine) as session:
         cards = list_cards(session=session, namespace=namespace, limit=limit)
         total = count_cards(session=session, namespace=namespace)
-    columns, rows = _columns_and_rows(list(cards))
+    columns, rows = columns_and_rows(list(cards))
     table(f"{title}: {shown_of(len(cards), total)}", columns, rows)
     if len(cards) < total:
         ns = "" if namespace == "default" else f" --namespace {namespace}"
@@ -141,7 +80,7 @@ def list_cmd(
         if fmt is Format.json:
             print_json([to_public(c) for c in cards])
             return
-        columns, rows = _columns_and_rows(list(cards))
+        columns, rows = columns_and_rows(list(cards))
         table(f"cards in {ns!r}: {shown_of(len(cards), total, offset)}", columns, rows)
         if offset + len(cards) < total:
             console.print(f"next page: --offset {offset + len(cards)} (or --limit {total})")
@@ -220,7 +159,7 @@ def query(
             active = count_cards(
                 session=session, namespace=namespace or settings.namespace, statuses=["active"]
             )
-        columns, rows = _columns_and_rows(
+        columns, rows = columns_and_rows(
             [h.card for h in hits], lead=[[f"{h.score.score:.3f}"] for h in hits]
         )
         table(f"{len(hits)} matching card(s) of {active} active", ["score", *columns], rows)

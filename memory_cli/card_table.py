@@ -1,0 +1,69 @@
+"""The card table shared by `cards list`, `cards query` and the nightly's summary."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from memory_core.screen.provenance import origin_of
+
+if TYPE_CHECKING:
+    from memory_core.models.card import Card, CardPublic
+
+
+def card_row(c: Card | CardPublic) -> list[object]:
+    return [
+        str(c.card_id)[:8],
+        c.status,
+        origin_of(c.provenance).value,
+        f"{c.confidence:.2f}",
+        c.evidence_count,
+        c.scenario,
+        "\n".join(c.preconditions) or "(always)",
+        " → ".join(a.get("tool", "") for a in c.action_sequence),
+        verdict(c),
+    ]
+
+
+def verdict(c: Card | CardPublic) -> str:
+    """The measured effect's verdict (memory_core.effects), '-' before any outcome in an arm."""
+    from memory_core.models.card import CardPublic
+
+    if isinstance(c, CardPublic):
+        e = c.effect
+    else:
+        from memory_core.effects.estimate import estimate
+
+        e = estimate(
+            served_uses=c.served_outcomes,
+            served_successes=c.served_successes,
+            withheld_uses=c.withheld_outcomes,
+            withheld_successes=c.withheld_successes,
+        )
+    if e is None or e.difference is None:
+        return "-"
+    return f"{e.label} {e.difference:+.2f}"
+
+
+COLUMNS = [
+    "id",
+    "status",
+    "origin",
+    "conf",
+    "evidence",
+    "scenario",
+    "preconditions",
+    "actions",
+    "effect",
+]
+
+
+def columns_and_rows(
+    cards: Sequence[Card | CardPublic], lead: list[list[object]] | None = None
+) -> tuple[list[str], list[list[object]]]:
+    """The table's columns and rows; the effect column only once a listed card has one (a
+    column of dashes would squeeze the scenario)."""
+    rows = [[*(lead[i] if lead else []), *card_row(c)] for i, c in enumerate(cards)]
+    if any(r[-1] != "-" for r in rows):
+        return COLUMNS, rows
+    return COLUMNS[:-1], [r[:-1] for r in rows]
