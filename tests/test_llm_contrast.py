@@ -275,3 +275,35 @@ def test_runs_the_prompt_had_no_room_for_count_and_a_later_run_adds_to_the_card(
     run_retrospect()
     [again], by_card = _insights(engine)
     assert again.card_id == card.card_id and by_card[card.card_id]["f"].result["role"] == "supports"
+
+
+def test_the_budget_estimate_counts_the_contrast_prompt_of_the_run_that_holds_it(engine) -> None:
+    from memory_core.models.drafts import view_of
+    from memory_core.retrospect.prefilter import FilterLimits, estimate_tokens, render
+    from memory_core.retrospect.prompts import load_prompt
+    from memory_core.retrospect.siblings import contrast_holders
+    from memory_core.settings import Settings
+    from tasks.llm import CONTRAST_ANSWER_TOKENS, _estimate, _likely_calls
+
+    long = [_run(f"l{i}", o, c, note="x" * 2000) for i, (o, c) in enumerate(
+        [("success", "economy"), ("success", "economy"), ("failure", "business")] * 2
+    )]  # fmt: skip
+    ingest_lines(engine, long)
+    with Session(engine) as s:
+        rows = list(s.execute(select(Trajectory)).scalars())
+    holders = contrast_holders(engine=engine, rows=rows)
+    [holder] = [r for r in rows if r.id in holders]  # the group's newest run, and only it
+    assert holders[holder.id] == (4, 2)
+    assert holder.created_at == max(r.created_at for r in rows)
+    on, off = Settings(llm_contrast=True), Settings(llm_contrast=False)
+    plain = _estimate(holder, on)
+    with_contrast = _estimate(holder, on, holders[holder.id])
+    run = estimate_tokens(render(view_of(holder).steps, header="", limits=FilterLimits()).text)
+    prompt = estimate_tokens(load_prompt("contrast").text)
+    # 3 + 2 trials shown, each about as long as this run; the prompt; its answer
+    assert with_contrast - plain > prompt + 5 * run + CONTRAST_ANSWER_TOKENS
+    assert _estimate(holder, off, holders[holder.id]) == plain
+    assert _likely_calls(holder, holds=True) == _likely_calls(holder) + 1
+    capped = _estimate(holder, Settings(llm_contrast=True, llm_contrast_max_tokens=500), (4, 2))
+    assert 5 * run > 500 and capped == with_contrast - 5 * run + 500
+    assert contrast_holders(engine=engine, rows=[r for r in rows if r.id != holder.id]) == {}

@@ -50,7 +50,7 @@ from memory_core.retrospect.llm_contrast_cards import PRODUCER, Trial, contrast_
 from memory_core.retrospect.llm_extractor import vocabulary_text
 from memory_core.retrospect.prefilter import FilteredTrajectory, FilterLimits, render
 from memory_core.retrospect.prompts import load_prompt
-from memory_core.retrospect.siblings import GROUP_KEY
+from memory_core.retrospect.siblings import GROUP_KEY, newest_run
 
 log = logging.getLogger(__name__)
 T = Trajectory
@@ -121,8 +121,7 @@ class LLMContrast:
             )
             # which run is the newest first (ids and times only): most runs are not
             stamps = session.execute(select(col(T.id), col(T.created_at)).where(*same)).all()
-            newest = max([*stamps, (row.id, row.created_at)], key=lambda r: (r[1], str(r[0])))
-            if newest[0] != row.id:
+            if newest_run([*((r[0], r[1]) for r in stamps), (row.id, row.created_at)]) != row.id:
                 return None, []  # the group's newest run contrasts it
             rows = [r for r in session.exec(select(T).where(*same)).all() if r.id != row.id]
             return str(group), [view, *(view_of(r) for r in rows)]
