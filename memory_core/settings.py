@@ -182,9 +182,9 @@ class Settings(BaseSettings):
     llm_max_system_chars: int = 600
     # the LLM contrast: a task's successful and failed trials side by side in one prompt
     # (memory_core.retrospect.llm_contrast); off: the rule contrast alone
-    # opt-in: its evidence still depends on how runs were batched (a worker killed mid-batch
-    # gave other evidence counts than one uninterrupted run: tests/test_crash.py)
-    llm_contrast: bool = False
+    # its result is a function of the stored runs, however they were batched or a worker
+    # was killed (tests/test_crash.py)
+    llm_contrast: bool = True
     llm_contrast_trials: int = Field(default=3, ge=1, le=9, description="trials per side")
     llm_contrast_max_tokens: int = Field(
         default=8000, ge=500, description="estimated prompt tokens of the trials, at most"

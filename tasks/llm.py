@@ -24,9 +24,11 @@ from memory_core.models.drafts import Extraction, Extractor, view_of
 from memory_core.models.trajectory import Trajectory
 from memory_core.retrospect.claims import claim_batch
 from memory_core.retrospect.factory import build_llm_extractor, build_rule_extractor
+from memory_core.retrospect.llm_extractor import vocabulary_text
 from memory_core.retrospect.prefilter import FilterLimits, estimate_tokens, render
 from memory_core.retrospect.prompts import load_prompt
 from memory_core.retrospect.rules_first import write_rule_lessons
+from memory_core.retrospect.siblings import contrast_holders
 from memory_core.retrospect.stage import finish_batch
 from memory_core.retrospect.summary import BatchResult
 from memory_core.settings import Settings
@@ -99,19 +101,31 @@ class ClaimedBatch(BaseModel):
     failed: dict[uuid.UUID, str] = {}  # runs the rule extractor choked on (no LLM for them)
 
 
-def _estimate(row: Trajectory, settings: Settings) -> int:
+CONTRAST_ANSWER_TOKENS = 600  # a few cards with reasons
+
+
+def _estimate(row: Trajectory, settings: Settings, holds: tuple[int, int] | None = None) -> int:
+    """Prompt and answer tokens of the run's LLM part: its two prompts and, when it holds its
+    task group's contrast (`holds`: the group's successful and failed runs), that prompt."""
     limits = FilterLimits(
         max_observation_chars=settings.llm_max_observation_chars,
         max_system_chars=settings.llm_max_system_chars,
     )
-    text = render(view_of(row).steps, header="", limits=limits).text
+    run = estimate_tokens(render(view_of(row).steps, header="", limits=limits).text)
     system = sum(estimate_tokens(load_prompt(n).text) for n in ("decision_points", "cards"))
-    return 2 * estimate_tokens(text) + system + 2 * 300  # two prompts, two short answers
+    tokens = 2 * run + system + 2 * 300  # two prompts, two short answers
+    if holds is not None and settings.llm_contrast:
+        # the group's trials are runs of the same task: about as long as this one each
+        n = sum(min(side, settings.llm_contrast_trials) for side in holds)
+        trials = min(n * run, settings.llm_contrast_max_tokens)
+        prompt = estimate_tokens(load_prompt("contrast").text + vocabulary_text())
+        tokens += trials + prompt + CONTRAST_ANSWER_TOKENS
+    return tokens
 
 
-def _likely_calls(row: Trajectory) -> int:
+def _likely_calls(row: Trajectory, *, holds: bool = False) -> int:
     failed = row.outcome == "failure" or any(s.get("error") for s in row.steps)
-    return 2 if failed else 1
+    return (2 if failed else 1) + int(holds)
 
 
 def _claim_name() -> str:
@@ -145,13 +159,14 @@ def claim_refs(
         get_run_logger().info(
             "rule lessons of %d runs written first: %d new cards", done.written, done.cards_created
         )
+    holders = contrast_holders(engine=engine, rows=rows) if settings.llm_contrast else {}
     refs = [
         ClaimRef(
             id=r.id,
             namespace=r.namespace,
             key=r.key,
-            estimate=_estimate(r, settings),
-            likely_calls=_likely_calls(r),
+            estimate=_estimate(r, settings, holders.get(r.id)),
+            likely_calls=_likely_calls(r, holds=settings.llm_contrast and r.id in holders),
         )
         for r in rows
     ]

@@ -7,7 +7,6 @@ import json
 import uuid
 from collections import defaultdict
 
-import pytest
 from sqlalchemy import func, select, update
 from sqlmodel import Session
 
@@ -65,12 +64,6 @@ def _contrast_only(mangle):
         return fake_model.respond(body, n)
 
     return respond
-
-
-@pytest.fixture(autouse=True)
-def _contrast_on(monkeypatch) -> None:
-    """The contrast prompt is opt-in; these tests turn it on (llm_env's own setting wins)."""
-    monkeypatch.setenv("HINDSIGHT_LLM_CONTRAST", "true")
 
 
 def test_wins_and_losses_give_a_grounded_contrast_card_with_reasons(llm_env, engine) -> None:
@@ -238,3 +231,79 @@ def test_the_prompt_is_budgeted(engine) -> None:
     c.max_tokens = 500
     trials, shown = c.trials(runs)
     assert sorted(t.label for t in trials) == ["F1", "S1"]  # at least one a side
+
+
+def test_the_trials_shown_do_not_depend_on_run_ids(engine) -> None:
+    from memory_core.llm.cache import SQLAnswerCache
+    from memory_core.models.trajectory import Outcome, Step
+    from memory_core.retrospect.drafts import TrajectoryView
+    from memory_core.retrospect.factory import build_llm
+    from memory_core.retrospect.llm_contrast import LLMContrast
+    from memory_core.settings import Settings
+
+    def views() -> list[TrajectoryView]:
+        out = []
+        for i, outcome in enumerate(["success"] * 5 + ["failure"] * 5):
+            record = _run(f"y{i}", outcome, "economy" if i % 2 else "business")
+            steps = [Step.model_validate({"index": n, **s}) for n, s in enumerate(record["steps"])]
+            out.append(
+                TrajectoryView(uuid.uuid4(), "default", "default", None, Outcome(outcome), steps)
+            )
+        return out
+
+    llm = build_llm(Settings(llm_base_url="http://127.0.0.1:9"))  # never called here
+    assert llm is not None
+    c = LLMContrast(llm=llm, cache=SQLAnswerCache(engine), engine=engine, max_trials=2)
+    # the same runs stored twice (other random ids, other order): the same prompt
+    first, again = views(), views()
+    shown = [s.text for s in c.trials(first)[1]]
+    assert [s.text for s in c.trials(list(reversed(again)))[1]] == shown
+    assert len(shown) == 4  # 2 a side of 5: which two is a matter of content
+
+
+def test_runs_the_prompt_had_no_room_for_count_and_a_later_run_adds_to_the_card(
+    llm_env, engine
+) -> None:
+    llm_env(llm_contrast_trials="1")
+    ingest_lines(engine, [*GROUP, _run("e", "failure", "business")])
+    run_retrospect()
+    [card], by_card = _insights(engine)
+    roles = {k: e.result["role"] for k, e in by_card[card.card_id].items()}
+    # one trial a side was shown; the other failed run made the same call: it supports too
+    assert sorted(roles.values()).count("supports") == 2 and {"c", "e"} <= set(roles)
+    ingest_lines(engine, [_run("f", "failure", "business")])  # the group gains a run
+    run_retrospect()
+    [again], by_card = _insights(engine)
+    assert again.card_id == card.card_id and by_card[card.card_id]["f"].result["role"] == "supports"
+
+
+def test_the_budget_estimate_counts_the_contrast_prompt_of_the_run_that_holds_it(engine) -> None:
+    from memory_core.models.drafts import view_of
+    from memory_core.retrospect.prefilter import FilterLimits, estimate_tokens, render
+    from memory_core.retrospect.prompts import load_prompt
+    from memory_core.retrospect.siblings import contrast_holders
+    from memory_core.settings import Settings
+    from tasks.llm import CONTRAST_ANSWER_TOKENS, _estimate, _likely_calls
+
+    long = [_run(f"l{i}", o, c, note="x" * 2000) for i, (o, c) in enumerate(
+        [("success", "economy"), ("success", "economy"), ("failure", "business")] * 2
+    )]  # fmt: skip
+    ingest_lines(engine, long)
+    with Session(engine) as s:
+        rows = list(s.execute(select(Trajectory)).scalars())
+    holders = contrast_holders(engine=engine, rows=rows)
+    [holder] = [r for r in rows if r.id in holders]  # the group's newest run, and only it
+    assert holders[holder.id] == (4, 2)
+    assert holder.created_at == max(r.created_at for r in rows)
+    on, off = Settings(llm_contrast=True), Settings(llm_contrast=False)
+    plain = _estimate(holder, on)
+    with_contrast = _estimate(holder, on, holders[holder.id])
+    run = estimate_tokens(render(view_of(holder).steps, header="", limits=FilterLimits()).text)
+    prompt = estimate_tokens(load_prompt("contrast").text)
+    # 3 + 2 trials shown, each about as long as this run; the prompt; its answer
+    assert with_contrast - plain > prompt + 5 * run + CONTRAST_ANSWER_TOKENS
+    assert _estimate(holder, off, holders[holder.id]) == plain
+    assert _likely_calls(holder, holds=True) == _likely_calls(holder) + 1
+    capped = _estimate(holder, Settings(llm_contrast=True, llm_contrast_max_tokens=500), (4, 2))
+    assert 5 * run > 500 and capped == with_contrast - 5 * run + 500
+    assert contrast_holders(engine=engine, rows=[r for r in rows if r.id != holder.id]) == {}

@@ -5,21 +5,28 @@ It rides along the per-run LLM extraction (an Extractor, chained after the LLM e
 a run contrasts its task group when it is the group's newest stored run (latest created_at,
 then id) and the group has at least one success and one failure; its siblings come from the
 database (memory_core.retrospect.siblings.GROUP_KEY, written at ingest). So a group is
-contrasted once per batch that brings it a new run, by one run, whichever batch or worker
-that run lands in; its drafts travel with that run's other LLM drafts.
+contrasted again, whole, whenever it gains runs, by one run, whichever batch or worker that
+run lands in; its drafts travel with that run's other LLM drafts. The result is a function
+of the group's stored runs: the trials shown are chosen by content (`run_digest`, never the
+random run ids), every run of the group is matched against the cards (llm_contrast_cards),
+and successful runs elsewhere are counted against them by `contradicting`, whichever batch
+brought them. Re-contrasting an unchanged group asks nothing (the cache) and writes nothing
+new (evidence is unique per card, run and step).
 
-What the model sees is budgeted: at most `max_trials` trials per side (by run id, so the
-prompt of an unchanged group is the same text), each through the pre-filter, dropping trials
-from the larger side while the prompt is over `max_tokens`. The answer is cached (model +
-prompt id + messages; trajectory_id None: it belongs to a group), so a re-run or a retry pays
-nothing twice. An outage (LLMTransient) propagates: the run's LLM part is retried, then parked
-and re-driven, and the group is contrasted again then. An answer that stays invalid after the
-repair prompt changes nothing: it is logged and recorded on the run
-(`extra["hindsight_llm_contrast"]`), and the run's other drafts are kept.
+What the model sees is budgeted: at most `max_trials` trials per side (by content digest, so
+the prompt of an unchanged group is the same text in any database), each through the
+pre-filter, dropping trials from the larger side while the prompt is over `max_tokens`. The
+answer is cached (model + prompt id + messages; trajectory_id None: it belongs to a group), so
+a re-run or a retry pays nothing twice. An outage (LLMTransient) propagates: the run's LLM
+part is retried, then parked and re-driven, and the group is contrasted again then. An answer
+that stays invalid after the repair prompt changes nothing: it is logged and recorded on the
+run (`extra["hindsight_llm_contrast"]`), and the run's other drafts are kept.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from collections.abc import Sequence
 
@@ -43,15 +50,29 @@ from memory_core.retrospect.llm_contrast_cards import PRODUCER, Trial, contrast_
 from memory_core.retrospect.llm_extractor import vocabulary_text
 from memory_core.retrospect.prefilter import FilteredTrajectory, FilterLimits, render
 from memory_core.retrospect.prompts import load_prompt
-from memory_core.retrospect.siblings import GROUP_KEY
+from memory_core.retrospect.siblings import GROUP_KEY, newest_run
 
 log = logging.getLogger(__name__)
 T = Trajectory
 REPORT_KEY = "hindsight_llm_contrast"  # trajectory.extra: the last contrast answer refused
 
 
+def run_digest(view: TrajectoryView) -> str:
+    """A run's content digest: orders trials by what they are, not by their random ids."""
+    body = json.dumps(
+        [view.outcome.value, [s.model_dump(mode="json") for s in view.steps]],
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
 def _side(views: Sequence[TrajectoryView], outcome: Outcome, n: int) -> list[TrajectoryView]:
-    return sorted((v for v in views if v.outcome is outcome), key=lambda v: str(v.id))[:n]
+    # by content, then id (copies of one run read the same): the same stored runs give the
+    # same prompt in any database, whichever batch or worker holds the group
+    return sorted(
+        (v for v in views if v.outcome is outcome), key=lambda v: (run_digest(v), str(v.id))
+    )[:n]
 
 
 class LLMContrast:
@@ -100,8 +121,7 @@ class LLMContrast:
             )
             # which run is the newest first (ids and times only): most runs are not
             stamps = session.execute(select(col(T.id), col(T.created_at)).where(*same)).all()
-            newest = max([*stamps, (row.id, row.created_at)], key=lambda r: (r[1], str(r[0])))
-            if newest[0] != row.id:
+            if newest_run([*((r[0], r[1]) for r in stamps), (row.id, row.created_at)]) != row.id:
                 return None, []  # the group's newest run contrasts it
             rows = [r for r in session.exec(select(T).where(*same)).all() if r.id != row.id]
             return str(group), [view, *(view_of(r) for r in rows)]
@@ -174,9 +194,11 @@ class LLMContrast:
             )
             out.calls += len(result.replies)
             out.tokens_sent, out.tokens_received = sent, received
+        labelled = {t.view.id for t in trials}
         out.drafts = contrast_drafts(
             answers=answer.cards,
             trials=trials,
+            others=sorted((r for r in runs if r.id not in labelled), key=lambda v: str(v.id)),
             group=group,
             provenance={
                 "producer": PRODUCER,

@@ -7,9 +7,11 @@ and hold on some state of the trials, action tools were called there, no instruc
 text) and one more: its preconditions hold on the state just before the cited call.
 
 Evidence, like the rule contrast's (memory_core.retrospect.contrast): the cited failed call
-supports it; every other trial of the group is checked against the preconditions (a failed
-trial with a matching call supports it, a successful one contradicts it, one without is shown
-beside the card as a contrast). The confidence is the evidence estimate
+supports it; every other run of the group, shown in the prompt or not, is checked against the
+preconditions (a failed run with a matching call supports it, a successful one contradicts
+it, a shown successful trial without one is kept beside the card as a contrast), so the
+evidence depends on the group's stored runs, not on which of them the prompt had room for
+or which batch brought them. The confidence is the evidence estimate
 (memory_core.cards.confidence), never the model's own.
 """
 
@@ -85,25 +87,46 @@ def _holds(compiled: list[Any], state: Mapping[str, Any]) -> bool:
     )
 
 
+def _row(
+    t: TrajectoryView,
+    states: list[dict[str, Any]],
+    calls: list[Step],
+    i: int,
+    result: dict[str, Any],
+) -> EvidenceTriple:
+    state = states[i] if i < len(states) else {}
+    call = calls[i] if i < len(calls) else None
+    return EvidenceTriple(
+        trajectory_id=t.id,
+        step=i,
+        condition=_condition(state),
+        action={"tool": call.tool, "args": call.args or {}} if call else {},
+        result=result,
+    )
+
+
+def _first_hit(compiled: list[Any], states: list[dict[str, Any]]) -> int | None:
+    return next(
+        (i for i, s in enumerate(states) if holds_all(compiled, make_context(s), frozenset(s))),
+        None,
+    )
+
+
 def _evidence(
     compiled: list[Any],
     trials: Mapping[str, Trial],
+    others: Sequence[TrajectoryView],
     card: ContrastCard,
     at: int,
     shared: dict[str, Any],
 ) -> list[EvidenceTriple]:
-    """The cited failed call supports the card; every other trial is matched against it."""
+    """The cited failed call supports the card; every other run of the group (shown or not)
+    is matched against it, so the evidence is a function of the group's stored runs."""
     out: list[EvidenceTriple] = []
     for label, t in sorted(trials.items()):
         states, calls = t.states(), t.calls
-        hit = next(
-            (i for i, s in enumerate(states) if holds_all(compiled, make_context(s), frozenset(s))),
-            None,
-        )
-        if label == card.failed_trial:
-            hit = at
-        failed = t.view.outcome is Outcome.failure
-        if hit is not None and failed:
+        hit = at if label == card.failed_trial else _first_hit(compiled, states)
+        if hit is not None and t.view.outcome is Outcome.failure:
             result = {"outcome": "failure", "role": "supports", "confirms": True}
         elif hit is not None and t.view.outcome is Outcome.success:
             result = {"outcome": "success", "role": "contradicts"}
@@ -113,18 +136,22 @@ def _evidence(
             result = {"outcome": "success", "role": "contrast"}
         else:
             continue
-        i = hit if hit is not None else 0
-        state = states[i] if i < len(states) else {}
-        call = calls[i] if i < len(calls) else None
         out.append(
-            EvidenceTriple(
-                trajectory_id=t.view.id,
-                step=i,
-                condition=_condition(state),
-                action={"tool": call.tool, "args": call.args or {}} if call else {},
-                result={**result, "trial": label, "contrast": shared},
-            )
+            _row(t.view, states, calls, hit or 0, {**result, "trial": label, "contrast": shared})
         )
+    for v in others:  # the group's runs the prompt had no room for: only a matching call counts
+        t = Trial("", v)
+        states = t.states()
+        hit = _first_hit(compiled, states)
+        if hit is None or v.outcome not in (Outcome.success, Outcome.failure):
+            continue
+        won = v.outcome is Outcome.success
+        result = (
+            {"outcome": "success", "role": "contradicts"}
+            if won
+            else {"outcome": "failure", "role": "supports", "confirms": True}
+        )
+        out.append(_row(v, states, t.calls, hit, {**result, "contrast": shared}))
     return out
 
 
@@ -132,6 +159,7 @@ def contrast_drafts(
     *,
     answers: Sequence[ContrastCard],
     trials: Sequence[Trial],
+    others: Sequence[TrajectoryView] = (),
     group: str,
     provenance: Mapping[str, Any],
     screen: bool = True,
@@ -183,7 +211,7 @@ def contrast_drafts(
             "differed": card.difference,
             "reason": card.reason,
         }
-        evidence = _evidence(compiled, by_label, card, at, shared) if not bad else []
+        evidence = _evidence(compiled, by_label, others, card, at, shared) if not bad else []
         est = estimate(runs_of((e.trajectory_id, e.result) for e in evidence))
         modes = card.failure_modes or [FailureMode(mode=card.difference, handling=card.reason)]
         drafts.append(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import update
 from sqlalchemy.engine import Engine
@@ -88,3 +89,38 @@ def contrast_batch(
             holder = min((r.id for r in rows if r.namespace == namespace), key=str)
             out[holder].extend(extra)
     return dict(out)
+
+
+def newest_run(stamps: Sequence[tuple[uuid.UUID, Any]]) -> uuid.UUID:
+    """The run of a group that holds its LLM contrast: the latest created_at, then id."""
+    return max(stamps, key=lambda r: (r[1], str(r[0])))[0]
+
+
+def contrast_holders(
+    *, engine: Engine, rows: Sequence[Trajectory]
+) -> dict[uuid.UUID, tuple[int, int]]:
+    """The rows that will hold their group's LLM contrast (the newest of a group with a
+    success and a failure): row id -> the group's (successful, failed) runs."""
+    out: dict[uuid.UUID, tuple[int, int]] = {}
+    groups: dict[tuple[str, str], list[Trajectory]] = defaultdict(list)
+    for row in rows:
+        key = (row.extra or {}).get(GROUP_KEY)
+        if key:
+            groups[(row.namespace, str(key))].append(row)
+    with Session(engine) as session:
+        for (namespace, key), mine in groups.items():
+            stored = session.execute(
+                select(col(T.id), col(T.created_at), col(T.outcome)).where(
+                    col(T.namespace) == namespace,
+                    col(T.extra)[GROUP_KEY].as_string() == key,
+                    col(T.status) != TrajectoryStatus.dead_letter.value,
+                )
+            ).all()
+            if not stored:
+                continue
+            holder = newest_run([(r[0], r[1]) for r in stored])
+            wins = sum(r[2] == Outcome.success.value for r in stored)
+            losses = sum(r[2] == Outcome.failure.value for r in stored)
+            if wins and losses and any(r.id == holder for r in mine):
+                out[holder] = (wins, losses)
+    return out
