@@ -19,8 +19,9 @@ import numpy as np
 import Stemmer
 from bm25s.stopwords import STOPWORDS_EN
 
-# bm25s's English list plus the function words a task-state query is full of
-STOPWORDS = frozenset(STOPWORDS_EN) | frozenset({"from", "when", "has", "have"})
+# bm25s's English list (33 words). Adding retrieval's old extras (from, when, has, have)
+# moved LoCoMo recall@1 from 0.293 to 0.287 (recall@10 0.707 -> 0.708): not worth it
+STOPWORDS = frozenset(STOPWORDS_EN)
 _WORD = re.compile(r"[^\W_]{2,}")  # bm25s's \w\w+ without the underscore
 _stemmer_per_thread = threading.local()  # a Stemmer instance is not thread-safe
 
