@@ -48,7 +48,7 @@ def _bm25_ranks(texts: list[str], queries: list[str], stem: bool) -> list[list[i
     import bm25s
     import numpy as np
 
-    from memory_core.recall import stem_words
+    from memory_core.keywords import stem_words
 
     stemmer = stem_words if stem else None
     tokens = bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False)

@@ -10,10 +10,11 @@ from pydantic import BaseModel, Field
 from flows.naming import run_name, thread_runner
 from flows.params import RetrospectParams
 from flows.retrospect import run_retrospect
+from memory_core.facts.stage import FactsReport
 from memory_core.retrospect.dead_letters import redrive
 from memory_core.retrospect.summary import RetrospectSummary
 from memory_core.settings import Settings
-from tasks.facts import FactsSummary, facts_task
+from tasks.facts import facts_task
 from tasks.runtime import engine_for
 
 
@@ -29,7 +30,7 @@ class RedriveSummary(BaseModel):
 
     redriven: int
     retrospect: RetrospectSummary
-    facts: FactsSummary = FactsSummary()
+    facts: FactsReport = FactsReport()
 
 
 @task(name="redrive", cache_policy=NO_CACHE)

@@ -6,9 +6,9 @@ from prefect import flow
 
 from flows.naming import run_name, thread_runner
 from flows.params import DecayFlowParams
-from memory_core.decay import DecayParams
+from memory_core.decay import DecayParams, DecayReport
 from memory_core.settings import Settings
-from tasks.decay import DecaySummary, decay_task
+from tasks.decay import decay_task
 
 
 def decay_params(params: DecayFlowParams, settings: Settings) -> DecayParams:
@@ -23,7 +23,7 @@ def decay_params(params: DecayFlowParams, settings: Settings) -> DecayParams:
     log_prints=True,
     task_runner=thread_runner(),
 )
-def decay(params: DecayFlowParams = DecayFlowParams()) -> DecaySummary:
+def decay(params: DecayFlowParams = DecayFlowParams()) -> DecayReport:
     """Fade unused cards, archive cold ones and those over the cap (or, dry, list the plan)."""
     settings = Settings()
     return decay_task(decay_params(params, settings), params.namespace, settings)

@@ -7,20 +7,20 @@ from pydantic import BaseModel
 
 from flows.stages import RunOutcome
 from memory_core.consolidate.summary import ConsolidateSummary
+from memory_core.decay import DecayReport
+from memory_core.facts.stage import FactsReport
+from memory_core.ingest.store import IngestReport
 from memory_core.retrospect.summary import RetrospectSummary
 from memory_core.validate.summary import ValidationSummary
-from tasks.decay import DecaySummary
-from tasks.facts import FactsSummary
-from tasks.ingest import IngestSummary
 
 
 class NightlySummary(BaseModel):
     """What one nightly run did, stage by stage, and what failed or came back."""
 
-    ingested: list[IngestSummary] = []
+    ingested: list[IngestReport] = []
     retrospect: RetrospectSummary = RetrospectSummary()
-    facts: FactsSummary = FactsSummary()
+    facts: FactsReport = FactsReport()
     validation: ValidationSummary = ValidationSummary()
     consolidation: ConsolidateSummary = ConsolidateSummary()
-    decay: DecaySummary = DecaySummary()
+    decay: DecayReport = DecayReport()
     outcome: RunOutcome = RunOutcome()

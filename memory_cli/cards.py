@@ -1,4 +1,4 @@
-"""`hindsight cards`: list, show and query cards; record outcome feedback."""
+"""`hindsight cards`: list, show and query cards; record outcome feedback; pin."""
 
 from __future__ import annotations
 
@@ -245,3 +245,27 @@ def history(card_id: str, fmt: FormatOpt = Format.table) -> None:
             ["version", "when (UTC)", "by", "why"],
             [[v.version, f"{v.created_at:%Y-%m-%d %H:%M}", v.actor, v.reason] for v in versions],
         )
+
+
+@app.command("pin")
+def pin(
+    card_id: str,
+    off: Annotated[bool, typer.Option("--off", help="unpin")] = False,
+    namespace: NamespaceOpt = None,
+) -> None:
+    """Pin a card so the holdout never withholds it (a safety warning), or unpin it."""
+    import getpass
+
+    from memory_core.effects.pins import set_pinned
+
+    with fail_on_errors():
+        settings, engine = load()
+        cid = ids.card_id(card_id, engine=engine)
+        card = set_pinned(
+            engine=engine,
+            namespace=namespace or settings.namespace,
+            card_id=cid,
+            pinned=not off,
+            actor=f"cli:{getpass.getuser()}",
+        )
+        console.print(f"card {card.card_id}: {'pinned' if card.pinned else 'not pinned'}")

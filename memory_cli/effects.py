@@ -1,4 +1,4 @@
-"""`hindsight effects report` and `hindsight cards pin`: what the holdout measured."""
+"""`hindsight effects report`: what the holdout measured."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from memory_cli import ids
 from memory_cli.context import fail_on_errors, load
 from memory_cli.output import Format, console, print_json, table
 
@@ -81,26 +80,3 @@ def report(
 
 def _rate(k: int, n: int) -> str:
     return f"{k}/{n} ({k / n:.2f})" if n else "0"
-
-
-def pin(
-    card_id: str,
-    off: Annotated[bool, typer.Option("--off", help="unpin")] = False,
-    namespace: Annotated[str | None, typer.Option(help="namespace (default: the setting)")] = None,
-) -> None:
-    """Pin a card so the holdout never withholds it (a safety warning), or unpin it."""
-    import getpass
-
-    from memory_core.effects.pins import set_pinned
-
-    with fail_on_errors():
-        settings, engine = load()
-        cid = ids.card_id(card_id, engine=engine)
-        card = set_pinned(
-            engine=engine,
-            namespace=namespace or settings.namespace,
-            card_id=cid,
-            pinned=not off,
-            actor=f"cli:{getpass.getuser()}",
-        )
-        console.print(f"card {card.card_id}: {'pinned' if card.pinned else 'not pinned'}")

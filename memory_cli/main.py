@@ -12,6 +12,7 @@ from typer.core import TyperGroup
 from memory_cli import archive as archive_cmd
 from memory_cli import cards as cards_cmd
 from memory_cli import consolidate as consolidate_cmd
+from memory_cli import db as db_cmd
 from memory_cli import dead_letters as dead_letters_cmd
 from memory_cli import decay as decay_cmd
 from memory_cli import effects as effects_cmd
@@ -55,7 +56,6 @@ app = typer.Typer(
     rich_markup_mode="rich",
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
 
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
 _SHOWN_REFUSALS = 10  # a bad file of 8,000 lines gets a summary, not 8,000 lines
@@ -67,17 +67,6 @@ def _command() -> None:
     the watchdog stops whatever it started if it is killed (see memory_cli.watchdog)."""
     if Path(sys.argv[0]).name == "hindsight" or sys.argv[0].endswith("memory_cli/__main__.py"):
         watchdog.start()
-
-
-@db_app.command("upgrade")
-def db_upgrade(revision: str = "head") -> None:
-    """Migrate the schema to the latest revision (safe to repeat)."""
-    from memory_core import db
-
-    with fail_on_errors():
-        settings, _ = load(migrate=False)
-        db.upgrade(settings, revision)
-        console.print(f"schema at {revision} on {db.make_engine(settings).url!r}")
 
 
 def ingest(
@@ -191,7 +180,6 @@ app.add_typer(validate_cmd.app, name="validate", rich_help_panel=_STAGES)
 app.command("consolidate", rich_help_panel=_STAGES)(consolidate_cmd.consolidate)
 app.command("decay", rich_help_panel=_STAGES)(decay_cmd.decay)
 app.add_typer(cards_cmd.app, name="cards", rich_help_panel=_CARDS)
-cards_cmd.app.command("pin")(effects_cmd.pin)
 app.add_typer(effects_cmd.app, name="effects", rich_help_panel=_CARDS)
 app.add_typer(facts_cmd.app, name="facts", rich_help_panel=_CARDS)
 app.add_typer(memory_cmd.app, name="memory", rich_help_panel=_CARDS)
@@ -204,7 +192,7 @@ app.command("mcp", rich_help_panel=_SERVE)(serve_cmd.mcp)
 app.add_typer(keys_cmd.app, name="keys", rich_help_panel=_SERVE)
 app.command("up", rich_help_panel=_OPS)(up_cmd.up)
 app.command("deploy", rich_help_panel=_OPS)(up_cmd.deploy)
-app.add_typer(db_app, name="db", rich_help_panel=_OPS)
+app.add_typer(db_cmd.app, name="db", rich_help_panel=_OPS)
 app.add_typer(index_cmd.app, name="index", rich_help_panel=_OPS)
 
 _ORDER += [

@@ -27,8 +27,8 @@ if TYPE_CHECKING:
 
 if TYPE_CHECKING:
     from memory_core.consolidate.summary import ConsolidateSummary
+    from memory_core.decay import DecayReport
     from memory_core.validate.summary import ValidationSummary
-    from tasks.plain import DecaySummary
 
 
 class _Warnings(logging.Handler):
@@ -134,7 +134,7 @@ def decay(
     dry_run: bool,
     now: datetime | None,
     on_progress: StepReport | None = None,
-) -> DecaySummary:
+) -> DecayReport:
     """The decay stage with the settings' rules (or, dry, its plan); here, on_progress hears
     its steps."""
     if in_process(settings):

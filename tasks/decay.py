@@ -6,12 +6,12 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.runtime import task_run
 
-from memory_core.decay import DecayParams
+from memory_core.decay import DecayParams, DecayReport
 from memory_core.settings import Settings
-from tasks.plain import DecaySummary, decay_run
+from tasks.plain import decay_run
 from tasks.runtime import concurrent_update
 
-__all__ = ["DecaySummary", "decay_task"]
+__all__ = ["decay_task"]
 
 
 def _name() -> str:
@@ -27,6 +27,6 @@ def _name() -> str:
     retry_delay_seconds=[2, 8],
     retry_condition_fn=concurrent_update,
 )
-def decay_task(params: DecayParams, namespace: str | None, settings: Settings) -> DecaySummary:
+def decay_task(params: DecayParams, namespace: str | None, settings: Settings) -> DecayReport:
     """Plan the rules, then (unless a dry run) apply them in one transaction."""
     return decay_run(params, namespace, settings, get_run_logger())

@@ -12,9 +12,6 @@ from memory_core.settings import Settings
 from tasks.llm import transient_only
 from tasks.runtime import engine_for
 
-# the stage's report is a pydantic model: the task returns it as it is
-FactsSummary = FactsReport
-
 
 def _name() -> str:
     return f"facts {task_run.parameters.get('namespace') or 'all namespaces'}"
@@ -28,7 +25,7 @@ def _name() -> str:
     retry_delay_seconds=[2, 8, 30],
     retry_condition_fn=transient_only,  # a re-run skips the trajectories already marked done
 )
-def facts_task(namespace: str | None, settings: Settings) -> FactsSummary:
+def facts_task(namespace: str | None, settings: Settings) -> FactsReport:
     """Rule facts (and LLM facts when an LLM is configured) from new trajectories.
 
     A run whose LLM part still fails is parked as a dead letter of this flow run: retrying the

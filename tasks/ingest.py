@@ -4,24 +4,14 @@ from __future__ import annotations
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
-from pydantic import BaseModel
 
-from memory_core.ingest.store import ingest, iter_sources
+from memory_core.ingest.store import IngestReport, ingest, iter_sources
 from memory_core.settings import Settings
 from tasks.runtime import engine_for
 
 
-class IngestSummary(BaseModel):
-    """What one ingest task stored, skipped and refused."""
-
-    source: str
-    stored: int
-    duplicates: int
-    refused: list[tuple[str, str]]
-
-
 @task(name="ingest-source", task_run_name="ingest {source}", cache_policy=NO_CACHE)
-def ingest_source(source: str, namespace: str, task_type: str, settings: Settings) -> IngestSummary:
+def ingest_source(source: str, namespace: str, task_type: str, settings: Settings) -> IngestReport:
     """Store every record under `source`; refused records are logged and reported, not fatal."""
     logger = get_run_logger()
     report = ingest(
@@ -41,6 +31,5 @@ def ingest_source(source: str, namespace: str, task_type: str, settings: Setting
         report.duplicates,
         len(report.refused),
     )
-    return IngestSummary(
-        source=source, stored=report.stored, duplicates=report.duplicates, refused=report.refused
-    )
+    report.source = source
+    return report

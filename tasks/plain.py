@@ -8,14 +8,11 @@ instead of starting a temporary Prefect server. Nothing here imports Prefect.
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
-from pydantic import BaseModel
-
-from memory_core.decay import Change, DecayParams, run_decay
+from memory_core.decay import DecayParams, DecayReport, run_decay
 from memory_core.decay.use_log import prune_use_log
 from memory_core.retrospect.summary import BatchResult
 from memory_core.settings import Settings
@@ -71,23 +68,6 @@ def _regenerator(settings: Settings) -> Any:
     return llm_regenerator(llm) if llm is not None else None
 
 
-class DecaySummary(BaseModel):
-    """What one decay run changed (dry run: would change, with the plan listed)."""
-
-    run_id: uuid.UUID | None = None
-    now: datetime | None = None
-    dry_run: bool = False
-    decayed: int = 0
-    archived_unused: int = 0
-    archived_cap: int = 0
-    harmful_to_review: int = 0  # measured to harm (memory_core.effects): sent to review
-    faded_no_effect: int = 0  # measured to change nothing: faded faster
-    skipped: int = 0  # cards changed by others while the stage ran: planned again next run
-    skipped_ids: list[uuid.UUID] = []  # the first of them, by id (capped)
-    changes: list[Change] = []
-    uses_pruned: int = 0
-
-
 def decay_run(
     params: DecayParams,
     namespace: str | None,
@@ -95,7 +75,7 @@ def decay_run(
     log: Log = _log,
     *,
     on_progress: Progress | None = None,
-) -> DecaySummary:
+) -> DecayReport:
     """Plan the rules, then (unless a dry run) apply them in one transaction."""
     engine = engine_for(settings)
     report = run_decay(
@@ -125,20 +105,8 @@ def decay_run(
         report.counts["fade"],
         report.skipped,
     )
-    return DecaySummary(
-        run_id=None if params.dry_run else report.run_id,
-        now=report.now,
-        dry_run=params.dry_run,
-        decayed=report.counts["decay"],
-        archived_unused=report.counts["unused"],
-        archived_cap=report.counts["cap"],
-        harmful_to_review=report.counts["harms"],
-        faded_no_effect=report.counts["fade"],
-        skipped=report.skipped,
-        skipped_ids=report.skipped_ids,
-        changes=report.changes,
-        uses_pruned=pruned,
-    )
+    report.uses_pruned = pruned
+    return report
 
 
 def retrospect_rule_batch(

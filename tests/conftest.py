@@ -48,10 +48,19 @@ def pg_url() -> Iterator[str]:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def _truncate(engine: Engine) -> None:
-    tables = ", ".join(t.name for t in SQLModel.metadata.sorted_tables)
+def _empty(engine: Engine) -> None:
+    """Delete the rows the tests before left: one probe finds the tables that have any, and
+    DELETE (children first) empties them. TRUNCATE of every table cost 0.3 s a test (it makes
+    new files for each table, empty or not); this costs a few milliseconds."""
+    tables = SQLModel.metadata.sorted_tables
+    probe = " UNION ALL ".join(
+        f"SELECT '{t.name}' WHERE EXISTS (SELECT 1 FROM {t.name})" for t in tables
+    )
     with engine.begin() as conn:
-        conn.execute(text(f"TRUNCATE {tables} CASCADE"))
+        used = {row[0] for row in conn.execute(text(probe))}
+        for t in reversed(tables):
+            if t.name in used:
+                conn.execute(t.delete())
 
 
 @pytest.fixture(scope="session")
@@ -72,7 +81,7 @@ def settings(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
     url = request.getfixturevalue("pg_url")
     s = Settings(data_dir=tmp_path / "data", database_url=url)
     engine = db.make_engine(s)
-    _truncate(engine)
+    _empty(engine)
     engine.dispose()
     return s
 

@@ -71,7 +71,7 @@ def test_bad_input_exits_2_and_names_record_and_field(env_for, tmp_path) -> None
     assert bad_id.returncode == 2 and "not a card id" in bad_id.stderr
 
 
-def test_nightly_then_list_show_and_query(env_for) -> None:
+def test_nightly_then_list_show_and_query(env_for, engine, settings) -> None:
     out = hindsight(env_for, "nightly", "--input", str(REPO / "examples"))
     assert "hindsight cards query --state" in out.stdout
     assert "deploy_service" in out.stdout  # the learned cards' table
@@ -88,6 +88,10 @@ def test_nightly_then_list_show_and_query(env_for) -> None:
     assert hits[0]["card"]["card_id"] == warning["card_id"]
     assert all(c["verdict"] == "held" for h in hits for c in h["checks"])
     assert hits == sorted(hits, key=lambda h: -h["score"]["score"])
+    # an agent asking the API (the same service in process) gets the same cards in this order
+    text = hindsight(env_for, "cards", "query", "--state", state, "--text", "image", "-f", "json")
+    served = _served(engine, settings, json.loads(state), "image")
+    assert [h["card"]["card_id"] for h in json.loads(text.stdout)] == served
     report = json.loads(hindsight(env_for, "validate", "report", "-f", "json").stdout)
     assert report["evaluated"] == 15 and report["rejected"] == 0
     assert report["docs_path"].endswith("index.html")
@@ -99,6 +103,17 @@ def test_nightly_then_list_show_and_query(env_for) -> None:
         ).stdout
     )
     assert none == []  # the task type is part of the lesson; without it nothing applies
+
+
+def _served(engine, settings, state: dict, text: str) -> list[str]:
+    from memory_core.serve.keys import create_key
+    from memory_core.serve.schemas import QueryRequest
+    from memory_core.serve.service import MemoryService
+
+    svc = MemoryService(engine=engine, settings=settings)
+    who = svc.authenticate(create_key(engine=engine, namespace="default", scopes=["read"])[1])
+    request = QueryRequest(task_state=state, query=text, record_use=False)
+    return [str(h.card.card_id) for h in svc.query(principal=who, request=request).cards]
 
 
 def test_retrospect_command_on_tau(env_for) -> None:

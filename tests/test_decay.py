@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import event, select
 from sqlmodel import Session
 
-from memory_core.cards.query import score_terms
+from memory_core.cards.score import ranking_terms
 from memory_core.db import session_scope
 from memory_core.decay import DecayParams, list_archive, record_feedback
 from memory_core.models.card import Card, CardVersion
@@ -124,7 +124,17 @@ def test_cap_evicts_the_lowest_retrieval_scores_per_namespace(engine) -> None:
     for c in cards:
         c.confidence *= 0.9 if c.confidence == 0.95 else 1
     max_uses = max(c.use_count for c in cards)
-    scores = {c.card_id: score_terms(c, now=NOW, max_uses=max_uses, w=W).score for c in cards}
+    scores = {
+        c.card_id: ranking_terms(
+            confidence=c.confidence,
+            seen_at=c.last_used_at or c.updated_at,
+            use_count=c.use_count,
+            now=NOW,
+            max_uses=max_uses,
+            w=W,
+        ).score
+        for c in cards
+    }
     ranked = sorted(cards, key=lambda c: (-scores[c.card_id], -c.evidence_count, str(c.card_id)))
 
     report = decay_at(engine, cap=9)

@@ -71,6 +71,16 @@ def test_search_hides_superseded_unless_asked(engine):
     assert search_facts(engine=engine, namespace="other", text="database") == []
 
 
+def test_search_matches_word_forms_and_key_parts(engine):
+    _write(engine, "favourite_hobby", "painting landscapes")
+    _write(engine, "car", "a red bicycle")
+    hits = search_facts(engine=engine, namespace="ns", text="what does she paint?")
+    assert [h.fact.value for h in hits] == ["painting landscapes"]
+    assert [h.fact.key for h in search_facts(engine=engine, namespace="ns", text="hobbies")] == [
+        "favourite_hobby"
+    ]
+
+
 def test_expired_facts_are_hidden(engine):
     _write(engine, "oncall", "alice", valid_until=utcnow() - timedelta(hours=1))
     _write(engine, "office", "berlin")

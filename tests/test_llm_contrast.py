@@ -210,8 +210,8 @@ def test_the_setting_turns_it_off(llm_env, engine) -> None:
 
 def test_the_prompt_is_budgeted(engine) -> None:
     from memory_core.llm.cache import SQLAnswerCache
+    from memory_core.models.drafts import TrajectoryView
     from memory_core.models.trajectory import Outcome, Step
-    from memory_core.retrospect.drafts import TrajectoryView
     from memory_core.retrospect.factory import build_llm
     from memory_core.retrospect.llm_contrast import LLMContrast
     from memory_core.settings import Settings

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from memory_core.ingest.store import ingest
-from memory_core.recall import RecallIndex, load_items, search_memory, stem_words
+from memory_core.recall import RecallIndex, load_items, search_memory
 from tests.test_cli import hindsight
 
 
@@ -43,11 +43,6 @@ def test_turns_are_items_with_date_and_speaker(engine) -> None:
         "D2:1"
     )
     assert search_memory(engine=engine, namespace="other", text="job") == []
-
-
-def test_stem_words() -> None:
-    assert set(stem_words(["painted", "painting", "paints"])) == {"paint"}
-    assert stem_words(["running", "class"]) == ["run", "class"]
 
 
 def test_memory_search_command(env_for, tmp_path) -> None:

@@ -8,7 +8,7 @@ import uuid
 from flows.report import named_cards, summary_rows
 from flows.summary import NightlySummary
 from memory_core.consolidate.summary import ConsolidateSummary
-from tasks.decay import DecaySummary
+from memory_core.decay import DecayReport
 
 
 def _ids(n: int) -> list[uuid.UUID]:
@@ -18,7 +18,7 @@ def _ids(n: int) -> list[uuid.UUID]:
 def test_the_summary_counts_and_names_the_cards_left_for_the_next_night() -> None:
     skipped, deferred = _ids(3), _ids(12)
     summary = NightlySummary(
-        decay=DecaySummary(decayed=5, skipped=3, skipped_ids=skipped),
+        decay=DecayReport(decayed=5, skipped=3, skipped_ids=skipped),
         # the stage report names up to its cap: 14 deferred, 12 of them named
         consolidation=ConsolidateSummary(merges=2, deferred=14, deferred_ids=deferred),
     )

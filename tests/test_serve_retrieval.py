@@ -73,6 +73,10 @@ def test_ranking_weights_and_text_blend(engine) -> None:
     r = retrieve(snapshot=snap, state={}, now=utcnow(), query="payment retry")
     assert r.matches[0].entry.card_id == low.card_id
     assert r.matches[0].score.text_similarity == 1.0
+    # the one keyword matcher: stems, as fact search and recall match them
+    r = retrieve(snapshot=snap, state={}, now=utcnow(), query="payments retried")
+    assert r.matches[0].entry.card_id == low.card_id
+    assert r.matches[0].score.text_similarity == 1.0
 
 
 def test_the_most_specific_lesson_ranks_first_unless_outweighed(engine) -> None:

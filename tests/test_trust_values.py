@@ -119,8 +119,8 @@ def test_base32_is_a_reading() -> None:
 
 def test_scrub_keeps_conditions_compiling() -> None:
     from memory_core.models.card import ActionStep, FailureMode
+    from memory_core.models.drafts import DraftCard
     from memory_core.preconditions import compile_all
-    from memory_core.retrospect.drafts import DraftCard
     from memory_core.screen.values import Supplied, scrub
 
     d = DraftCard(

@@ -1,12 +1,12 @@
-"""Reading cards: list with filters, get one with its evidence, query by task state (ranked)."""
+"""Reading cards: list with filters, get one with its evidence, an example task state.
+
+Ranking by task state is the serve service's (memory_core/serve/service.py), for the API,
+the MCP server and `hindsight cards query` alike."""
 
 from __future__ import annotations
 
-import math
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, select
@@ -16,11 +16,8 @@ from memory_core.cards.filters import CardFilter, card_filters
 from memory_core.effects.estimate import estimate
 from memory_core.errors import NotFound
 from memory_core.models.card import Card, CardEvidence, CardPublic, CardStatus, EvidenceTriple
-from memory_core.preconditions import (
-    compile_stored,
-)
+from memory_core.preconditions import compile_stored
 from memory_core.redact.fields import redact_evidence, redact_fields
-from memory_core.settings import RankingWeights
 
 
 def to_public(card: Card, evidence: Sequence[CardEvidence] = ()) -> CardPublic:
@@ -110,45 +107,6 @@ def get_card(
         .all()
     )
     return to_public(card, ev)
-
-
-@dataclass
-class ScoreTerms:
-    """The parts of a card's retrieval score."""
-
-    confidence: float
-    recency: float
-    use_frequency: float
-    score: float
-
-
-def score_terms(card: Card, *, now: datetime, max_uses: int, w: RankingWeights) -> ScoreTerms:
-    """score = w_c*confidence + w_r*recency + w_u*use_frequency (recency halves every half-life)."""
-    return ranking_terms(
-        confidence=card.confidence,
-        seen_at=card.last_used_at or card.updated_at,
-        use_count=card.use_count,
-        now=now,
-        max_uses=max_uses,
-        w=w,
-    )
-
-
-def ranking_terms(
-    *,
-    confidence: float,
-    seen_at: datetime,
-    use_count: int,
-    now: datetime,
-    max_uses: int,
-    w: RankingWeights,
-) -> ScoreTerms:
-    """The card's standing whatever the query: what retrieval ranks on and decay's cap keeps."""
-    age_days = max((now - seen_at).total_seconds(), 0.0) / 86400
-    recency = math.pow(0.5, age_days / w.recency_half_life_days)
-    freq = use_count / max_uses if max_uses else 0.0
-    score = w.confidence * confidence + w.recency * recency + w.use_frequency * freq
-    return ScoreTerms(confidence, recency, freq, score)
 
 
 def example_state(*, session: Session, namespace: str) -> dict[str, Any] | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, field_validator
 
@@ -47,16 +47,44 @@ class Change(BaseModel):
 
 
 class DecayReport(BaseModel):
-    """What one run changed (or, dry, would change): counts per rule, and the changes listed."""
+    """What one decay run changed (dry run: would change, with the plan listed): the one model
+    of the stage, from run_decay through the task and the flow to the CLI's JSON."""
 
-    run_id: uuid.UUID
-    now: datetime
-    namespace: str | None
-    dry_run: bool
-    counts: dict[str, int] = {}
+    run_id: uuid.UUID | None = None  # the history rows' run (None on a dry run: none written)
+    now: datetime | None = None
+    dry_run: bool = False
+    decayed: int = 0
+    archived_unused: int = 0
+    archived_cap: int = 0
+    harmful_to_review: int = 0  # measured to harm (memory_core.effects): sent to review
+    faded_no_effect: int = 0  # measured to change nothing: faded faster
+    skipped: int = 0  # cards changed by others while the stage ran: planned again next run
+    skipped_ids: list[uuid.UUID] = []  # the first of them, by id (capped)
     changes: list[Change] = []
-    skipped: int = 0  # planned cards changed by others meanwhile: left for the next run
-    skipped_ids: list[uuid.UUID] = []  # which, in key order (the first few: the list is capped)
+    uses_pruned: int = 0  # use-log rows past retention, deleted after the run
+
+    @classmethod
+    def of_counts(cls, counts: dict[str, int], **fields: Any) -> DecayReport:
+        """The report of a run whose plan had these counts per rule."""
+        return cls(
+            decayed=counts.get("decay", 0),
+            archived_unused=counts.get("unused", 0),
+            archived_cap=counts.get("cap", 0),
+            harmful_to_review=counts.get("harms", 0),
+            faded_no_effect=counts.get("fade", 0),
+            **fields,
+        )
+
+    @property
+    def counts(self) -> dict[Rule, int]:
+        """Changes per rule, in rule order."""
+        return {
+            "decay": self.decayed,
+            "unused": self.archived_unused,
+            "harms": self.harmful_to_review,
+            "fade": self.faded_no_effect,
+            "cap": self.archived_cap,
+        }
 
     @property
     def total(self) -> int:

@@ -24,6 +24,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection
 
+from memory_core.cards.score import standing
 from memory_core.decay.effect_rules import plan_effects, protected
 from memory_core.decay.params import DecayParams, Rule
 from memory_core.decay.plan_table import (
@@ -120,8 +121,8 @@ def plan_cap(
 ) -> None:
     """Rule 5: above the cap, the lowest retrieval scores in a namespace go to the archive.
 
-    The score is query.score_terms in SQL: w_c*confidence + w_r*recency + w_u*use_frequency,
-    use_frequency against the namespace's most used card, ties as the query breaks them."""
+    The score is cards.score.standing built on columns (the same function retrieval ranks
+    with), use_frequency against the namespace's most used card, ties as retrieval breaks them."""
     joined, (conf, tier, decayed) = after_decay()
     leaving = PLAN.alias("u")
     staying = (
@@ -156,7 +157,7 @@ def plan_cap(
     )
     s = staying.c
     freq = case((s.max_uses > 0, s.use_count * 1.0 / s.max_uses), else_=literal(0.0))
-    score = weights.confidence * s.conf + weights.recency * s.recency + weights.use_frequency * freq
+    score = standing(confidence=s.conf, recency=s.recency, use_frequency=freq, w=weights)
     ranked = select(
         s.card_id,
         s.namespace,

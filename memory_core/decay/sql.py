@@ -46,6 +46,6 @@ def days_since(dialect: str, now: datetime, then: ColumnElement[Any]) -> ColumnE
 
 
 def halvings(days: ColumnElement[Any], half_life: float) -> ColumnElement[Any]:
-    """0.5 ** (days / half_life), 1 for a non-positive age (as score_terms clamps it).
+    """0.5 ** (days / half_life), 1 for a non-positive age (as cards.score.recency clamps it).
     power() is the same word on both (SQLite: a math function, registered if missing)."""
     return case((days <= 0, literal(1.0)), else_=func.power(0.5, days / half_life))

@@ -132,12 +132,11 @@ def run_decay(
                 _apply(tx, run_id=run_id, now=now)
                 PLAN.drop(tx)
             step(f"{sum(counts.values())} changes applied", DECAY_STEPS)
-    return DecayReport(
-        run_id=run_id,
+    return DecayReport.of_counts(
+        counts,
+        run_id=None if params.dry_run else run_id,
         now=now,
-        namespace=namespace,
         dry_run=params.dry_run,
-        counts={rule: counts.get(rule, 0) for rule in RULE_ORDER},
         changes=changes,
         skipped=skipped,
         skipped_ids=skipped_ids,

@@ -8,15 +8,16 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
-import bm25s
 from pydantic import BaseModel
 from sqlalchemy import func, or_, select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
-from memory_core.cards.query import score_terms, to_public
+from memory_core.cards.query import to_public
+from memory_core.cards.score import ranking_terms
 from memory_core.errors import InvalidInput
 from memory_core.facts.conflicts import conflicts_of, preference
+from memory_core.keywords import KeywordIndex
 from memory_core.models.card import Card, CardKind, CardPublic, CardStatus
 from memory_core.models.columns import utcnow
 from memory_core.screen.provenance import trust
@@ -56,24 +57,11 @@ def fact_text(card: Card) -> str:
 
 def _keyword_ranks(cards: Sequence[Card], text: str) -> dict[uuid.UUID, tuple[int, float]]:
     """Each matching fact's BM25 rank and its score as a share of the best one's."""
-    corpus = [fact_text(c).replace("_", " ") for c in cards]
-    docs = bm25s.tokenize(corpus, stopwords="en", show_progress=False)
-    # the query as words: ids from a second tokenize() call would not match the corpus vocabulary
-    words = bm25s.tokenize(
-        [text.replace("_", " ")], stopwords="en", return_ids=False, show_progress=False
-    )[0]
-    words = [w for w in words if w in docs.vocab]
-    if not words:
+    found = KeywordIndex(texts=[fact_text(c) for c in cards]).ranked(text=text, limit=100)
+    if not found:
         return {}
-    retriever = bm25s.BM25()
-    retriever.index(docs, show_progress=False)
-    found, scores = retriever.retrieve([words], k=min(len(cards), 100), show_progress=False)
-    top = float(scores[0][0]) if len(scores[0]) else 0.0
-    return {
-        cards[int(d)].card_id: (rank, float(s) / top)
-        for rank, (d, s) in enumerate(zip(found[0], scores[0], strict=True))
-        if s > 0
-    }
+    top = found[0][1]
+    return {cards[i].card_id: (rank, score / top) for rank, (i, score) in enumerate(found)}
 
 
 def search_facts(
@@ -133,7 +121,14 @@ def search_facts(
     hits = []
     for cid, rrf in fused.items():
         card = by_id[cid]
-        terms = score_terms(card, now=now, max_uses=max_uses, w=weights)
+        terms = ranking_terms(
+            confidence=card.confidence,
+            seen_at=card.last_used_at or card.updated_at,
+            use_count=card.use_count,
+            now=now,
+            max_uses=max_uses,
+            w=weights,
+        )
         score = RELEVANCE_WEIGHT * rrf / best + (1 - RELEVANCE_WEIGHT) * terms.score
         score *= trust(card.provenance) * preference(card, by_id)
         hits.append(

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
 from sqlalchemy import insert
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -27,13 +27,14 @@ SUFFIXES = (".json", ".jsonl", ".ndjson")
 _CHUNK = 500
 
 
-@dataclass
-class IngestReport:
-    """What one ingest did: rows stored, duplicates skipped, records refused with the reason."""
+class IngestReport(BaseModel):
+    """What one ingest did: rows stored, duplicates skipped, records refused with the reason.
+    The one model of the stage: the task and the nightly summary pass it on as it is."""
 
+    source: str | None = None  # the file or folder read, when there was one
     stored: int = 0
     duplicates: int = 0
-    refused: list[tuple[str, str]] = field(default_factory=list)
+    refused: list[tuple[str, str]] = []
 
     @property
     def seen(self) -> int:

@@ -4,8 +4,8 @@ The items are the message steps of the namespace's stored trajectories and conve
 (the trajectory table stays the source of truth; nothing new is stored). Each item is
 rendered with its date and speaker, and searched at three scales fused by reciprocal rank:
 
-* the turn alone: keyword (BM25, Snowball English stemming) and vector (the configured
-  embedder);
+* the turn alone: keyword (BM25 over memory_core.keywords' Snowball-stemmed terms) and
+  vector (the configured embedder);
 * the turn in its context: vector similarity smoothed over its neighbours, and keyword
   search over windows of one and two turns either side (an answer often lives in the reply
   to a question, or a name in the turn before);
@@ -17,7 +17,6 @@ dated session). Vectors are derived data, cached per text under the data directo
 
 from memory_core.recall.index import ItemHit, RecallIndex
 from memory_core.recall.items import MemoryItem, load_items
-from memory_core.recall.keywords import stem_words
 from memory_core.recall.search import fact_ranking, search_memory
 from memory_core.recall.vectors import VectorCache, vector_cache_path
 
@@ -29,6 +28,5 @@ __all__ = [
     "fact_ranking",
     "load_items",
     "search_memory",
-    "stem_words",
     "vector_cache_path",
 ]

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from memory_core.embed.base import Embedder
+from memory_core.keywords import KeywordIndex
 from memory_core.recall.items import MemoryItem, are_neighbours
-from memory_core.recall.keywords import KeywordIndex
 from memory_core.recall.vectors import VectorCache
 
 RRF_K = 60

@@ -31,9 +31,9 @@ from typing import Any
 
 from memory_core.cards.confidence import RunEvidence, estimate
 from memory_core.models.card import ActionStep, EvidenceTriple, FailureMode
+from memory_core.models.drafts import DraftCard, TrajectoryView
 from memory_core.models.trajectory import Outcome, Step
 from memory_core.retrospect.call_features import Atom, atoms, cel_string, template
-from memory_core.retrospect.drafts import DraftCard, TrajectoryView
 from memory_core.screen.taint import tainted_calls
 from memory_core.task_state import CONDITION_KEYS, states_before_calls
 

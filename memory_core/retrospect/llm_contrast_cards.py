@@ -24,9 +24,9 @@ from typing import Any
 from memory_core.cards.confidence import estimate, runs_of
 from memory_core.errors import InvalidPrecondition
 from memory_core.models.card import CardStatus, EvidenceTriple, FailureMode
+from memory_core.models.drafts import DraftCard, TrajectoryView
 from memory_core.models.trajectory import Outcome, Step
 from memory_core.preconditions import compile_all, holds_all, make_context
-from memory_core.retrospect.drafts import DraftCard, TrajectoryView
 from memory_core.retrospect.grounding import check_grounding
 from memory_core.retrospect.llm_answers import ContrastCard
 from memory_core.screen.exposure import exposures

@@ -10,9 +10,9 @@ from typing import Any
 
 from memory_core.cards.confidence import confidence_of
 from memory_core.models.card import ActionStep, EvidenceTriple, FailureMode
+from memory_core.models.drafts import DraftCard, Extraction, TrajectoryView
 from memory_core.models.trajectory import Outcome, Step
 from memory_core.retrospect.call_features import cel_string, template
-from memory_core.retrospect.drafts import DraftCard, Extraction, TrajectoryView
 from memory_core.retrospect.recovery import Recovery, find_recovery, params_template, separating
 from memory_core.task_state import CONDITION_KEYS, error_signature, states_before_calls
 

@@ -22,8 +22,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from memory_core.models.drafts import DraftCard
 from memory_core.models.trajectory import Step
-from memory_core.retrospect.drafts import DraftCard
 from memory_core.screen.decode import readings
 
 PLACEHOLDER = "<value withheld: supplied by untrusted text>"

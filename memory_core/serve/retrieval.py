@@ -7,13 +7,13 @@ condition failed or which variable was missing.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from memory_core.cards.query import ranking_terms
+from memory_core.cards.score import ranking_terms
+from memory_core.keywords import overlap, term_set
 from memory_core.models.card import CardPublic
 from memory_core.preconditions import Check, Verdict, check, make_context, normalise_value
 from memory_core.screen.provenance import label
@@ -21,27 +21,6 @@ from memory_core.serve.atoms import state_key
 from memory_core.serve.schemas import PreconditionCheck, Score
 from memory_core.serve.snapshot import Entry, Snapshot
 from memory_core.settings import RankingWeights
-
-_WORD = re.compile(r"[a-z0-9_]{2,}")
-_STOP = frozenset(
-    [
-        "the",
-        "and",
-        "for",
-        "with",
-        "this",
-        "that",
-        "from",
-        "when",
-        "then",
-        "into",
-        "not",
-        "are",
-        "was",
-        "has",
-        "have",
-    ]
-)
 
 
 @dataclass
@@ -61,18 +40,6 @@ class Retrieval:
     candidates: int
     active_cards: int
     near_misses: list[Ranked] = field(default_factory=list)
-
-
-def words(text: str) -> frozenset[str]:
-    """The content words of a text, for the lexical similarity."""
-    return frozenset(w for w in _WORD.findall(text.casefold()) if w not in _STOP)
-
-
-def text_similarity(query_words: frozenset[str], text: str) -> float:
-    """Share of the query's words the card's text contains (0..1)."""
-    if not query_words:
-        return 0.0
-    return len(query_words & words(text)) / len(query_words)
 
 
 def specificity(conditions: int) -> float:
@@ -106,7 +73,7 @@ def score_entry(
     )
     if query is None:
         return out
-    out.text_similarity = text_similarity(query, e.text)
+    out.text_similarity = overlap(query, e.text)
     out.score = (1 - w.text_similarity) * base + w.text_similarity * out.text_similarity
     return out
 
@@ -130,7 +97,7 @@ def retrieve(
     keys = frozenset(norm)
     candidates = snapshot.candidates({k: state_key(v) for k, v in norm.items()})
     pool = list(snapshot.entries.values()) if explain else candidates
-    qwords = words(query) if query and query.strip() else None
+    qwords = term_set(query) if query and query.strip() else None
     matches: list[Ranked] = []
     misses: list[tuple[int, Ranked]] = []
     for e in pool:  # a card sits in one posting list only: no duplicates
