@@ -1,8 +1,9 @@
 """Retrieval: filter by preconditions on the task state, rank, explain, and render a prompt block.
 
-The filter evaluates only the cards whose equality atoms the state satisfies (plus the few
-without one); `explain` evaluates every active card so the near misses can say which
-condition failed or which variable was missing.
+The filter evaluates only the cards filed under a need the state satisfies (the snapshot's
+index); `explain` evaluates those with every check's verdict, plus a bounded sample of the
+cards filed under the state's variables whatever their values, where the near misses (one
+condition away) come from: an explanation costs a few queries, not a scan of every card.
 """
 
 from __future__ import annotations
@@ -15,9 +16,15 @@ from typing import Any
 
 from memory_core.cards.query import ranking_terms
 from memory_core.models.card import CardPublic
-from memory_core.preconditions import Check, Verdict, check, make_context, normalise_value
+from memory_core.preconditions import (
+    Check,
+    CompiledPrecondition,
+    Verdict,
+    check,
+    make_context,
+    normalise_value,
+)
 from memory_core.screen.provenance import label
-from memory_core.serve.atoms import state_key
 from memory_core.serve.schemas import PreconditionCheck, Score
 from memory_core.serve.snapshot import Entry, Snapshot
 from memory_core.settings import RankingWeights
@@ -42,6 +49,9 @@ _STOP = frozenset(
         "have",
     ]
 )
+
+
+NEAR_MISS_SAMPLE = 256  # cards explain evaluates beyond the candidates, at most
 
 
 @dataclass
@@ -111,6 +121,20 @@ def score_entry(
     return out
 
 
+def holds(compiled: Sequence[CompiledPrecondition], context: Any, keys: frozenset[str]) -> bool:
+    """Every precondition holds (as `check` says `held` for each), without building a Check
+    per condition: the wrapper cost several times the CEL evaluation on the hot path."""
+    for c in compiled:
+        if not c.variables <= keys:
+            return False
+        try:
+            if c.program.execute(context) is not True:
+                return False
+        except (RuntimeError, KeyError, TypeError):
+            return False
+    return True
+
+
 def retrieve(
     *,
     snapshot: Snapshot,
@@ -128,8 +152,12 @@ def retrieve(
     norm = {str(k): normalise_value(v) for k, v in state.items()}
     context = make_context(norm)
     keys = frozenset(norm)
-    candidates = snapshot.candidates({k: state_key(v) for k, v in norm.items()})
-    pool = list(snapshot.entries.values()) if explain else candidates
+    candidates = snapshot.candidates(norm)
+    pool = candidates
+    if explain:
+        found = {id(e) for e in candidates}
+        sample = snapshot.index.sample(norm, limit=NEAR_MISS_SAMPLE + len(candidates))
+        pool = candidates + [e for e in sample if id(e) not in found][:NEAR_MISS_SAMPLE]
     qwords = words(query) if query and query.strip() else None
     matches: list[Ranked] = []
     misses: list[tuple[int, Ranked]] = []
@@ -147,7 +175,7 @@ def retrieve(
             else:
                 misses.append((held, ranked))
             continue
-        if all(check(c, context, keys).verdict is Verdict.held for c in e.compiled):
+        if holds(e.compiled, context, keys):
             matches.append(
                 Ranked(e, score_entry(e, now=now, max_uses=snapshot.max_uses, w=w, query=qwords))
             )

@@ -1,0 +1,194 @@
+"""The candidate index of one snapshot: each card filed under one need it cannot hold without.
+
+A need (memory_core.serve.atoms) is an equality (or a few alternatives), a numeric range, a
+substring, or, failing those, a variable the state must have. Each card is filed once, under
+its most selective need, so a query looks up the state's variables and evaluates only the
+cards filed under what the state satisfies. Lists are replaced, never changed in place: a
+reader in another thread keeps iterating the list it holds while a change is applied.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from memory_core.serve.atoms import AtomKey, Need, needs, state_key
+
+if TYPE_CHECKING:
+    from memory_core.serve.snapshot import Entry
+
+
+def card_needs(e: Entry) -> list[Need]:
+    """Every need of a card: its preconditions' needs, then each variable it reads."""
+    out: list[Need] = [n for c in e.compiled for n in needs(c.source)]
+    out += [("has", v) for v in sorted({v for c in e.compiled for v in c.variables})]
+    return out
+
+
+class Stats:
+    """How many cards share each equality and each variable: what makes a need selective."""
+
+    def __init__(self) -> None:
+        self.atoms: Counter[tuple[str, AtomKey]] = Counter()
+
+    def add(self, card: Iterable[Need]) -> None:
+        """Count one card's equalities."""
+        for n in card:
+            if n[0] == "eq":
+                self.atoms.update(n[1])
+
+    def cost(self, need: Need) -> tuple[int, int]:
+        """(shape, cards sharing it): the lower, the fewer queries it lets through. An
+        equality beats a range, a range a substring, a substring a mere variable; among
+        equalities the rarest (its alternatives' cards summed) keeps candidate lists short."""
+        kind = need[0]
+        if kind == "eq":
+            return 0, sum(self.atoms[a] for a in need[1])
+        return {"range": 1, "substring": 2}.get(kind, 3), 0
+
+
+class CardIndex:
+    """Cards by the need they are filed under; `candidates` answers a task state."""
+
+    def __init__(self) -> None:
+        self.eq: dict[str, dict[AtomKey, list[Entry]]] = {}
+        # card needs value > bound ("above") or value < bound ("below"): sorted bounds + cards
+        self.above: dict[str, tuple[list[float], list[Entry]]] = {}
+        self.below: dict[str, tuple[list[float], list[Entry]]] = {}
+        self.substring: dict[str, dict[str, list[Entry]]] = {}
+        self.has: dict[str, list[Entry]] = {}
+        self.unindexed: list[Entry] = []  # reads no variable: evaluated on every query
+        self.readers: dict[str, list[Entry]] = {}  # the cards reading each variable (explain)
+        self.spread = 0  # cards filed under equalities of several variables (may repeat)
+
+    def add(self, e: Entry, need: Need | None) -> None:
+        """File a card under a need (None: evaluated on every query)."""
+        e.filed = need
+        for var in _variables(e):
+            self.readers[var] = [*self.readers.get(var, ()), e]
+        if need is None:
+            self.unindexed = [*self.unindexed, e]
+        elif need[0] == "eq":
+            for var, key in need[1]:
+                by = self.eq.setdefault(var, {})
+                by[key] = [*by.get(key, ()), e]
+            self.spread += len({var for var, _ in need[1]}) > 1
+        elif need[0] == "range":
+            _, var, op, bound = need
+            side = self.above if op[0] == ">" else self.below
+            bounds, cards = side.get(var, ([], []))
+            at = bisect_right(bounds, bound)
+            side[var] = ([*bounds[:at], bound, *bounds[at:]], [*cards[:at], e, *cards[at:]])
+        elif need[0] == "substring":
+            by_text = self.substring.setdefault(need[1], {})
+            by_text[need[2]] = [*by_text.get(need[2], ()), e]
+        else:
+            self.has[need[1]] = [*self.has.get(need[1], ()), e]
+
+    def _fill(self, filed: list[tuple[Entry, Need | None]]) -> None:
+        """Build from scratch (no reader yet): appended in place, ranges sorted once."""
+        ranges: dict[tuple[str, bool], list[tuple[float, int, Entry]]] = {}
+        for i, (e, need) in enumerate(filed):
+            e.filed = need
+            for var in _variables(e):
+                self.readers.setdefault(var, []).append(e)
+            if need is None:
+                self.unindexed.append(e)
+            elif need[0] == "eq":
+                for var, key in need[1]:
+                    self.eq.setdefault(var, {}).setdefault(key, []).append(e)
+                self.spread += len({var for var, _ in need[1]}) > 1
+            elif need[0] == "range":
+                ranges.setdefault((need[1], need[2][0] == ">"), []).append((need[3], i, e))
+            elif need[0] == "substring":
+                self.substring.setdefault(need[1], {}).setdefault(need[2], []).append(e)
+            else:
+                self.has.setdefault(need[1], []).append(e)
+        for (var, up), items in ranges.items():
+            items.sort(key=lambda t: (t[0], t[1]))
+            (self.above if up else self.below)[var] = (
+                [b for b, _, _ in items],
+                [e for _, _, e in items],
+            )
+
+    def remove(self, e: Entry) -> None:
+        """Take a card out of the list it was filed in."""
+        need = e.filed
+        for var in _variables(e):
+            self.readers[var] = [x for x in self.readers.get(var, ()) if x is not e]
+        if need is None:
+            self.unindexed = [x for x in self.unindexed if x is not e]
+        elif need[0] == "eq":
+            for var, key in need[1]:
+                by = self.eq.get(var, {})
+                by[key] = [x for x in by.get(key, ()) if x is not e]
+            self.spread -= len({var for var, _ in need[1]}) > 1
+        elif need[0] == "range":
+            side = self.above if need[2][0] == ">" else self.below
+            bounds, cards = side.get(need[1], ([], []))
+            keep = [i for i, x in enumerate(cards) if x is not e]
+            side[need[1]] = ([bounds[i] for i in keep], [cards[i] for i in keep])
+        elif need[0] == "substring":
+            by_text = self.substring.get(need[1], {})
+            by_text[need[2]] = [x for x in by_text.get(need[2], ()) if x is not e]
+        else:
+            self.has[need[1]] = [x for x in self.has.get(need[1], ()) if x is not e]
+
+    def candidates(self, state: Mapping[str, Any]) -> list[Entry]:
+        """Cards filed under a need the (normalised) state satisfies, plus the unindexed."""
+        out = list(self.unindexed)
+        for var, value in state.items():
+            key = state_key(value)
+            by_value = self.eq.get(var)
+            if by_value and key is not None:
+                out.extend(by_value.get(key, ()))
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                if (above := self.above.get(var)) is not None:
+                    out.extend(above[1][: bisect_right(above[0], value)])
+                if (below := self.below.get(var)) is not None:
+                    out.extend(below[1][bisect_left(below[0], value) :])
+            if isinstance(value, str) and (by_text := self.substring.get(var)):
+                for text, cards in list(by_text.items()):
+                    if text in value:
+                        out.extend(cards)
+            out.extend(self.has.get(var, ()))
+        if self.spread:  # a card filed under `a == 1 || b == 2` may have matched twice
+            out = list({id(e): e for e in out}.values())
+        return out
+
+    def sample(self, state: Mapping[str, Any], *, limit: int) -> list[Entry]:
+        """Up to `limit` cards filed under the state's variables whatever the value, then other
+        cards reading them: where an explanation's near misses come from."""
+        out: dict[int, Entry] = {}
+        groups: list[Iterable[Entry]] = []
+        for var in state:
+            groups += list(self.eq.get(var, {}).values())
+            groups += [side[var][1] for side in (self.above, self.below) if var in side]
+            groups += list(self.substring.get(var, {}).values())
+            groups.append(self.has.get(var, ()))
+        groups += [self.readers.get(var, ()) for var in state]
+        for cards in groups:
+            for e in cards:
+                out[id(e)] = e
+                if len(out) >= limit:
+                    return list(out.values())
+        return list(out.values())
+
+
+def _variables(e: Entry) -> set[str]:
+    return {v for c in e.compiled for v in c.variables}
+
+
+def build(entries: Iterable[Entry], stats: Stats) -> CardIndex:
+    """An index over cards whose needs were counted in stats."""
+    index = CardIndex()
+    index._fill([(e, best_need(e, stats)) for e in entries if not e.broken])
+    return index
+
+
+def best_need(e: Entry, stats: Stats) -> Need | None:
+    """The need that lets the fewest queries through (None: the card reads no variable)."""
+    options = card_needs(e)
+    return min(options, key=stats.cost) if options else None
