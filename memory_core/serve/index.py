@@ -160,7 +160,7 @@ class CardIndex:
 
     def sample(self, state: Mapping[str, Any], *, limit: int) -> list[Entry]:
         """Up to `limit` cards filed under the state's variables whatever the value, then other
-        cards reading them: where an explanation's near misses come from."""
+        cards reading them, then any: where an explanation's near misses come from."""
         out: dict[int, Entry] = {}
         groups: list[Iterable[Entry]] = []
         for var in state:
@@ -169,6 +169,8 @@ class CardIndex:
             groups += list(self.substring.get(var, {}).values())
             groups.append(self.has.get(var, ()))
         groups += [self.readers.get(var, ()) for var in state]
+        # a state with few known variables still gets some: any card, up to the limit
+        groups += list(self.readers.values())
         for cards in groups:
             for e in cards:
                 out[id(e)] = e
