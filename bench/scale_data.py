@@ -9,12 +9,12 @@ import uuid
 
 TOOLS = 400
 ERRORS = 250
-SHAPES = ("eq", "eq2", "in", "or", "range", "contains")  # a tenth and more without an equality
+SHAPES = ("eq", "eq2", "in", "or", "contains")  # and a tenth of the cards: ranges alone
 
 
 def skewed(rnd: random.Random, n: int) -> int:
-    """0..n-1, the low numbers far more often (about a fifth of the draws hit the first 1%)."""
-    return min(n - 1, int(n * rnd.random() ** 3))
+    """0..n-1, the low numbers far more often (a tenth of the draws hit the first 1%)."""
+    return min(n - 1, int(n * rnd.random() ** 2))
 
 
 def preconditions(i: int, rnd: random.Random) -> list[str]:
@@ -30,7 +30,8 @@ def preconditions(i: int, rnd: random.Random) -> list[str]:
     if shape == "or":
         return [f'tool == "tool_{t}" || last_tool == "tool_{u}"', f'task_type == "task_{e % 7}"']
     if shape == "range":
-        return [f"retry_count > {e % 4}", f"latency_ms >= {100 * (e % 50)}"]
+        low = 100 * (e % 45)  # a latency window: slow calls of one kind
+        return [f"retry_count >= {e % 4}", f"latency_ms >= {low} && latency_ms < {low + 300}"]
     return [f'last_error.contains("error {e} ")', f'tool == "tool_{t}"']
 
 

@@ -9,6 +9,7 @@ reader in another thread keeps iterating the list it holds while a change is app
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -20,11 +21,24 @@ if TYPE_CHECKING:
     from memory_core.serve.snapshot import Entry
 
 
+MAX_BINS = 64  # a window wider than this many bins is filed as a one-sided range
+
+
 def card_needs(e: Entry) -> list[Need]:
-    """Every need of a card: its preconditions' needs, then each variable it reads."""
+    """Every need of a card: its preconditions' needs, a window where a variable is bounded
+    on both sides, then each variable it reads."""
     out: list[Need] = [n for c in e.compiled for n in needs(c.source)]
+    lows = {n[1]: n[3] for n in out if n[0] == "range" and n[2][0] == ">"}
+    for n in out:
+        if n[0] == "range" and n[2][0] == "<" and n[1] in lows and lows[n[1]] <= n[3]:
+            out.append(("window", n[1], lows[n[1]], n[3]))
+            break
     out += [("has", v) for v in sorted({v for c in e.compiled for v in c.variables})]
     return out
+
+
+def _bins(width: float, lo: float, hi: float) -> range:
+    return range(math.floor(lo / width), math.floor(hi / width) + 1)
 
 
 class Stats:
@@ -46,7 +60,7 @@ class Stats:
         kind = need[0]
         if kind == "eq":
             return 0, sum(self.atoms[a] for a in need[1])
-        return {"range": 1, "substring": 2}.get(kind, 3), 0
+        return {"window": 1, "substring": 2, "range": 3}.get(kind, 4), 0
 
 
 class CardIndex:
@@ -58,13 +72,25 @@ class CardIndex:
         self.above: dict[str, tuple[list[float], list[Entry]]] = {}
         self.below: dict[str, tuple[list[float], list[Entry]]] = {}
         self.substring: dict[str, dict[str, list[Entry]]] = {}
+        # lo <= value <= hi on one variable: fixed-width bins (the first window's width)
+        self.windows: dict[str, tuple[float, dict[int, list[Entry]]]] = {}
         self.has: dict[str, list[Entry]] = {}
         self.unindexed: list[Entry] = []  # reads no variable: evaluated on every query
         self.readers: dict[str, list[Entry]] = {}  # the cards reading each variable (explain)
         self.spread = 0  # cards filed under equalities of several variables (may repeat)
 
+    def _fit(self, need: Need | None) -> Need | None:
+        """A window too wide for its variable's bins becomes its lower bound (also needed)."""
+        if need is None or need[0] != "window":
+            return need
+        width = self.windows[need[1]][0] if need[1] in self.windows else need[3] - need[2]
+        if len(_bins(max(width, 1.0), need[2], need[3])) <= MAX_BINS:
+            return need
+        return ("range", need[1], ">=", need[2])
+
     def add(self, e: Entry, need: Need | None) -> None:
         """File a card under a need (None: evaluated on every query)."""
+        need = self._fit(need)
         e.filed = need
         for var in _variables(e):
             self.readers[var] = [*self.readers.get(var, ()), e]
@@ -84,14 +110,22 @@ class CardIndex:
         elif need[0] == "substring":
             by_text = self.substring.setdefault(need[1], {})
             by_text[need[2]] = [*by_text.get(need[2], ()), e]
+        elif need[0] == "window":
+            width, bins = self._window(need)
+            for b in _bins(width, need[2], need[3]):
+                bins[b] = [*bins.get(b, ()), e]
         else:
             self.has[need[1]] = [*self.has.get(need[1], ()), e]
+
+    def _window(self, need: Need) -> tuple[float, dict[int, list[Entry]]]:
+        width, bins = self.windows.setdefault(need[1], (max(need[3] - need[2], 1.0), {}))
+        return width, bins
 
     def _fill(self, filed: list[tuple[Entry, Need | None]]) -> None:
         """Build from scratch (no reader yet): appended in place, ranges sorted once."""
         ranges: dict[tuple[str, bool], list[tuple[float, int, Entry]]] = {}
-        for i, (e, need) in enumerate(filed):
-            e.filed = need
+        for i, (e, wanted) in enumerate(filed):
+            e.filed = need = self._fit(wanted)
             for var in _variables(e):
                 self.readers.setdefault(var, []).append(e)
             if need is None:
@@ -104,6 +138,10 @@ class CardIndex:
                 ranges.setdefault((need[1], need[2][0] == ">"), []).append((need[3], i, e))
             elif need[0] == "substring":
                 self.substring.setdefault(need[1], {}).setdefault(need[2], []).append(e)
+            elif need[0] == "window":
+                width, bins = self._window(need)
+                for b in _bins(width, need[2], need[3]):
+                    bins.setdefault(b, []).append(e)
             else:
                 self.has.setdefault(need[1], []).append(e)
         for (var, up), items in ranges.items():
@@ -133,6 +171,10 @@ class CardIndex:
         elif need[0] == "substring":
             by_text = self.substring.get(need[1], {})
             by_text[need[2]] = [x for x in by_text.get(need[2], ()) if x is not e]
+        elif need[0] == "window":
+            width, bins = self._window(need)
+            for b in _bins(width, need[2], need[3]):
+                bins[b] = [x for x in bins.get(b, ()) if x is not e]
         else:
             self.has[need[1]] = [x for x in self.has.get(need[1], ()) if x is not e]
 
@@ -149,6 +191,8 @@ class CardIndex:
                     out.extend(above[1][: bisect_right(above[0], value)])
                 if (below := self.below.get(var)) is not None:
                     out.extend(below[1][bisect_left(below[0], value) :])
+                if (window := self.windows.get(var)) is not None:
+                    out.extend(window[1].get(math.floor(value / window[0]), ()))
             if isinstance(value, str) and (by_text := self.substring.get(var)):
                 for text, cards in list(by_text.items()):
                     if text in value:
@@ -167,6 +211,8 @@ class CardIndex:
             groups += list(self.eq.get(var, {}).values())
             groups += [side[var][1] for side in (self.above, self.below) if var in side]
             groups += list(self.substring.get(var, {}).values())
+            if var in self.windows:
+                groups += list(self.windows[var][1].values())
             groups.append(self.has.get(var, ()))
         groups += [self.readers.get(var, ()) for var in state]
         # a state with few known variables still gets some: any card, up to the limit
@@ -192,5 +238,9 @@ def build(entries: Iterable[Entry], stats: Stats) -> CardIndex:
 
 def best_need(e: Entry, stats: Stats) -> Need | None:
     """The need that lets the fewest queries through (None: the card reads no variable)."""
-    options = card_needs(e)
+    return choose(card_needs(e), stats)
+
+
+def choose(options: list[Need], stats: Stats) -> Need | None:
+    """The cheapest of a card's needs (the index narrows a window too wide for its bins)."""
     return min(options, key=stats.cost) if options else None

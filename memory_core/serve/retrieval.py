@@ -107,16 +107,21 @@ def score_entry(
     spec = specificity(len(e.compiled))
     # an operator's or the agent's own lesson outranks an LLM's inference of equal standing
     base = (terms.score + w.specificity * spec) * e.trust
-    out = Score(
+    # built unvalidated: every field is a float computed here, and validation cost more than
+    # the ranking itself when a query matched a hundred cards
+    out = Score.model_construct(
         confidence=e.confidence,
         recency=terms.recency,
         use_frequency=terms.use_frequency,
         specificity=spec,
+        text_similarity=None,
         score=base,
     )
     if query is None:
         return out
-    out.text_similarity = text_similarity(query, e.text)
+    if e.words is None:  # the card's words, split once per snapshot
+        e.words = words(e.text)
+    out.text_similarity = len(query & e.words) / len(query) if query else 0.0
     out.score = (1 - w.text_similarity) * base + w.text_similarity * out.text_similarity
     return out
 

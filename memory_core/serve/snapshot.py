@@ -25,7 +25,7 @@ from memory_core.preconditions import CompiledPrecondition, compile_stored
 from memory_core.screen.provenance import trust
 from memory_core.serve.atoms import Need
 from memory_core.serve.changes import Fingerprint, active_rows, last_seq
-from memory_core.serve.index import CardIndex, Stats, build, card_needs
+from memory_core.serve.index import CardIndex, Stats, build, card_needs, choose
 
 LOOKBACK_S = 60.0  # a change committed this long after a later-numbered one is still applied
 
@@ -50,6 +50,7 @@ class Entry:
     updated_at: datetime | None = None
     filed: Need | None = None  # where the index holds it (memory_core.serve.index)
     indexed: bool = False
+    words: frozenset[str] | None = None  # the content words of text, for free-text queries
 
 
 # A served card as JSON: (the other fields as a JSON object without its closing brace,
@@ -127,7 +128,7 @@ class Snapshot:
         options = card_needs(e)
         self.stats.add(options)
         if not e.broken:
-            self.index.add(e, min(options, key=self.stats.cost) if options else None)
+            self.index.add(e, choose(options, self.stats))
             e.indexed = True
         self.max_uses = max(self.max_uses, e.use_count)
 
