@@ -48,7 +48,7 @@ class ServeSettings(BaseModel):
     mcp_port: int = Field(default=8766, ge=0, le=65535)
     max_body_bytes: int = Field(default=1_000_000, ge=1024, description="413 above this")
     snapshot_refresh_s: float = Field(
-        default=2.0, gt=0, description="how often the served set is checked for changes"
+        default=1.0, gt=0, description="a changed card is served within this (change feed read)"
     )
     use_flush_s: float = Field(default=0.25, gt=0, description="batched use writes")
     key_cache_s: float = Field(default=30.0, ge=0, description="a revoked key works this long")

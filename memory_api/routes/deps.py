@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Annotated
 
+from anyio import to_thread
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
@@ -28,7 +29,11 @@ async def caller(
     creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
     """The key's principal (401 without a key, or with an unknown or revoked one)."""
-    return service.authenticate(creds.credentials if creds else None)
+    secret = creds.credentials if creds else None
+    if service.keys.cached(secret):  # answered from memory: no thread hop
+        return service.authenticate(secret)
+    # a key not seen lately is looked up in the database: off the event loop
+    return await to_thread.run_sync(service.authenticate, secret)
 
 
 Caller = Annotated[Principal, Depends(caller)]

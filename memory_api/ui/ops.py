@@ -6,6 +6,7 @@ import json
 import uuid
 from typing import Any
 
+from anyio import to_thread
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
@@ -95,7 +96,10 @@ def router(console: Console) -> APIRouter:
                 request, "try.html", user, 400, result=None, error=str(exc), **page
             )
         # the API's query with explain and a prompt budget: the same retrieval and ranking
-        result = svc.query(principal=user.principal, request=req, via="console")
+        # in a worker thread: explain at 100k cards must not hold the event loop
+        result = await to_thread.run_sync(
+            lambda: svc.query(principal=user.principal, request=req, via="console")
+        )
         return console.render(request, "try.html", user, result=result, error=None, **page)
 
     @r.get("/dead-letters", response_class=HTMLResponse)

@@ -6,6 +6,7 @@ import json
 import uuid
 from typing import Any
 
+from anyio import to_thread
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
@@ -48,16 +49,36 @@ def router(console: Console) -> APIRouter:
         if verdict not in ("approve", "reject"):
             raise InvalidInput("decision must be approve or reject", field="decision")
         try:
-            svc.decide(
-                principal=user.principal,
-                card_id=card_id,
-                approve=verdict == "approve",
-                reason=(form.get("reason") or "").strip() or None,
+            reason = (form.get("reason") or "").strip() or None
+            await to_thread.run_sync(  # database writes: off the event loop
+                lambda: svc.decide(
+                    principal=user.principal,
+                    card_id=card_id,
+                    approve=verdict == "approve",
+                    reason=reason,
+                )
             )
         except InvalidInput as exc:
             return queue(request, 400, error=f"{card_id}: {exc}")
         done = "approved" if verdict == "approve" else "rejected"
         return RedirectResponse(f"/ui/review?done={done}+{card_id}", status_code=303)
+
+    def _edit(principal: Any, card_id: uuid.UUID, fields: dict[str, Any]) -> None:
+        current = svc.get_card(principal=principal, card_id=card_id)
+        changes = {k: v for k, v in fields.items() if getattr(current, k, None) != v}
+        if not changes:
+            raise InvalidInput("nothing changed", field="fields")
+        # the same re-validated edit the CLI makes (the suite runs before it is saved)
+        edit(
+            engine=svc.engine,
+            namespace=principal.namespace,
+            card_id=card_id,
+            changes=changes,
+            actor=principal.actor,
+            registry=frozenset(svc.settings.tool_registry)
+            if svc.settings.tool_registry is not None
+            else None,
+        )
 
     @r.post("/review/{card_id}/edit")
     async def edit_card(request: Request, card_id: uuid.UUID) -> Response:
@@ -68,21 +89,7 @@ def router(console: Console) -> APIRouter:
             fields = json.loads(form.get("fields") or "")
             if not isinstance(fields, dict):
                 raise InvalidInput("the edit must be a JSON object of fields", field="fields")
-            current = svc.get_card(principal=user.principal, card_id=card_id)
-            changes = {k: v for k, v in fields.items() if getattr(current, k, None) != v}
-            if not changes:
-                raise InvalidInput("nothing changed", field="fields")
-            # the same re-validated edit the CLI makes (the suite runs before it is saved)
-            edit(
-                engine=svc.engine,
-                namespace=user.principal.namespace,
-                card_id=card_id,
-                changes=changes,
-                actor=user.principal.actor,
-                registry=frozenset(svc.settings.tool_registry)
-                if svc.settings.tool_registry is not None
-                else None,
-            )
+            await to_thread.run_sync(lambda: _edit(user.principal, card_id, fields))
         except json.JSONDecodeError as exc:
             return queue(request, 400, error=f"{card_id}: the edit is not JSON: {exc}")
         except InvalidInput as exc:

@@ -16,6 +16,7 @@ from memory_core.models.card import (
     EvidenceTriple,
     FailureMode,
 )
+from memory_core.models.card_change import CardChange
 from memory_core.models.embedding import CardEmbedding
 from memory_core.models.llm_answer import LLMAnswer
 from memory_core.models.trajectory import (
@@ -33,6 +34,7 @@ __all__ = [
     "Card",
     "CardArchive",
     "CardBase",
+    "CardChange",
     "CardCreate",
     "CardEmbedding",
     "CardEvidence",

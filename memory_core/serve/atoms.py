@@ -1,15 +1,18 @@
-"""Equality atoms: the `var == literal` conjuncts a precondition cannot hold without.
+"""What a precondition cannot hold without, in shapes an index can look up.
 
-A card is a retrieval candidate only when the state satisfies one of its atoms, so a query
-evaluates the few cards whose atoms match instead of every card of the namespace. Only atoms
-that are top-level conjuncts count: `a == "x" && b > 1` needs `a == "x"`, while
-`a == "x" || b > 1` does not, so an expression with a top-level `||` or `?:` gives none.
+A card is a retrieval candidate only when the state satisfies one of its needs, so a query
+evaluates the few cards whose needs match instead of every card of the namespace. Only
+top-level conjuncts count: `a == "x" && b > 1` needs `a == "x"` (and `b > 1`), while
+`a == "x" || b > 1` needs neither. Needs: equality alternatives (`==`, `in [...]`, and a `||`
+whose every branch needs an equality), numeric ranges, substrings (`contains`, `startsWith`,
+`endsWith`); beyond them every variable an expression reads must be in the state.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Hashable
+from functools import lru_cache
 from typing import Any
 
 # (type tag, value): CEL never finds "3" equal to 3, nor true equal to 1
@@ -22,6 +25,14 @@ _ATOM = re.compile(
     rf"^\(?\s*(?:({_IDENT})\s*==\s*({_LITERAL})|({_LITERAL})\s*==\s*({_IDENT}))\s*\)?$"
 )
 _RESERVED = frozenset({"true", "false", "null", "in"})
+_NUMBER = r"-?\d+(?:\.\d+)?"
+_STRING = r"\"[^\"\\]*\"|'[^'\\]*'"
+_IN = re.compile(rf"^({_IDENT})\s+in\s+\[\s*((?:(?:{_LITERAL})\s*,\s*)*(?:{_LITERAL}))\s*,?\s*\]$")
+_RANGE = re.compile(
+    rf"^(?:({_IDENT})\s*(<=|>=|<|>)\s*({_NUMBER})|({_NUMBER})\s*(<=|>=|<|>)\s*({_IDENT}))$"
+)
+_SUBSTRING = re.compile(rf"^({_IDENT})\.(?:contains|startsWith|endsWith)\(\s*({_STRING})\s*\)$")
+_FLIP = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}
 
 
 def literal_key(text: str) -> AtomKey | None:
@@ -47,10 +58,11 @@ def state_key(value: Any) -> AtomKey | None:
     return None
 
 
-def _top_level(expression: str) -> tuple[list[str], bool]:
-    """Split on top-level `&&`; the flag says a top-level `||` or `?` makes the split unsafe."""
-    parts: list[str] = []
-    depth, start, i, quote = 0, 0, 0, ""
+def _split(expression: str) -> tuple[list[str], str]:
+    """Split on the top-level operator of lowest precedence: ('?', '||' or '&&')."""
+    ands: list[int] = []
+    ors: list[int] = []
+    depth, i, quote = 0, 0, ""
     while i < len(expression):
         ch = expression[i]
         if quote:
@@ -64,29 +76,103 @@ def _top_level(expression: str) -> tuple[list[str], bool]:
             depth += 1
         elif ch in ")]}":
             depth -= 1
-        elif depth == 0 and expression.startswith("&&", i):
-            parts.append(expression[start:i])
-            start, i = i + 2, i + 2
+        elif depth == 0 and ch == "?":
+            return [], "?"
+        elif depth == 0 and expression.startswith(("&&", "||"), i):
+            (ands if ch == "&" else ors).append(i)
+            i += 2
             continue
-        elif depth == 0 and (expression.startswith("||", i) or ch == "?"):
-            return [], True
         i += 1
+    cuts, op = (ors, "||") if ors else (ands, "&&")
+    parts, start = [], 0
+    for at in cuts:
+        parts.append(expression[start:at])
+        start = at + 2
     parts.append(expression[start:])
-    return parts, False
+    return parts, op
+
+
+def _unwrap(part: str) -> str:
+    """Drop brackets around a whole part: `(a && b)` is `a && b`."""
+    part = part.strip()
+    while part.startswith("(") and part.endswith(")"):
+        inner, depth = part[1:-1], 0
+        for ch in _STRING_FREE.sub('""', inner):
+            depth += ch == "("
+            depth -= ch == ")"
+            if depth < 0:
+                return part
+        part = inner.strip()
+    return part
+
+
+_STRING_FREE = re.compile(_STRING)
+# a need: ("eq", ((var, key), ...)) any of these equalities; ("range", var, op, bound);
+# ("substring", var, text)
+Need = tuple[Any, ...]
+
+
+def _atom(part: str) -> Atom | None:
+    m = _ATOM.match(part)
+    if m is None:
+        return None
+    var, lit = (m.group(1), m.group(2)) if m.group(1) else (m.group(4), m.group(3))
+    key = literal_key(lit)
+    return (var, key) if key is not None and var not in _RESERVED else None
+
+
+def _conjunct_needs(part: str) -> list[Need]:
+    part = _unwrap(part)
+    atom = _atom(part)
+    if atom is not None:
+        return [("eq", (atom,))]
+    if (m := _IN.match(part)) is not None and m.group(1) not in _RESERVED:
+        keys = [literal_key(lit) for lit in re.findall(_LITERAL, m.group(2))]
+        if all(k is not None for k in keys):
+            return [("eq", tuple(dict.fromkeys((m.group(1), k) for k in keys if k is not None)))]
+    if (m := _RANGE.match(part)) is not None:
+        var, op, num = (
+            (m.group(1), m.group(2), m.group(3))
+            if m.group(1)
+            else (
+                m.group(6),
+                _FLIP[m.group(5)],
+                m.group(4),
+            )
+        )
+        return [("range", var, op, float(num))] if var not in _RESERVED else []
+    if (m := _SUBSTRING.match(part)) is not None and m.group(1) not in _RESERVED:
+        return [("substring", m.group(1), m.group(2)[1:-1])]
+    if part.startswith("(") or "&&" in part or "||" in part:
+        return list(needs(part))
+    return []
+
+
+@lru_cache(maxsize=65536)
+def needs(expression: str) -> tuple[Need, ...]:
+    """What a normalised expression cannot hold without: each need alone is necessary."""
+    parts, op = _split(_unwrap(expression))
+    if op == "?":
+        return ()
+    if op == "&&":
+        return tuple(n for part in parts for n in _conjunct_needs(part))
+    # a disjunction needs one of its branches' equalities: every branch must have one
+    alternatives: list[Atom] = []
+    for branch in parts:
+        eqs = [n for n in _conjunct_needs(branch) if n[0] == "eq"]
+        if not eqs:
+            return ()
+        alternatives.extend(min(eqs, key=lambda n: len(n[1]))[1])
+    return (("eq", tuple(dict.fromkeys(alternatives))),)
 
 
 def equality_atoms(expression: str) -> list[Atom]:
-    """The atoms a normalised expression needs to hold: [(variable, literal key)]."""
-    parts, unsafe = _top_level(expression)
-    if unsafe:
-        return []
-    atoms: list[Atom] = []
-    for part in parts:
-        m = _ATOM.match(part.strip())
-        if m is None:
-            continue
-        var, lit = (m.group(1), m.group(2)) if m.group(1) else (m.group(4), m.group(3))
-        key = literal_key(lit)
-        if key is not None and var not in _RESERVED:
-            atoms.append((var, key))
-    return atoms
+    """The single equalities a normalised expression needs to hold: [(variable, literal key)]."""
+    parts, op = _split(expression)
+    if op != "&&":
+        return [] if op == "?" or len(parts) > 1 else _only_atoms(parts)
+    return _only_atoms(parts)
+
+
+def _only_atoms(parts: list[str]) -> list[Atom]:
+    return [a for part in parts if (a := _atom(part.strip())) is not None]

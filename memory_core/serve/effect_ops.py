@@ -15,7 +15,7 @@ from memory_core.effects.runs import record_query_outcome
 from memory_core.models.card import CardPublic, CardStatus
 from memory_core.serve.keys import Principal
 from memory_core.serve.schemas import OutcomeRequest
-from memory_core.serve.snapshot import SnapshotCache
+from memory_core.serve.snapshot_cache import SnapshotCache
 from memory_core.serve.uses import UseRecorder
 from memory_core.settings import Settings
 

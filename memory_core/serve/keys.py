@@ -145,6 +145,13 @@ class KeyRing:
             raise Unauthorized("unknown or revoked API key")
         return principal
 
+    def cached(self, secret: str | None) -> bool:
+        """True when verifying this key needs no database read (a fresh cached answer)."""
+        if not secret:
+            return True
+        hit = self._cache.get(hash_key(secret))
+        return hit is not None and hit[1] > time.monotonic()
+
     def forget(self) -> None:
         """Drop cached answers (after a revoke in this process)."""
         with self._lock:

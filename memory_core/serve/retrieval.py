@@ -1,8 +1,9 @@
 """Retrieval: filter by preconditions on the task state, rank, explain, and render a prompt block.
 
-The filter evaluates only the cards whose equality atoms the state satisfies (plus the few
-without one); `explain` evaluates every active card so the near misses can say which
-condition failed or which variable was missing.
+The filter evaluates only the cards filed under a need the state satisfies (the snapshot's
+index); `explain` evaluates those with every check's verdict, plus a bounded sample of the
+cards filed under the state's variables whatever their values, where the near misses (one
+condition away) come from: an explanation costs a few queries, not a scan of every card.
 """
 
 from __future__ import annotations
@@ -13,14 +14,22 @@ from datetime import datetime
 from typing import Any
 
 from memory_core.cards.score import ranking_terms
-from memory_core.keywords import overlap, term_set
+from memory_core.keywords import term_set
 from memory_core.models.card import CardPublic
-from memory_core.preconditions import Check, Verdict, check, make_context, normalise_value
+from memory_core.preconditions import (
+    Check,
+    CompiledPrecondition,
+    Verdict,
+    check,
+    make_context,
+    normalise_value,
+)
 from memory_core.screen.provenance import label
-from memory_core.serve.atoms import state_key
 from memory_core.serve.schemas import PreconditionCheck, Score
 from memory_core.serve.snapshot import Entry, Snapshot
 from memory_core.settings import RankingWeights
+
+NEAR_MISS_SAMPLE = 256  # cards explain evaluates beyond the candidates, at most
 
 
 @dataclass
@@ -64,18 +73,37 @@ def score_entry(
     spec = specificity(len(e.compiled))
     # an operator's or the agent's own lesson outranks an LLM's inference of equal standing
     base = (terms.score + w.specificity * spec) * e.trust
-    out = Score(
+    # built unvalidated: every field is a float computed here, and validation cost more than
+    # the ranking itself when a query matched a hundred cards
+    out = Score.model_construct(
         confidence=e.confidence,
         recency=terms.recency,
         use_frequency=terms.use_frequency,
         specificity=spec,
+        text_similarity=None,
         score=base,
     )
     if query is None:
         return out
-    out.text_similarity = overlap(query, e.text)
+    if e.words is None:  # the card's terms, split once per snapshot
+        e.words = term_set(e.text)
+    out.text_similarity = len(query & e.words) / len(query) if query else 0.0
     out.score = (1 - w.text_similarity) * base + w.text_similarity * out.text_similarity
     return out
+
+
+def holds(compiled: Sequence[CompiledPrecondition], context: Any, keys: frozenset[str]) -> bool:
+    """Every precondition holds (as `check` says `held` for each), without building a Check
+    per condition: the wrapper cost several times the CEL evaluation on the hot path."""
+    for c in compiled:
+        if not c.variables <= keys:
+            return False
+        try:
+            if c.program.execute(context) is not True:
+                return False
+        except (RuntimeError, KeyError, TypeError):
+            return False
+    return True
 
 
 def retrieve(
@@ -95,8 +123,12 @@ def retrieve(
     norm = {str(k): normalise_value(v) for k, v in state.items()}
     context = make_context(norm)
     keys = frozenset(norm)
-    candidates = snapshot.candidates({k: state_key(v) for k, v in norm.items()})
-    pool = list(snapshot.entries.values()) if explain else candidates
+    candidates = snapshot.candidates(norm)
+    pool = candidates
+    if explain:
+        found = {id(e) for e in candidates}
+        sample = snapshot.index.sample(norm, limit=NEAR_MISS_SAMPLE + len(candidates))
+        pool = candidates + [e for e in sample if id(e) not in found][:NEAR_MISS_SAMPLE]
     qwords = term_set(query) if query and query.strip() else None
     matches: list[Ranked] = []
     misses: list[tuple[int, Ranked]] = []
@@ -114,7 +146,7 @@ def retrieve(
             else:
                 misses.append((held, ranked))
             continue
-        if all(check(c, context, keys).verdict is Verdict.held for c in e.compiled):
+        if holds(e.compiled, context, keys):
             matches.append(
                 Ranked(e, score_entry(e, now=now, max_uses=snapshot.max_uses, w=w, query=qwords))
             )

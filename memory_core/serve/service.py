@@ -34,14 +34,8 @@ from memory_core.serve.schemas import (
     QueryRequest,
     QueryResult,
 )
-from memory_core.serve.snapshot import (
-    USE_FIELDS,
-    ServedRow,
-    Snapshot,
-    SnapshotCache,
-    row_json,
-    served_row,
-)
+from memory_core.serve.snapshot import USE_FIELDS, ServedRow, Snapshot, row_json, served_row
+from memory_core.serve.snapshot_cache import SnapshotCache
 from memory_core.serve.uses import UseRecorder, use_context
 from memory_core.serve.writes import WriteOperations
 from memory_core.settings import Settings

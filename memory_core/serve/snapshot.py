@@ -1,9 +1,9 @@
-"""The served set of one namespace in memory: active cards, compiled once, indexed by atoms.
+"""The served set of one namespace in memory: active cards, compiled once, indexed by need.
 
-Reads never touch the database: a snapshot is swapped in whole when it is older than the
-refresh interval and the namespace's fingerprint (count, newest update, version sum of its
-active cards) changed. The reload runs in a background thread while readers keep the old
-snapshot, so a nightly run in another process shows up within seconds without a slow query.
+Loaded once per namespace, then kept current from the card change feed (migration 0013): at
+most once per refresh interval, a query first reads the changes numbered above the snapshot's
+watermark and re-reads those cards alone, whatever process changed them. A change is served
+within the interval at any size, without reloading the namespace (snapshot_cache.py).
 """
 
 from __future__ import annotations
@@ -11,24 +11,23 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, col
+from sqlmodel import Session
 
 from memory_core.errors import InvalidPrecondition
-from memory_core.models.card import Card, CardStatus
 from memory_core.preconditions import CompiledPrecondition, compile_stored
 from memory_core.screen.provenance import trust
-from memory_core.serve.atoms import Atom, AtomKey, equality_atoms
+from memory_core.serve.atoms import Need
+from memory_core.serve.changes import Fingerprint, active_rows, last_seq
+from memory_core.serve.index import CardIndex, Stats, build, card_needs, choose
 
-Fingerprint = tuple[int, Any, int]
+LOOKBACK_S = 60.0  # a change committed this long after a later-numbered one is still applied
 
 
 @dataclass(slots=True)
@@ -47,6 +46,11 @@ class Entry:
     broken: bool = False  # a stored precondition no longer compiles: never served
     trust: float = 1.0  # the weight of the card's origin (memory_core.screen.provenance)
     pinned: bool = False  # never withheld by the holdout
+    version: int = 1
+    updated_at: datetime | None = None
+    filed: Need | None = None  # where the index holds it (memory_core.serve.index)
+    indexed: bool = False
+    words: frozenset[str] | None = None  # the content words of text, for free-text queries
 
 
 # A served card as JSON: (the other fields as a JSON object without its closing brace,
@@ -71,30 +75,68 @@ def row_json(row: ServedRow) -> bytes:
 
 @dataclass
 class Snapshot:
-    """Active cards of one namespace with the atom index over them."""
+    """Active cards of one namespace with the index over them, current up to `watermark`."""
 
     namespace: str
     entries: dict[uuid.UUID, Entry]
-    index: dict[str, dict[AtomKey, list[Entry]]]  # variable -> literal -> cards keyed on it
-    unindexed: list[Entry]  # cards without an equality atom: evaluated on every query
-    fingerprint: Fingerprint
+    index: CardIndex
+    stats: Stats
+    watermark: int  # the newest change applied (or there when the cards were read)
     loaded_at: float = field(default_factory=time.monotonic)
-    load_s: float = 0.0  # how long building it took (spaces the rebuilds of a big namespace)
+    checked_at: float = field(default_factory=time.monotonic)  # the last read of the feed
+    verified_at: float = field(default_factory=time.monotonic)  # the last fingerprint check
+    load_s: float = 0.0  # how long building it took (spaces the reloads of a big namespace)
     max_uses: int = 0
-    # served cards as the API shows them, read once per snapshot: a hot card is answered from
-    # memory; the snapshot's replacement (any change to the namespace's cards) drops them
+    stale: bool = False  # written through this process: read the feed before the next query
+    # served cards as the API shows them, read once: a hot card is answered from memory; a
+    # change of the card drops its row
     rows: dict[uuid.UUID, ServedRow] = field(default_factory=dict)
+    # changes applied lately and the watermark per feed read: a transaction that commits after
+    # a later-numbered one is still found within LOOKBACK_S
+    seen: set[int] = field(default_factory=set)
+    marks: list[tuple[float, int]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)  # one writer at a time
 
-    def candidates(self, state_keys: dict[str, AtomKey | None]) -> list[Entry]:
-        """Cards one of whose key atoms the state satisfies, plus the unindexed ones."""
-        out = list(self.unindexed)
-        for var, key in state_keys.items():
-            if key is None:
-                continue
-            by_value = self.index.get(var)
-            if by_value:
-                out.extend(by_value.get(key, ()))
-        return out
+    @property
+    def unindexed(self) -> list[Entry]:
+        """Cards evaluated on every query (they read no variable)."""
+        return self.index.unindexed
+
+    def candidates(self, state: Mapping[str, Any]) -> list[Entry]:
+        """Cards filed under a need the (normalised) state satisfies."""
+        return self.index.candidates(state)
+
+    def low(self, now: float) -> int:
+        """Where the next feed read starts: the watermark as of LOOKBACK_S ago."""
+        while len(self.marks) > 1 and self.marks[1][0] <= now - LOOKBACK_S:
+            self.marks.pop(0)
+        return self.marks[0][1] if self.marks else self.watermark
+
+    def apply(self, changed: Iterable[uuid.UUID], rows: Sequence[Any]) -> None:
+        """Replace, add or drop the changed cards (rows: those still active). Hold `lock`."""
+        fresh = {r.card_id: r for r in rows}
+        for cid in dict.fromkeys(changed):
+            old = self.entries.pop(cid, None)
+            if old is not None and old.indexed:
+                self.index.remove(old)
+            self.rows.pop(cid, None)
+            if (r := fresh.get(cid)) is not None:
+                self._add(entry_of(r))
+
+    def _add(self, e: Entry) -> None:
+        self.entries[e.card_id] = e
+        options = card_needs(e)
+        self.stats.add(options)
+        if not e.broken:
+            self.index.add(e, choose(options, self.stats))
+            e.indexed = True
+        self.max_uses = max(self.max_uses, e.use_count)
+
+    def local_fingerprint(self) -> Fingerprint:
+        """The fingerprint of what is served, to compare with the database's. Hold `lock`."""
+        entries = list(self.entries.values())
+        newest = max((e.updated_at for e in entries if e.updated_at is not None), default=None)
+        return len(entries), newest, sum(e.version for e in entries)
 
 
 def _entry_text(row: Any) -> str:
@@ -103,168 +145,50 @@ def _entry_text(row: Any) -> str:
     return f"{row.scenario} {steps} {modes} {row.value or ''}"
 
 
-def fingerprint(session: Session, namespace: str) -> Fingerprint:
-    """What changes whenever the served set of a namespace changes."""
-    row = session.execute(
-        select(func.count(), func.max(col(Card.updated_at)), func.sum(col(Card.version))).where(
-            col(Card.namespace) == namespace, col(Card.status) == CardStatus.active.value
-        )
-    ).one()
-    return int(row[0]), row[1], int(row[2] or 0)
+def entry_of(r: Any) -> Entry:
+    """A card row as retrieval needs it (changes.COLUMNS)."""
+    try:
+        compiled = tuple(compile_stored(p) for p in r.preconditions)
+        broken = False
+    except InvalidPrecondition:
+        compiled, broken = (), True
+    return Entry(
+        r.card_id,
+        r.kind,
+        r.confidence,
+        r.last_used_at or r.updated_at,
+        r.use_count,
+        r.evidence_count,
+        compiled,
+        r.scenario,
+        _entry_text(r),
+        broken,
+        trust(r.provenance or {}),
+        bool(r.pinned),
+        r.version,
+        r.updated_at,
+    )
 
 
 def load_snapshot(*, engine: Engine, namespace: str) -> Snapshot:
-    """Read and compile a namespace's active cards and build its atom index."""
-    cols: tuple[Any, ...] = (
-        Card.card_id,
-        Card.kind,
-        Card.confidence,
-        Card.last_used_at,
-        Card.updated_at,
-        Card.use_count,
-        Card.evidence_count,
-        Card.preconditions,
-        Card.scenario,
-        Card.action_sequence,
-        Card.failure_modes,
-        Card.value,
-        Card.provenance,
-        Card.pinned,
-    )
+    """Read and compile a namespace's active cards and build the index over them."""
     with Session(engine) as session:
-        fp = fingerprint(session, namespace)
-        rows = session.execute(
-            select(*cols).where(
-                col(Card.namespace) == namespace, col(Card.status) == CardStatus.active.value
-            )
-        ).all()
-    entries: dict[uuid.UUID, Entry] = {}
-    atoms_of: dict[uuid.UUID, list[Atom]] = {}
-    counts: Counter[Atom] = Counter()
-    for r in rows:
-        try:
-            compiled = tuple(compile_stored(p) for p in r.preconditions)
-            broken = False
-        except InvalidPrecondition:
-            compiled, broken = (), True
-        e = Entry(
-            r.card_id,
-            r.kind,
-            r.confidence,
-            r.last_used_at or r.updated_at,
-            r.use_count,
-            r.evidence_count,
-            compiled,
-            r.scenario,
-            _entry_text(r),
-            broken,
-            trust(r.provenance or {}),
-            bool(r.pinned),
-        )
-        entries[e.card_id] = e
-        atoms = list(dict.fromkeys(a for c in compiled for a in equality_atoms(c.source)))
-        atoms_of[e.card_id] = atoms
-        counts.update(atoms)
-    index: dict[str, dict[AtomKey, list[Entry]]] = defaultdict(dict)
-    unindexed: list[Entry] = []
-    for cid, e in entries.items():
-        if e.broken:
-            continue
-        atoms = atoms_of[cid]
-        if not atoms:
-            unindexed.append(e)
-            continue
-        # one atom per card suffices (all must hold); the rarest keeps candidate lists short
-        var, key = min(atoms, key=lambda a: counts[a])
-        index[var].setdefault(key, []).append(e)
+        # the feed's position first: a change made while the cards are read is applied later
+        watermark = last_seq(session)
+        rows = active_rows(session, namespace)
+    entries = {r.card_id: entry_of(r) for r in rows}
+    stats = Stats()
+    for e in entries.values():
+        stats.add(card_needs(e))
+    index = build(entries.values(), stats)
+    for e in entries.values():
+        e.indexed = not e.broken
     return Snapshot(
         namespace,
         entries,
-        dict(index),
-        unindexed,
-        fp,
+        index,
+        stats,
+        watermark,
+        marks=[(time.monotonic(), watermark)],
         max_uses=max((e.use_count for e in entries.values()), default=0),
     )
-
-
-LOAD_SHARE = 0.2  # the most of one core snapshot rebuilds may take over time
-
-
-def _timed_load(loader: Callable[..., Snapshot], engine: Engine, namespace: str) -> Snapshot:
-    started = time.monotonic()
-    snap = loader(engine=engine, namespace=namespace)
-    snap.load_s = time.monotonic() - started
-    return snap
-
-
-class SnapshotCache:
-    """Snapshots per namespace, refreshed in the background when the database changed."""
-
-    def __init__(
-        self,
-        *,
-        engine: Engine,
-        refresh_s: float = 2.0,
-        loader: Callable[..., Snapshot] = load_snapshot,
-    ) -> None:
-        self._engine = engine
-        self._refresh_s = refresh_s
-        self._loader = loader
-        self._snapshots: dict[str, Snapshot] = {}
-        self._lock = threading.Lock()
-        self._refreshing: set[str] = set()
-        self.on_load: Callable[[], None] | None = None  # after a snapshot was loaded
-
-    def get(self, namespace: str) -> Snapshot:
-        """The namespace's snapshot (loaded now the first time, refreshed in the background)."""
-        snap = self._snapshots.get(namespace)
-        if snap is None:
-            with self._lock:
-                snap = self._snapshots.get(namespace)
-                if snap is None:
-                    snap = _timed_load(self._loader, self._engine, namespace)
-                    self._snapshots[namespace] = snap
-                    self._loaded()
-            return snap
-        # a rebuild costs a core for load_s: at most one in LOAD_SHARE of the time goes to it,
-        # so a big namespace that changes all night (decay, consolidation) still gets served
-        if time.monotonic() - snap.loaded_at > max(self._refresh_s, snap.load_s / LOAD_SHARE):
-            self._refresh_later(namespace)
-        return snap
-
-    def ready(self, namespace: str) -> bool:
-        """True when a query of this namespace is answered from memory (no load first)."""
-        return namespace in self._snapshots
-
-    def _loaded(self) -> None:
-        if self.on_load is not None:
-            self.on_load()
-
-    def invalidate(self, namespaces: Sequence[str] | None = None) -> None:
-        """Drop snapshots (after a write through this process): the next read reloads."""
-        with self._lock:
-            for ns in list(self._snapshots) if namespaces is None else namespaces:
-                self._snapshots.pop(ns, None)
-
-    def _refresh_later(self, namespace: str) -> None:
-        with self._lock:
-            if namespace in self._refreshing:
-                return
-            self._refreshing.add(namespace)
-        threading.Thread(target=self._refresh, args=(namespace,), daemon=True).start()
-
-    def _refresh(self, namespace: str) -> None:
-        try:
-            old = self._snapshots.get(namespace)
-            with Session(self._engine) as session:
-                fp = fingerprint(session, namespace)
-            if old is not None and fp == old.fingerprint:
-                old.loaded_at = time.monotonic()  # unchanged: keep it, check again later
-                return
-            snap = _timed_load(self._loader, self._engine, namespace)
-            with self._lock:
-                self._snapshots[namespace] = snap
-            self._loaded()
-        finally:
-            with self._lock:
-                self._refreshing.discard(namespace)

@@ -17,7 +17,7 @@ from memory_core.ingest.store import IngestReport, ingest
 from memory_core.models.card import CardPublic, CardStatus
 from memory_core.serve.keys import Principal
 from memory_core.serve.schemas import CardIn, FeedbackRequest
-from memory_core.serve.snapshot import SnapshotCache
+from memory_core.serve.snapshot_cache import SnapshotCache
 from memory_core.serve.store import store_card
 from memory_core.serve.uses import UseRecorder
 from memory_core.settings import Settings

@@ -1,0 +1,223 @@
+"""Serving at scale: a realistic query mix in process at 5k / 100k (/ 1M) cards beside the floor
+(the index lookup alone) and brute force (every card checked), explain on a share of the
+queries, feedback arriving while queries run, the time from a card's change to being served,
+RSS and cold load; and over HTTP (wrk) the query endpoint against an empty FastAPI endpoint
+returning a body of the same size on the same server stack. Medians of 3 runs, load average
+printed with each. SQLite (the embedded default).
+
+    python bench/scale.py [--sizes 5000 100000] [--queries 2000] [--http-seconds 8]
+
+Writes bench/results/scale.json and scale.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from bench.retrieval_data import pct  # noqa: E402
+from bench.scale_data import seed, states  # noqa: E402
+
+RESULTS = REPO / "bench" / "results"
+EXPLAIN_SHARE = 0.1
+
+
+def load() -> str:
+    """The load average, as `uptime` prints it."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def _rss_mb() -> float:
+    import psutil
+
+    return round(psutil.Process().memory_info().rss / 2**20, 1)
+
+
+def _service(n: int):
+    from memory_core import db
+    from memory_core.serve.keys import create_key
+    from memory_core.serve.service import MemoryService
+    from memory_core.settings import Settings
+
+    settings = Settings(data_dir=Path(tempfile.mkdtemp(prefix="hs-scale-")))
+    db.upgrade(settings)
+    engine = db.make_engine(settings)
+    seed(engine, n)
+    svc = MemoryService(engine=engine, settings=settings)
+    key = create_key(engine=engine, namespace="bench", scopes=["read", "write"])[1]
+    return svc, svc.authenticate(key), engine
+
+
+def _query_run(svc, who, mix: list[dict]) -> dict:
+    """One pass of the mix with feedback arriving every 20 ms from another thread."""
+    from memory_core.serve.schemas import FeedbackRequest, QueryRequest
+
+    rnd = random.Random(3)
+    plain: list[float] = []
+    explained: list[float] = []
+    served: list[uuid.UUID] = []
+    stop = threading.Event()
+
+    def feedback() -> None:
+        while not stop.wait(0.02):
+            if served:
+                cid = served[rnd.randrange(len(served))]
+                svc.feedback(principal=who, card_id=cid, request=FeedbackRequest(outcome="success"))
+
+    fb = threading.Thread(target=feedback)
+    fb.start()
+    try:
+        for q in mix:
+            explain = rnd.random() < EXPLAIN_SHARE
+            req = QueryRequest(task_state=q["task_state"], query=q["query"], explain=explain)
+            t = time.perf_counter()
+            res = svc.query(principal=who, request=req)
+            (explained if explain else plain).append((time.perf_counter() - t) * 1000)
+            served.extend(h.card.card_id for h in res.cards[:1])
+    finally:
+        stop.set()
+        fb.join()
+    return {
+        "p50_ms": statistics.median(plain),
+        "p99_ms": pct(plain, 99),
+        "explain_p50_ms": statistics.median(explained),
+        "explain_p99_ms": pct(explained, 99),
+        "load": load(),
+    }
+
+
+def _floor_and_brute(svc, mix: list[dict]) -> dict:
+    """The index lookup alone, and every card checked, on the same states."""
+    from memory_core.models.columns import utcnow
+    from memory_core.preconditions import make_context, normalise_value
+    from memory_core.serve.retrieval import holds, retrieve
+
+    snap = svc.snapshots.get("bench")
+    floor, cands = [], []
+    for q in mix:
+        norm = {k: normalise_value(v) for k, v in q["task_state"].items()}
+        t = time.perf_counter()
+        found = snap.candidates(norm)
+        floor.append((time.perf_counter() - t) * 1000)
+        cands.append(len(found))
+    brute = []
+    entries = list(snap.entries.values())
+    for q in mix[:30]:
+        norm = {k: normalise_value(v) for k, v in q["task_state"].items()}
+        t = time.perf_counter()
+        ctx, keys = make_context(norm), frozenset(norm)
+        hits = [e for e in entries if holds(e.compiled, ctx, keys)]
+        hits.sort(key=lambda e: -e.confidence)
+        brute.append((time.perf_counter() - t) * 1000)
+    r = retrieve(snapshot=snap, state=mix[0]["task_state"], now=utcnow())
+    return {
+        "floor_p50_ms": round(statistics.median(floor), 3),
+        "floor_p99_ms": round(pct(floor, 99), 3),
+        "brute_p50_ms": round(statistics.median(brute), 1),
+        "brute_p99_ms": round(pct(brute, 99), 1),
+        "mean_candidates": round(statistics.mean(cands), 1),
+        "active_cards": r.active_cards,
+    }
+
+
+def _change_to_served(svc, who, engine, trials: int = 5) -> list[float]:
+    """Seconds from a card archived by another writer (a plain UPDATE, as the nightly run or
+    the CLI makes) to the first query that no longer serves it; queries every 5 ms."""
+    from sqlalchemy import update
+
+    from memory_core.db import session_scope
+    from memory_core.models.card import Card
+    from memory_core.serve.schemas import QueryRequest
+
+    out = []
+    for q in states(200, seed_=99):
+        req = QueryRequest(task_state=q["task_state"], top_k=1, record_use=False)
+        hits = svc.query(principal=who, request=req).cards
+        if not hits:
+            continue
+        cid = hits[0].card.card_id
+        with session_scope(engine) as s:
+            s.execute(update(Card).where(Card.card_id == cid).values(status="archived"))
+        t = time.perf_counter()
+        while any(h.card.card_id == cid for h in svc.query(principal=who, request=req).cards):
+            time.sleep(0.005)
+        out.append(round(time.perf_counter() - t, 3))
+        if len(out) == trials:
+            break
+    return out
+
+
+def in_process(n: int, queries: int, runs: int) -> dict:
+    """The mix at n cards: medians of `runs` passes."""
+    svc, who, engine = _service(n)
+    rss0 = _rss_mb()
+    t = time.perf_counter()
+    svc.snapshots.get("bench")
+    cold = time.perf_counter() - t
+    rss = _rss_mb()
+    svc.start()
+    mix = states(queries)
+    passes = []
+    for _ in range(runs):
+        passes.append(_query_run(svc, who, mix))
+        print(json.dumps({"cards": n, **passes[-1]}), flush=True)
+    out = {
+        "cards": n,
+        "cold_load_s": round(cold, 2),
+        "snapshot_rss_mb": round(rss - rss0, 1),
+        "rss_mb": rss,
+        **{
+            k: round(statistics.median(p[k] for p in passes), 3)
+            for k in ("p50_ms", "p99_ms", "explain_p50_ms", "explain_p99_ms")
+        },
+        **_floor_and_brute(svc, mix[:500]),
+        "change_to_served_s": _change_to_served(svc, who, engine),
+        "whole_reloads": svc.snapshots.reloads,
+        "changes_applied": svc.snapshots.applied,
+        "runs": passes,
+    }
+    out["change_to_served_median_s"] = statistics.median(out["change_to_served_s"])
+    svc.close()
+    print(json.dumps({k: v for k, v in out.items() if k != "runs"}), flush=True)
+    return out
+
+
+def main() -> None:
+    """Run the sizes, then HTTP at 5k; write the JSON and the plot."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", type=int, nargs="+", default=[5000, 100_000])
+    ap.add_argument("--queries", type=int, default=2000)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--http-seconds", type=float, default=8.0)
+    ap.add_argument("--no-http", action="store_true")
+    args = ap.parse_args()
+    print(f"load average before: {load()}", flush=True)
+    result: dict = {"load_before": load(), "sizes": [], "http": None}
+    for n in args.sizes:
+        result["sizes"].append(in_process(n, args.queries, args.runs))
+    if not args.no_http:
+        from bench.scale_http import api_vs_empty
+
+        result["http"] = api_vs_empty(5000, args.http_seconds, runs=args.runs)
+    result["load_after"] = load()
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "scale.json").write_text(json.dumps(result, indent=1))
+    from bench.scale_plot import plot
+
+    plot(result, RESULTS / "scale.png")
+    print(f"load average after: {load()}; wrote {RESULTS / 'scale.json'}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

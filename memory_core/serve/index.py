@@ -1,0 +1,246 @@
+"""The candidate index of one snapshot: each card filed under one need it cannot hold without.
+
+A need (memory_core.serve.atoms) is an equality (or a few alternatives), a numeric range, a
+substring, or, failing those, a variable the state must have. Each card is filed once, under
+its most selective need, so a query looks up the state's variables and evaluates only the
+cards filed under what the state satisfies. Lists are replaced, never changed in place: a
+reader in another thread keeps iterating the list it holds while a change is applied.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left, bisect_right
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from memory_core.serve.atoms import AtomKey, Need, needs, state_key
+
+if TYPE_CHECKING:
+    from memory_core.serve.snapshot import Entry
+
+
+MAX_BINS = 64  # a window wider than this many bins is filed as a one-sided range
+
+
+def card_needs(e: Entry) -> list[Need]:
+    """Every need of a card: its preconditions' needs, a window where a variable is bounded
+    on both sides, then each variable it reads."""
+    out: list[Need] = [n for c in e.compiled for n in needs(c.source)]
+    lows = {n[1]: n[3] for n in out if n[0] == "range" and n[2][0] == ">"}
+    for n in out:
+        if n[0] == "range" and n[2][0] == "<" and n[1] in lows and lows[n[1]] <= n[3]:
+            out.append(("window", n[1], lows[n[1]], n[3]))
+            break
+    out += [("has", v) for v in sorted({v for c in e.compiled for v in c.variables})]
+    return out
+
+
+def _bins(width: float, lo: float, hi: float) -> range:
+    return range(math.floor(lo / width), math.floor(hi / width) + 1)
+
+
+class Stats:
+    """How many cards share each equality and each variable: what makes a need selective."""
+
+    def __init__(self) -> None:
+        self.atoms: Counter[tuple[str, AtomKey]] = Counter()
+
+    def add(self, card: Iterable[Need]) -> None:
+        """Count one card's equalities."""
+        for n in card:
+            if n[0] == "eq":
+                self.atoms.update(n[1])
+
+    def cost(self, need: Need) -> tuple[int, int]:
+        """(shape, cards sharing it): the lower, the fewer queries it lets through. An
+        equality beats a range, a range a substring, a substring a mere variable; among
+        equalities the rarest (its alternatives' cards summed) keeps candidate lists short."""
+        kind = need[0]
+        if kind == "eq":
+            return 0, sum(self.atoms[a] for a in need[1])
+        return {"window": 1, "substring": 2, "range": 3}.get(kind, 4), 0
+
+
+class CardIndex:
+    """Cards by the need they are filed under; `candidates` answers a task state."""
+
+    def __init__(self) -> None:
+        self.eq: dict[str, dict[AtomKey, list[Entry]]] = {}
+        # card needs value > bound ("above") or value < bound ("below"): sorted bounds + cards
+        self.above: dict[str, tuple[list[float], list[Entry]]] = {}
+        self.below: dict[str, tuple[list[float], list[Entry]]] = {}
+        self.substring: dict[str, dict[str, list[Entry]]] = {}
+        # lo <= value <= hi on one variable: fixed-width bins (the first window's width)
+        self.windows: dict[str, tuple[float, dict[int, list[Entry]]]] = {}
+        self.has: dict[str, list[Entry]] = {}
+        self.unindexed: list[Entry] = []  # reads no variable: evaluated on every query
+        self.readers: dict[str, list[Entry]] = {}  # the cards reading each variable (explain)
+        self.spread = 0  # cards filed under equalities of several variables (may repeat)
+
+    def _fit(self, need: Need | None) -> Need | None:
+        """A window too wide for its variable's bins becomes its lower bound (also needed)."""
+        if need is None or need[0] != "window":
+            return need
+        width = self.windows[need[1]][0] if need[1] in self.windows else need[3] - need[2]
+        if len(_bins(max(width, 1.0), need[2], need[3])) <= MAX_BINS:
+            return need
+        return ("range", need[1], ">=", need[2])
+
+    def add(self, e: Entry, need: Need | None) -> None:
+        """File a card under a need (None: evaluated on every query)."""
+        need = self._fit(need)
+        e.filed = need
+        for var in _variables(e):
+            self.readers[var] = [*self.readers.get(var, ()), e]
+        if need is None:
+            self.unindexed = [*self.unindexed, e]
+        elif need[0] == "eq":
+            for var, key in need[1]:
+                by = self.eq.setdefault(var, {})
+                by[key] = [*by.get(key, ()), e]
+            self.spread += len({var for var, _ in need[1]}) > 1
+        elif need[0] == "range":
+            _, var, op, bound = need
+            side = self.above if op[0] == ">" else self.below
+            bounds, cards = side.get(var, ([], []))
+            at = bisect_right(bounds, bound)
+            side[var] = ([*bounds[:at], bound, *bounds[at:]], [*cards[:at], e, *cards[at:]])
+        elif need[0] == "substring":
+            by_text = self.substring.setdefault(need[1], {})
+            by_text[need[2]] = [*by_text.get(need[2], ()), e]
+        elif need[0] == "window":
+            width, bins = self._window(need)
+            for b in _bins(width, need[2], need[3]):
+                bins[b] = [*bins.get(b, ()), e]
+        else:
+            self.has[need[1]] = [*self.has.get(need[1], ()), e]
+
+    def _window(self, need: Need) -> tuple[float, dict[int, list[Entry]]]:
+        width, bins = self.windows.setdefault(need[1], (max(need[3] - need[2], 1.0), {}))
+        return width, bins
+
+    def _fill(self, filed: list[tuple[Entry, Need | None]]) -> None:
+        """Build from scratch (no reader yet): appended in place, ranges sorted once."""
+        ranges: dict[tuple[str, bool], list[tuple[float, int, Entry]]] = {}
+        for i, (e, wanted) in enumerate(filed):
+            e.filed = need = self._fit(wanted)
+            for var in _variables(e):
+                self.readers.setdefault(var, []).append(e)
+            if need is None:
+                self.unindexed.append(e)
+            elif need[0] == "eq":
+                for var, key in need[1]:
+                    self.eq.setdefault(var, {}).setdefault(key, []).append(e)
+                self.spread += len({var for var, _ in need[1]}) > 1
+            elif need[0] == "range":
+                ranges.setdefault((need[1], need[2][0] == ">"), []).append((need[3], i, e))
+            elif need[0] == "substring":
+                self.substring.setdefault(need[1], {}).setdefault(need[2], []).append(e)
+            elif need[0] == "window":
+                width, bins = self._window(need)
+                for b in _bins(width, need[2], need[3]):
+                    bins.setdefault(b, []).append(e)
+            else:
+                self.has.setdefault(need[1], []).append(e)
+        for (var, up), items in ranges.items():
+            items.sort(key=lambda t: (t[0], t[1]))
+            (self.above if up else self.below)[var] = (
+                [b for b, _, _ in items],
+                [e for _, _, e in items],
+            )
+
+    def remove(self, e: Entry) -> None:
+        """Take a card out of the list it was filed in."""
+        need = e.filed
+        for var in _variables(e):
+            self.readers[var] = [x for x in self.readers.get(var, ()) if x is not e]
+        if need is None:
+            self.unindexed = [x for x in self.unindexed if x is not e]
+        elif need[0] == "eq":
+            for var, key in need[1]:
+                by = self.eq.get(var, {})
+                by[key] = [x for x in by.get(key, ()) if x is not e]
+            self.spread -= len({var for var, _ in need[1]}) > 1
+        elif need[0] == "range":
+            side = self.above if need[2][0] == ">" else self.below
+            bounds, cards = side.get(need[1], ([], []))
+            keep = [i for i, x in enumerate(cards) if x is not e]
+            side[need[1]] = ([bounds[i] for i in keep], [cards[i] for i in keep])
+        elif need[0] == "substring":
+            by_text = self.substring.get(need[1], {})
+            by_text[need[2]] = [x for x in by_text.get(need[2], ()) if x is not e]
+        elif need[0] == "window":
+            width, bins = self._window(need)
+            for b in _bins(width, need[2], need[3]):
+                bins[b] = [x for x in bins.get(b, ()) if x is not e]
+        else:
+            self.has[need[1]] = [x for x in self.has.get(need[1], ()) if x is not e]
+
+    def candidates(self, state: Mapping[str, Any]) -> list[Entry]:
+        """Cards filed under a need the (normalised) state satisfies, plus the unindexed."""
+        out = list(self.unindexed)
+        for var, value in state.items():
+            key = state_key(value)
+            by_value = self.eq.get(var)
+            if by_value and key is not None:
+                out.extend(by_value.get(key, ()))
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                if (above := self.above.get(var)) is not None:
+                    out.extend(above[1][: bisect_right(above[0], value)])
+                if (below := self.below.get(var)) is not None:
+                    out.extend(below[1][bisect_left(below[0], value) :])
+                if (window := self.windows.get(var)) is not None:
+                    out.extend(window[1].get(math.floor(value / window[0]), ()))
+            if isinstance(value, str) and (by_text := self.substring.get(var)):
+                for text, cards in list(by_text.items()):
+                    if text in value:
+                        out.extend(cards)
+            out.extend(self.has.get(var, ()))
+        if self.spread:  # a card filed under `a == 1 || b == 2` may have matched twice
+            out = list({id(e): e for e in out}.values())
+        return out
+
+    def sample(self, state: Mapping[str, Any], *, limit: int) -> list[Entry]:
+        """Up to `limit` cards filed under the state's variables whatever the value, then other
+        cards reading them, then any: where an explanation's near misses come from."""
+        out: dict[int, Entry] = {}
+        groups: list[Iterable[Entry]] = []
+        for var in state:
+            groups += list(self.eq.get(var, {}).values())
+            groups += [side[var][1] for side in (self.above, self.below) if var in side]
+            groups += list(self.substring.get(var, {}).values())
+            if var in self.windows:
+                groups += list(self.windows[var][1].values())
+            groups.append(self.has.get(var, ()))
+        groups += [self.readers.get(var, ()) for var in state]
+        # a state with few known variables still gets some: any card, up to the limit
+        groups += list(self.readers.values())
+        for cards in groups:
+            for e in cards:
+                out[id(e)] = e
+                if len(out) >= limit:
+                    return list(out.values())
+        return list(out.values())
+
+
+def _variables(e: Entry) -> set[str]:
+    return {v for c in e.compiled for v in c.variables}
+
+
+def build(entries: Iterable[Entry], stats: Stats) -> CardIndex:
+    """An index over cards whose needs were counted in stats."""
+    index = CardIndex()
+    index._fill([(e, best_need(e, stats)) for e in entries if not e.broken])
+    return index
+
+
+def best_need(e: Entry, stats: Stats) -> Need | None:
+    """The need that lets the fewest queries through (None: the card reads no variable)."""
+    return choose(card_needs(e), stats)
+
+
+def choose(options: list[Need], stats: Stats) -> Need | None:
+    """The cheapest of a card's needs (the index narrows a window too wide for its bins)."""
+    return min(options, key=stats.cost) if options else None

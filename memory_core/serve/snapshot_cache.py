@@ -1,0 +1,189 @@
+"""Snapshots per namespace, kept current from the change feed instead of being reloaded.
+
+A query reads the feed first when its snapshot was last checked more than the refresh interval
+ago (or this process wrote to the namespace since): one indexed read, then the changed cards
+alone. A reload of the whole namespace happens only when the feed cannot be trusted: it was
+pruned past the snapshot's watermark, or the periodic fingerprint check (count, newest update,
+version sum) disagrees with what is served. Reloads run in a background thread.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import SQLAlchemyError
+from sqlmodel import Session
+
+from memory_core.serve.changes import changes_since, fingerprint, first_seq, prune, rows_by_id
+from memory_core.serve.snapshot import Snapshot, load_snapshot
+
+log = logging.getLogger(__name__)
+LOAD_SHARE = 0.2  # the most of one core whole reloads may take over time
+VERIFY_S = 60.0  # how often the served set is compared with the database's fingerprint
+PRUNE_S = 600.0  # how often the feed is pruned
+
+
+_gc_lock = threading.Lock()
+_gc_holds = 0
+
+
+@contextmanager
+def _no_full_collections() -> Iterator[None]:
+    """Pause the cycle collector while a snapshot is built: the rows read allocate so many
+    containers that full collections ran again and again, each holding the GIL (and so the
+    event loop) 0.3-1.7 s at 20k cards. Nested across threads: the last one out resumes it."""
+    global _gc_holds
+    with _gc_lock:
+        _gc_holds += 1
+        gc.disable()
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_holds -= 1
+            if _gc_holds == 0:
+                gc.enable()
+
+
+def _timed_load(loader: Callable[..., Snapshot], engine: Engine, namespace: str) -> Snapshot:
+    started = time.monotonic()
+    with _no_full_collections():
+        snap = loader(engine=engine, namespace=namespace)
+    snap.load_s = time.monotonic() - started
+    return snap
+
+
+class SnapshotCache:
+    """Snapshots per namespace: loaded on first use, then changed card by card."""
+
+    def __init__(
+        self,
+        *,
+        engine: Engine,
+        refresh_s: float = 1.0,
+        loader: Callable[..., Snapshot] = load_snapshot,
+        verify_s: float = VERIFY_S,
+    ) -> None:
+        self._engine = engine
+        self._refresh_s = refresh_s
+        self._verify_s = verify_s
+        self._loader = loader
+        self._snapshots: dict[str, Snapshot] = {}
+        self._lock = threading.Lock()
+        self._background: set[str] = set()
+        self._pruned_at = time.monotonic()
+        self.on_load: Callable[[], None] | None = None  # after a snapshot was loaded
+        self.applied = 0  # changed cards applied (for tests and /metrics)
+        self.reloads = 0  # whole reloads after the first load
+
+    def get(self, namespace: str) -> Snapshot:
+        """The namespace's snapshot: loaded now the first time, brought up to date from the
+        feed when it was last checked more than the refresh interval ago."""
+        snap = self._snapshots.get(namespace)
+        if snap is None:
+            with self._lock:
+                snap = self._snapshots.get(namespace)
+                if snap is None:
+                    snap = _timed_load(self._loader, self._engine, namespace)
+                    self._snapshots[namespace] = snap
+                    self._loaded()
+            return snap
+        now = time.monotonic()
+        due = snap.stale or now - snap.checked_at >= self._refresh_s
+        # one caller reads the feed, the others serve what is there meanwhile; after a write
+        # through this process every caller waits for it (read your writes)
+        if due and snap.lock.acquire(blocking=snap.stale):
+            try:
+                self._catch_up(snap)
+            except SQLAlchemyError as exc:  # the database is down: serve what we have
+                log.warning("reading the card change feed failed: %s", exc)
+            finally:
+                snap.lock.release()
+        if now - snap.verified_at >= self._verify_s:
+            self._background_task(namespace, self._verify)
+        return snap
+
+    def ready(self, namespace: str) -> bool:
+        """True when a query of this namespace is answered from memory (no load first)."""
+        return namespace in self._snapshots
+
+    def invalidate(self, namespaces: Sequence[str] | None = None) -> None:
+        """After a write through this process: the next read applies the feed first."""
+        for ns in list(self._snapshots) if namespaces is None else namespaces:
+            snap = self._snapshots.get(ns)
+            if snap is not None:
+                snap.stale = True
+
+    def _loaded(self) -> None:
+        if self.on_load is not None:
+            self.on_load()
+
+    def _catch_up(self, snap: Snapshot) -> None:
+        """Apply the changes numbered above the lookback's start not applied yet. Hold lock."""
+        now = time.monotonic()
+        low = snap.low(now)
+        with Session(self._engine) as session:
+            feed = changes_since(session, snap.namespace, low)
+            new = [(s, c) for s, c in feed if s not in snap.seen]
+            if first_seq(session) > low + 1:  # pruned past us: changes may be lost
+                self._background_task(snap.namespace, self._reload)
+            ids = list(dict.fromkeys(c for _, c in new))
+            rows = rows_by_id(session, snap.namespace, ids) if ids else []
+        snap.apply(ids, rows)
+        self.applied += len(ids)
+        snap.seen = {s for s in snap.seen if s > low} | {s for s, _ in new}
+        snap.watermark = max([snap.watermark, *(s for s, _ in new)])
+        snap.marks.append((now, snap.watermark))
+        snap.checked_at, snap.stale = now, False
+        if now - self._pruned_at > PRUNE_S:
+            self._pruned_at = now
+            self._background_task("", lambda _ns: prune(self._engine))
+
+    def _verify(self, namespace: str) -> None:
+        """Compare the served set with the database; reload when the feed missed a change."""
+        snap = self._snapshots.get(namespace)
+        if snap is None:
+            return
+        with snap.lock:
+            self._catch_up(snap)
+            with Session(self._engine) as session:
+                expected = fingerprint(session, namespace)
+            served = snap.local_fingerprint()
+            snap.verified_at = time.monotonic()
+        if served != expected:
+            log.warning("snapshot of %s differs from the database: reloading", namespace)
+            self._reload(namespace)
+
+    def _reload(self, namespace: str) -> None:
+        old = self._snapshots.get(namespace)
+        # a reload costs a core for load_s: at most one in LOAD_SHARE of the time goes to it
+        if old is not None and time.monotonic() - old.loaded_at < old.load_s / LOAD_SHARE:
+            return
+        snap = _timed_load(self._loader, self._engine, namespace)
+        with self._lock:
+            self._snapshots[namespace] = snap
+        self.reloads += 1
+        self._loaded()
+
+    def _background_task(self, key: str, task: Callable[[str], object]) -> None:
+        with self._lock:
+            if key in self._background:
+                return
+            self._background.add(key)
+
+        def run() -> None:
+            try:
+                task(key)
+            except SQLAlchemyError as exc:
+                log.warning("snapshot upkeep of %r failed: %s", key, exc)
+            finally:
+                with self._lock:
+                    self._background.discard(key)
+
+        threading.Thread(target=run, name=f"snapshot-{key}", daemon=True).start()

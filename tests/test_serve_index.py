@@ -1,0 +1,99 @@
+"""The candidate index: every shape of precondition is filed under a need, and the cards a
+state makes candidates always include every card that holds (checked against brute force)."""
+
+from __future__ import annotations
+
+import random
+import uuid
+
+from memory_core.models.columns import utcnow
+from memory_core.preconditions import compile_all, make_context, normalise_value
+from memory_core.serve.atoms import needs
+from memory_core.serve.index import Stats, build, card_needs
+from memory_core.serve.retrieval import holds
+from memory_core.serve.snapshot import Entry
+
+
+def _entry(pre: list[str]) -> Entry:
+    compiled = tuple(compile_all(pre))
+    now = utcnow()
+    return Entry(uuid.uuid4(), "experience", 0.5, now, 0, 1, compiled, "s", "s")
+
+
+def test_needs_of_every_shape() -> None:
+    assert needs('tool in ["a", "b"]') == (("eq", (("tool", ("s", "a")), ("tool", ("s", "b")))),)
+    assert needs('tool == "a" || last_tool == "b"') == (
+        ("eq", (("tool", ("s", "a")), ("last_tool", ("s", "b")))),
+    )
+    assert needs('tool == "a" || retry_count > 1') == ()  # one branch has no equality
+    assert needs("3 <= retry_count") == (("range", "retry_count", ">=", 3.0),)
+    assert needs('last_error.contains("time out")') == (("substring", "last_error", "time out"),)
+    assert needs('!last_error.contains("x")') == ()
+    assert needs('x ? tool == "a" : true') == ()
+    both = _entry(["latency_ms >= 100 && latency_ms < 400"])
+    assert ("window", "latency_ms", 100.0, 400.0) in card_needs(both)
+
+
+SHAPES = [
+    lambda r: [f'tool == "t{r.randrange(5)}"', f"retry_count >= {r.randrange(4)}"],
+    lambda r: [f'tool in ["t{r.randrange(5)}", "t{r.randrange(5)}"]'],
+    lambda r: [f'tool == "t{r.randrange(5)}" || last_tool == "t{r.randrange(5)}"'],
+    lambda r: [f"retry_count > {r.randrange(4)}", f"latency_ms < {r.randrange(1000)}"],
+    lambda r: [f"latency_ms >= {(lo := r.randrange(900))} && latency_ms <= {lo + 50}"],
+    lambda r: [f"latency_ms >= {(lo := r.randrange(500))} && latency_ms < {lo + 5000}"],
+    lambda r: [f'last_error.contains("e{r.randrange(6)}")'],
+    lambda r: [f'last_error.endsWith("e{r.randrange(6)}") && tool == "t{r.randrange(5)}"'],
+    lambda r: ['tool == "t1" ? retry_count > 1 : true'],
+    lambda r: ["true"],
+]
+
+
+def test_candidates_include_every_card_that_holds_and_few_more() -> None:
+    rnd = random.Random(5)
+    entries = [_entry(SHAPES[i % len(SHAPES)](rnd)) for i in range(2000)]
+    stats = Stats()
+    for e in entries:
+        stats.add(card_needs(e))
+    index = build(entries, stats)
+    kinds = {e.filed[0] if e.filed else None for e in entries}
+    assert {"eq", "range", "window", "substring", "has", None} <= kinds
+    total = 0
+    for _ in range(300):
+        state = {
+            "tool": f"T{rnd.randrange(6)}",
+            "last_tool": f"t{rnd.randrange(6)}",
+            "retry_count": rnd.choice([0, 1, 2, 3, 2.0, "2"]),
+            "latency_ms": rnd.choice([rnd.randrange(1200), rnd.random() * 1000]),
+            "last_error": f"err e{rnd.randrange(7)}",
+        }
+        for drop in rnd.sample(sorted(state), rnd.randrange(3)):
+            state.pop(drop)
+        norm = {k: normalise_value(v) for k, v in state.items()}
+        ctx, keys = make_context(norm), frozenset(norm)
+        held = {e.card_id for e in entries if holds(e.compiled, ctx, keys)}
+        found = index.candidates(norm)
+        assert len(found) == len({e.card_id for e in found})  # no card twice
+        assert held <= {e.card_id for e in found}, state
+        total += len(found)
+    assert total / 300 < len(entries) / 2  # narrowed, not every card
+
+
+def test_changes_keep_the_index_exact() -> None:
+    rnd = random.Random(9)
+    entries = [_entry(SHAPES[i % len(SHAPES)](rnd)) for i in range(200)]
+    stats = Stats()
+    for e in entries:
+        stats.add(card_needs(e))
+    index = build(entries, stats)
+    for e in entries[:100]:
+        index.remove(e)
+    for e in entries[:50]:
+        index.add(e, min(card_needs(e), key=stats.cost, default=None))
+    live = entries[:50] + entries[100:]
+    for lat in (0, 120, 480, 960, 5000):
+        norm = {"tool": "t1", "last_tool": "t2", "retry_count": 2, "latency_ms": lat}
+        norm["last_error"] = "e3"
+        ctx, keys = make_context(norm), frozenset(norm)
+        found = {e.card_id for e in index.candidates(norm)}
+        assert found <= {e.card_id for e in live}  # removed cards are gone
+        assert {e.card_id for e in live if holds(e.compiled, ctx, keys)} <= found

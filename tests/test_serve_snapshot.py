@@ -1,0 +1,96 @@
+"""Snapshots follow the card change feed: a changed, new, archived or superseded card is served
+as it now is without reloading the namespace, in either database, one namespace at a time."""
+
+from __future__ import annotations
+
+import time
+
+from sqlmodel import Session
+
+from memory_core.db import session_scope
+from memory_core.models.card import Card
+from memory_core.models.columns import utcnow
+from memory_core.serve.changes import prune
+from memory_core.serve.retrieval import retrieve
+from memory_core.serve.snapshot_cache import SnapshotCache
+from tests.helpers.serve import add_card
+
+
+def _served(cache: SnapshotCache, namespace: str, state: dict) -> set[str]:
+    snap = cache.get(namespace)
+    found = retrieve(snapshot=snap, state=state, now=utcnow(), top_k=50).matches
+    return {m.entry.scenario for m in found}
+
+
+def _edit(engine, card_id, **fields) -> None:
+    """A change made by another process (the nightly run, the CLI): straight to the database."""
+    with session_scope(engine) as s:
+        card = s.get(Card, card_id)
+        assert card is not None
+        for k, v in fields.items():
+            setattr(card, k, v)
+        card.version += 1
+        card.updated_at = utcnow()
+
+
+def test_changed_new_archived_and_superseded_cards_are_applied_not_reloaded(engine) -> None:
+    a1 = add_card(engine, scenario="a1", preconditions=['tool == "search"'])
+    a2 = add_card(engine, scenario="a2", preconditions=['tool == "search"', "retry_count > 1"])
+    a3 = add_card(engine, scenario="a3", preconditions=['error.contains("timeout")'])
+    add_card(engine, namespace="team-b", scenario="b1", preconditions=['tool == "search"'])
+    cache = SnapshotCache(engine=engine, refresh_s=0.0)
+    search = {"tool": "search", "retry_count": 2, "error": "read timeout"}
+    fetch = {"tool": "fetch", "retry_count": 0}
+    assert _served(cache, "team-a", search) == {"a1", "a2", "a3"}
+    assert _served(cache, "team-b", search) == {"b1"}
+    first_a, first_b = cache.get("team-a"), cache.get("team-b")
+
+    _edit(engine, a1.card_id, preconditions=['tool in ["fetch", "get"]'])  # changed
+    a4 = add_card(engine, scenario="a4", preconditions=['tool == "search" || tool == "fetch"'])
+    _edit(engine, a2.card_id, status="archived")  # archived
+    a5 = add_card(engine, scenario="a5", preconditions=['error.contains("timeout")'])
+    _edit(engine, a3.card_id, status="superseded", superseded_by=a5.card_id)
+
+    assert _served(cache, "team-a", search) == {"a4", "a5"}
+    assert _served(cache, "team-a", fetch) == {"a1", "a4"}
+    snap = cache.get("team-a")
+    assert snap is first_a and cache.reloads == 0  # applied card by card
+    assert set(snap.entries) == {a1.card_id, a4.card_id, a5.card_id}
+    assert cache.applied == 5
+    # the other namespace read only its own feed: nothing changed there
+    assert cache.get("team-b") is first_b and len(first_b.entries) == 1
+    assert _served(cache, "team-b", search) == {"b1"}
+    # the served set agrees with the database's fingerprint (what the periodic check compares)
+    from memory_core.serve.changes import fingerprint
+
+    with Session(engine) as s:
+        assert snap.local_fingerprint() == fingerprint(s, "team-a")
+    assert a4.card_id in snap.entries
+
+
+def test_changes_wait_for_the_refresh_interval_unless_written_here(engine) -> None:
+    a1 = add_card(engine, scenario="a1", preconditions=['tool == "search"'])
+    cache = SnapshotCache(engine=engine, refresh_s=3600.0)
+    assert _served(cache, "team-a", {"tool": "search"}) == {"a1"}
+    _edit(engine, a1.card_id, status="archived")
+    assert _served(cache, "team-a", {"tool": "search"}) == {"a1"}  # within the interval
+    cache.invalidate(["team-a"])  # a write through this process: read the feed first
+    assert _served(cache, "team-a", {"tool": "search"}) == set()
+
+
+def test_a_feed_pruned_past_the_snapshot_reloads_it(engine) -> None:
+    cards = [add_card(engine, scenario=f"c{i}", preconditions=['tool == "x"']) for i in range(3)]
+    cache = SnapshotCache(engine=engine, refresh_s=0.0)
+    first = cache.get("team-a")
+    for c in cards:
+        _edit(engine, c.card_id, confidence=0.9)
+    for c in cards:
+        _edit(engine, c.card_id, confidence=0.8)
+    assert prune(engine, keep=1) > 0  # the changes the snapshot has not read are gone
+    cache.get("team-a")
+    deadline = time.monotonic() + 10
+    while cache.get("team-a") is first and time.monotonic() < deadline:
+        time.sleep(0.02)
+    snap = cache.get("team-a")
+    assert snap is not first and cache.reloads == 1
+    assert {e.confidence for e in snap.entries.values()} == {0.8}
