@@ -71,6 +71,17 @@ def _regenerator(settings: Settings) -> Any:
     return llm_regenerator(llm) if llm is not None else None
 
 
+_DECAY_SUMMED = (
+    "decayed",
+    "archived_unused",
+    "archived_cap",
+    "harmful_to_review",
+    "faded_no_effect",
+    "skipped",
+    "uses_pruned",
+)
+
+
 class DecaySummary(BaseModel):
     """What one decay run changed (dry run: would change, with the plan listed)."""
 
@@ -86,6 +97,30 @@ class DecaySummary(BaseModel):
     skipped_ids: list[uuid.UUID] = []  # the first of them, by id (capped)
     changes: list[Change] = []
     uses_pruned: int = 0
+    # several workers: the namespaces this run decayed (with the cards it changed in each),
+    # and those another run held meanwhile
+    ran: dict[str, int] = {}
+    elsewhere: list[str] = []
+
+    def changed(self) -> int:
+        """Cards this run changed."""
+        return (
+            self.decayed
+            + self.archived_unused
+            + self.archived_cap
+            + self.harmful_to_review
+            + self.faded_no_effect
+        )
+
+    def add(self, other: DecaySummary) -> None:
+        """Count another namespace's run in."""
+        for name in _DECAY_SUMMED:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.run_id = self.run_id or other.run_id
+        self.now = other.now or self.now
+        self.skipped_ids = [*self.skipped_ids, *other.skipped_ids][:50]
+        self.changes = [*self.changes, *other.changes]
+        self.ran = {**self.ran, **other.ran}
 
 
 def decay_run(
