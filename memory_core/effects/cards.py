@@ -58,9 +58,12 @@ def effects_of(
         col(Card.served_successes),
         col(Card.withheld_outcomes),
         col(Card.withheld_successes),
-    ).where(col(Card.namespace) == namespace, col(Card.card_id).in_(list(card_ids)))
+        col(Card.namespace),
+    ).where(col(Card.card_id).in_(list(card_ids)))
     with Session(engine) as session:
-        rows = session.execute(q).all()
+        # by primary key alone: with the namespace in the WHERE, SQLite (no statistics) read
+        # the whole namespace through its (namespace, status) index, 90 ms at 100k cards
+        rows = [r for r in session.execute(q).all() if r.namespace == namespace]
     return {
         r.card_id: estimate(
             served_uses=r.served_outcomes,

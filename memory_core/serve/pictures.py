@@ -28,16 +28,18 @@ def counts(*, engine: Engine, namespace: str) -> Counts:
     out = Counts()
     bucket = cast(col(Card.confidence) * 10, Integer)
     with Session(engine) as session:
-        # one pass over the namespace (statuses and active buckets together): at 100k cards
-        # each pass is most of the page's time
-        for status, b, n in session.execute(
-            select(col(Card.status), bucket, func.count())
+        for status, n in session.execute(
+            select(col(Card.status), func.count())
             .where(col(Card.namespace) == namespace)
-            .group_by(col(Card.status), bucket)
+            .group_by(col(Card.status))
         ):
-            out.by_status[str(status)] = out.by_status.get(str(status), 0) + int(n)
-            if status == "active":
-                out.confidence[min(max(int(b), 0), 9)] += int(n)
+            out.by_status[str(status)] = int(n)
+        for b, n in session.execute(
+            select(bucket, func.count())
+            .where(col(Card.namespace) == namespace, col(Card.status) == "active")
+            .group_by(bucket)
+        ):
+            out.confidence[min(max(int(b), 0), 9)] += int(n)
     return out
 
 
