@@ -3,18 +3,48 @@
 from __future__ import annotations
 
 from prefect import flow
+from sqlmodel import Session, col, select
 
 from flows.naming import run_name, thread_runner
 from flows.params import DecayFlowParams
 from memory_core.decay import DecayParams, DecayReport
+from memory_core.leases import each_leased
+from memory_core.models.card import Card
 from memory_core.settings import Settings
 from tasks.decay import decay_task
+from tasks.runtime import engine_for
 
 
 def decay_params(params: DecayFlowParams, settings: Settings) -> DecayParams:
     """The run's rules: the ones given, else the settings'; plus dry run and clock."""
     rules = params.rules or settings.decay
     return DecayParams(**rules.model_dump(), dry_run=params.dry_run, now=params.now)
+
+
+def card_namespaces(settings: Settings) -> list[str]:
+    """Namespaces that hold cards (of any status)."""
+    with Session(engine_for(settings)) as session:
+        return sorted(session.execute(select(col(Card.namespace)).distinct()).scalars())
+
+
+def run_decay(params: DecayFlowParams, settings: Settings) -> DecayReport:
+    """Decay each namespace whose lease this worker gets: several workers running this at
+    once split the namespaces (memory_core.leases); a dry run plans all of them in one pass."""
+    rules = decay_params(params, settings)
+    if params.dry_run:
+        return decay_task(rules, params.namespace, settings)
+    names = [params.namespace] if params.namespace else card_namespaces(settings)
+    total = DecayReport()
+
+    def one(ns: str) -> None:
+        part = decay_task(rules, ns, settings)
+        part.ran = {ns: part.total}
+        total.add(part)
+
+    _, total.elsewhere = each_leased(
+        engine=engine_for(settings), stage="decay", namespaces=names, run=one
+    )
+    return total
 
 
 @flow(
@@ -25,5 +55,4 @@ def decay_params(params: DecayFlowParams, settings: Settings) -> DecayParams:
 )
 def decay(params: DecayFlowParams = DecayFlowParams()) -> DecayReport:
     """Fade unused cards, archive cold ones and those over the cap (or, dry, list the plan)."""
-    settings = Settings()
-    return decay_task(decay_params(params, settings), params.namespace, settings)
+    return run_decay(params, Settings())

@@ -13,7 +13,7 @@ from prefect.client.schemas.objects import State
 from pydantic import BaseModel
 
 from flows.consolidate import run_consolidate
-from flows.decay import decay_params
+from flows.decay import run_decay
 from flows.naming import run_name, thread_runner
 from flows.params import NightlyParams
 from flows.report import publish_summary
@@ -21,7 +21,6 @@ from flows.retrospect import run_retrospect
 from flows.stages import RunOutcome, count_dead_letters, final_state, redrive_if_retry, stage
 from flows.summary import NightlySummary
 from memory_core.settings import Settings
-from tasks.decay import decay_task
 from tasks.facts import facts_task
 from tasks.ingest import ingest_source
 from tasks.validate import validate_task
@@ -66,7 +65,7 @@ def run_nightly(params: NightlyParams, settings: Settings) -> NightlySummary:
     # last: the cap ranks the set that validation just grew
     s.decay = stage(
         "decay",
-        lambda: decay_task(decay_params(params.decay, settings), params.decay.namespace, settings),
+        lambda: run_decay(params.decay, settings),
         s.decay,
         out,
     )

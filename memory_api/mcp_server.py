@@ -16,6 +16,7 @@ from mcp.types import ToolAnnotations
 from pydantic import Field, ValidationError
 
 from memory_core.decay.feedback import Feedback
+from memory_core.effects.cards import judged
 from memory_core.errors import HindsightError
 from memory_core.facts.search import FactHit
 from memory_core.facts.store import FactIn
@@ -127,7 +128,9 @@ def create_mcp(
         ctx: Context, limit: Annotated[int, Field(ge=1, le=200)] = 10
     ) -> list[CardPublic]:
         """The most recently learnt or changed experience cards of this namespace."""
-        return call(ctx, lambda who: service.recent(principal=who, limit=limit))
+        rules = service.settings.decay.effects  # the configured rules judge each effect
+        cards = call(ctx, lambda who: service.recent(principal=who, limit=limit))
+        return [judged(c, rules) for c in cards]
 
     @mcp.tool(annotations=READ)
     def memory_search(

@@ -9,9 +9,10 @@ from memory_core.screen.provenance import origin_of
 
 if TYPE_CHECKING:
     from memory_core.models.card import Card, CardPublic
+    from memory_core.settings import EffectRules
 
 
-def card_row(c: Card | CardPublic) -> list[object]:
+def card_row(c: Card | CardPublic, rules: EffectRules | None = None) -> list[object]:
     return [
         str(c.card_id)[:8],
         c.status,
@@ -21,24 +22,29 @@ def card_row(c: Card | CardPublic) -> list[object]:
         c.scenario,
         "\n".join(c.preconditions) or "(always)",
         " → ".join(a.get("tool", "") for a in c.action_sequence),
-        verdict(c),
+        verdict(c, rules),
     ]
 
 
-def verdict(c: Card | CardPublic) -> str:
-    """The measured effect's verdict (memory_core.effects), '-' before any outcome in an arm."""
+def verdict(c: Card | CardPublic, rules: EffectRules | None = None) -> str:
+    """The measured effect's verdict under these rules (the configured ones, memory_core.effects),
+    '-' before any outcome in an arm."""
+    from memory_core.effects.estimate import estimate
     from memory_core.models.card import CardPublic
 
     if isinstance(c, CardPublic):
         e = c.effect
-    else:
-        from memory_core.effects.estimate import estimate
+        if e is not None and rules is not None:
+            from memory_core.effects.cards import rescored
 
+            e = rescored(e, rules)
+    else:
         e = estimate(
             served_uses=c.served_outcomes,
             served_successes=c.served_successes,
             withheld_uses=c.withheld_outcomes,
             withheld_successes=c.withheld_successes,
+            rules=rules,
         )
     if e is None or e.difference is None:
         return "-"
@@ -59,11 +65,13 @@ COLUMNS = [
 
 
 def columns_and_rows(
-    cards: Sequence[Card | CardPublic], lead: list[list[object]] | None = None
+    cards: Sequence[Card | CardPublic],
+    lead: list[list[object]] | None = None,
+    rules: EffectRules | None = None,
 ) -> tuple[list[str], list[list[object]]]:
     """The table's columns and rows; the effect column only once a listed card has one (a
     column of dashes would squeeze the scenario)."""
-    rows = [[*(lead[i] if lead else []), *card_row(c)] for i, c in enumerate(cards)]
+    rows = [[*(lead[i] if lead else []), *card_row(c, rules)] for i, c in enumerate(cards)]
     if any(r[-1] != "-" for r in rows):
         return COLUMNS, rows
     return COLUMNS[:-1], [r[:-1] for r in rows]

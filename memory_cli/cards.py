@@ -17,13 +17,17 @@ from memory_core.errors import InvalidInput
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
+    from memory_core.settings import EffectRules
+
 
 app = typer.Typer(help="Inspect and query experience cards.", no_args_is_help=True)
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
 NamespaceOpt = Annotated[str | None, typer.Option(help="namespace (default: the setting)")]
 
 
-def show_cards_table(engine: Engine, namespace: str, *, title: str, limit: int) -> None:
+def show_cards_table(
+    engine: Engine, namespace: str, *, title: str, limit: int, rules: EffectRules | None = None
+) -> None:
     """Print the most recently updated cards of a namespace."""
     from sqlmodel import Session
 
@@ -32,7 +36,7 @@ def show_cards_table(engine: Engine, namespace: str, *, title: str, limit: int) 
     with Session(engine) as session:
         cards = list_cards(session=session, namespace=namespace, limit=limit)
         total = count_cards(session=session, namespace=namespace)
-    columns, rows = columns_and_rows(list(cards))
+    columns, rows = columns_and_rows(list(cards), rules=rules)
     table(f"{title}: {shown_of(len(cards), total)}", columns, rows)
     if len(cards) < total:
         ns = "" if namespace == "default" else f" --namespace {namespace}"
@@ -78,9 +82,9 @@ def list_cmd(
                 min_confidence=min_confidence,
             )
         if fmt is Format.json:
-            print_json([to_public(c) for c in cards])
+            print_json([to_public(c, rules=settings.decay.effects) for c in cards])
             return
-        columns, rows = columns_and_rows(list(cards))
+        columns, rows = columns_and_rows(list(cards), rules=settings.decay.effects)
         table(f"cards in {ns!r}: {shown_of(len(cards), total, offset)}", columns, rows)
         if offset + len(cards) < total:
             console.print(f"next page: --offset {offset + len(cards)} (or --limit {total})")
@@ -97,7 +101,12 @@ def show(card_id: str, namespace: NamespaceOpt = None, fmt: FormatOpt = Format.t
         settings, engine = load()
         cid = ids.card_id(card_id, engine=engine)
         with Session(engine) as session:
-            card = get_card(session=session, namespace=namespace or settings.namespace, card_id=cid)
+            card = get_card(
+                session=session,
+                namespace=namespace or settings.namespace,
+                card_id=cid,
+                rules=settings.decay.effects,
+            )
         if fmt is Format.json:
             print_json(card)
             return
@@ -149,7 +158,17 @@ def query(
             .cards
         )
         if fmt is Format.json:
-            print_json([h.model_dump(mode="json", exclude={"use_id"}) for h in hits])
+            from memory_core.effects.cards import judged
+
+            rules = settings.decay.effects
+            print_json(
+                [
+                    h.model_copy(update={"card": judged(h.card, rules)}).model_dump(
+                        mode="json", exclude={"use_id"}
+                    )
+                    for h in hits
+                ]
+            )
             return
         from sqlmodel import Session
 
@@ -160,7 +179,9 @@ def query(
                 session=session, namespace=namespace or settings.namespace, statuses=["active"]
             )
         columns, rows = columns_and_rows(
-            [h.card for h in hits], lead=[[f"{h.score.score:.3f}"] for h in hits]
+            [h.card for h in hits],
+            lead=[[f"{h.score.score:.3f}"] for h in hits],
+            rules=settings.decay.effects,
         )
         table(f"{len(hits)} matching card(s) of {active} active", ["score", *columns], rows)
         if explain:

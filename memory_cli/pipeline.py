@@ -100,7 +100,13 @@ def nightly(
             f"{d.archived_cap} archived over the cap"
         )
         ns = namespace or settings.namespace
-        cards_cmd.show_cards_table(engine, ns, title=f"cards in namespace {ns!r}", limit=20)
+        cards_cmd.show_cards_table(
+            engine,
+            ns,
+            title=f"cards in namespace {ns!r}",
+            limit=20,
+            rules=settings.decay.effects,
+        )
         with Session(engine) as session:
             state = example_state(session=session, namespace=ns) or {"tool": "<tool name>"}
         ns_opt = "" if ns == settings.namespace else f" --namespace {shlex.quote(ns)}"

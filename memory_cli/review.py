@@ -51,7 +51,7 @@ def list_cmd(
         ns = namespace or settings.namespace
         cards = review_queue(engine=engine, namespace=ns, limit=limit, quarantined=quarantined)
         if fmt is Format.json:
-            print_json([to_public(c) for c in cards])
+            print_json([to_public(c, rules=settings.decay.effects) for c in cards])
             return
         statuses = ["review", *(["quarantined"] if quarantined else [])]
         with Session(engine) as session:
@@ -90,6 +90,7 @@ def show(card_id: str, namespace: NamespaceOpt = None) -> None:
                     session=session,
                     namespace=namespace or settings.namespace,
                     card_id=ids.card_id(card_id, engine=engine),
+                    rules=settings.decay.effects,
                 )
             )
 

@@ -40,7 +40,9 @@ def test_decay_flow_plans_then_applies_and_names_its_run(flow_env, engine) -> No
             flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[run.id]))
         )
     assert run.name.startswith("decay all ")
-    assert [t.name for t in tasks] == ["decay all namespaces"]
+    # one task per namespace, each under the run's lease on it (memory_core.leases)
+    assert [t.name for t in tasks] == ["decay default"]
+    assert done.ran == {"default": 5} and done.elsewhere == []
     again = decay(DecayFlowParams(now=NOW, rules=rules))
     assert (again.decayed, again.archived_unused, again.archived_cap) == (0, 0, 0)
 

@@ -26,12 +26,18 @@ def _setting_names() -> set[str]:
 def test_compose_services_health_volumes_and_settings() -> None:
     compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
     services = compose["services"]
-    assert {"postgres", "qdrant", "prefect-server", "worker", "api", "mcp"} <= set(services)
-    for name, svc in services.items():  # every service says when it is healthy
-        assert svc["healthcheck"]["test"], name
+    assert {"postgres", "qdrant", "prefect-server", "setup", "worker", "api", "mcp"} <= set(
+        services
+    )
+    # one-shot services (the setup: migrate, deploy) end; the others say when they are healthy
+    once = {name for name, svc in services.items() if svc.get("restart") == "no"}
+    assert once == {"setup"}
+    for name, svc in services.items():
+        assert name in once or svc["healthcheck"]["test"], name
     for name, svc in services.items():
         for dep, cond in (svc.get("depends_on") or {}).items():
-            assert dep in services and cond["condition"] == "service_healthy", (name, dep)
+            wanted = "service_completed_successfully" if dep in once else "service_healthy"
+            assert dep in services and cond["condition"] == wanted, (name, dep)
         for vol in svc.get("volumes", []):
             source = vol.split(":", 1)[0]
             if not source.startswith("."):
@@ -58,10 +64,15 @@ def test_compose_runs_what_the_code_expects() -> None:
     assert prefect_db.startswith("postgresql+asyncpg://") and "@postgres:" in prefect_db
     assert services["api"]["command"][0] == "serve"
     assert services["mcp"]["command"][:2] == ["mcp", "--http"]
+    setup = " ".join(services["setup"]["command"])
+    assert "hindsight db upgrade" in setup and "hindsight deploy" in setup
     worker = " ".join(services["worker"]["command"])
-    assert "hindsight db upgrade" in worker and "hindsight deploy" in worker
-    assert "--pool hindsight-process" in worker
+    assert "--pool hindsight-process" in worker and "db upgrade" not in worker
+    # several workers split the backlog (memory_core.leases, claims); one migrator before them
+    assert services["worker"]["deploy"]["replicas"] == "${HINDSIGHT_WORKERS:-3}"
     for name in ("worker", "api", "mcp"):
+        assert "setup" in services[name]["depends_on"], name
+    for name in ("setup", "worker", "api", "mcp"):
         env = services[name]["environment"]
         assert env["HINDSIGHT_DATABASE_URL"].startswith("postgresql://")
         assert env["HINDSIGHT_QDRANT_URL"] == "http://qdrant:6333"

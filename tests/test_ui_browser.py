@@ -148,3 +148,32 @@ def test_offline_docs_render_without_network(browser, site) -> None:
         page.wait_for_selector(ready, timeout=20_000)
         assert "Hindsight" in page.locator(ready).first.inner_text()
     assert answered == []
+
+
+def test_a_cards_effect_in_the_browser(browser, site, engine) -> None:
+    from tests.test_effects_rules import HARMS, HELPS, _counts
+
+    base, s, keep = site
+    _counts(engine, s.cards["held"].card_id, HELPS)
+    _counts(engine, s.cards["lookup"].card_id, HARMS)
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    _sign_in(page, base, s.keys["read"])
+    # the list: the effect column, and the filter by verdict
+    assert page.get_by_role("cell", name="harms -0.53").is_visible()
+    page.get_by_label("Effect").select_option("harms")
+    page.get_by_role("button", name="Filter").click()
+    page.wait_for_url("**effect=harms**")
+    assert page.get_by_role("link", name="lookup needs an order id").is_visible()
+    assert page.get_by_role("link", name="search answers 429 on big pages").count() == 0
+    _shot(page, "cards-effect", keep)
+    # the card: both arms, the difference with its interval, the verdict, not pinned
+    page.goto(f"{base}/ui/cards?effect=helps")
+    page.get_by_role("link", name="search answers 429 on big pages").click()
+    effect = page.get_by_role("region", name="Effect")
+    assert effect.get_by_role("row", name="served 40 34 0.850").is_visible()
+    assert effect.get_by_role("row", name="withheld 30 10 0.333").is_visible()
+    assert "+0.517, 99% interval [+0.214, +0.713]" in effect.inner_text()
+    assert effect.get_by_text("not pinned").is_visible()
+    assert effect.get_by_role("img", name="interval from +0.214 to +0.713").is_visible()
+    effect.scroll_into_view_if_needed()
+    _shot(page, "effect", keep)

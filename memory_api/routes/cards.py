@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query, status
 from fastapi.responses import Response
 
 from memory_api.routes.deps import Caller, CardId, ServiceDep
+from memory_core.effects.cards import judged
 from memory_core.models.card import CardPublic
 from memory_core.serve.schemas import (
     CardIn,
@@ -54,7 +55,7 @@ def list_cards(
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> list[CardPublic]:
     """Cards of the key's namespace, most recently updated first."""
-    return service.list_cards(
+    cards = service.list_cards(
         principal=who,
         statuses=status_,
         kind=kind,
@@ -63,6 +64,7 @@ def list_cards(
         limit=limit,
         offset=offset,
     )
+    return [judged(c, service.settings.decay.effects) for c in cards]
 
 
 @router.get("/v1/cards/recent")
@@ -70,13 +72,14 @@ def recent_cards(
     who: Caller, service: ServiceDep, limit: Annotated[int, Query(ge=1, le=200)] = 10
 ) -> list[CardPublic]:
     """The most recently changed active cards."""
-    return service.recent(principal=who, limit=limit)
+    cards = service.recent(principal=who, limit=limit)
+    return [judged(c, service.settings.decay.effects) for c in cards]
 
 
 @router.get("/v1/cards/{card_id}")
 def get_card(card_id: CardId, who: Caller, service: ServiceDep) -> CardPublic:
-    """One card with its evidence."""
-    return service.get_card(principal=who, card_id=card_id)
+    """One card with its evidence; its effect judged by the configured rules."""
+    return judged(service.get_card(principal=who, card_id=card_id), service.settings.decay.effects)
 
 
 @router.get("/v1/cards/{card_id}/history")

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query
 
 from memory_api.responses import CONFLICT
 from memory_api.routes.deps import Caller, ServiceDep
+from memory_core.effects.cards import judged
 from memory_core.effects.outcomes import QueryOutcome
 from memory_core.effects.report import EffectsReport
 from memory_core.models.card import CardPublic
@@ -29,7 +30,8 @@ def report_outcome(
 @router.post("/v1/cards/{card_id}/pin", responses={**CONFLICT})
 def pin_card(card_id: uuid.UUID, body: PinRequest, who: Caller, service: ServiceDep) -> CardPublic:
     """Pin a card so the holdout never withholds it, or unpin it (admin)."""
-    return service.pin(principal=who, card_id=card_id, pinned=body.pinned)
+    card = service.pin(principal=who, card_id=card_id, pinned=body.pinned)
+    return judged(card, service.settings.decay.effects)
 
 
 @router.get("/v1/effects")

@@ -14,14 +14,18 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from memory_api.ui.session import COOKIE, SESSION_S
 from memory_api.ui.web import Console, ConsoleRoute
 from memory_core.cards.filters import MAX_LIMIT, SORTS, CardFilter
+from memory_core.effects.cards import effects_of, rescored
+from memory_core.effects.estimate import LABELS, Verdict
 from memory_core.errors import InvalidInput, InvalidPrecondition, Unauthorized
 from memory_core.models.card import CardStatus
 from memory_core.preconditions import compile_stored
 from memory_core.screen.provenance import Origin
 from memory_core.serve import browse
+from memory_core.settings import EffectRules
 
 STATUSES = [s.value for s in CardStatus]
 LOGIN_COOKIE = "hs_login"
+VERDICTS = [(v.value, LABELS[v]) for v in Verdict]
 
 
 def _float(params: Any, name: str) -> float | None:
@@ -34,7 +38,7 @@ def _float(params: Any, name: str) -> float | None:
         raise InvalidInput(f"{name} must be a number within 0..1, not {raw!r}", field=name) from exc
 
 
-def _filters(params: Any) -> CardFilter:
+def _filters(params: Any, rules: EffectRules) -> CardFilter:
     return CardFilter(
         statuses=tuple(s for s in params.getlist("status") if s),
         kind=params.get("kind") or None,
@@ -45,6 +49,8 @@ def _filters(params: Any) -> CardFilter:
         origin=params.get("origin") or None,
         sort=params.get("sort") or "updated",
         descending=params.get("order", "desc") != "asc",
+        effect=params.get("effect") or None,
+        effect_rules=rules,
     )
 
 
@@ -132,13 +138,20 @@ def router(console: Console) -> APIRouter:
         user = console.user(request)
         user.principal.require("read")
         params = request.query_params
-        f = _filters(params)
+        rules = svc.settings.decay.effects
+        f = _filters(params, rules)
         page = browse.list_page(
             engine=svc.engine,
             namespace=user.principal.namespace,
             filters=f,
             after=after,
             limit=min(max(limit, 1), MAX_LIMIT),
+        )
+        effects = effects_of(
+            engine=svc.engine,
+            namespace=user.principal.namespace,
+            card_ids=[c.card_id for c in page.cards],
+            rules=rules,
         )
         keep = [(k, v) for k, v in params.multi_items() if k != "after" and v]
         nxt = urlencode([*keep, ("after", page.next_cursor)]) if page.next_cursor else None
@@ -152,6 +165,8 @@ def router(console: Console) -> APIRouter:
             statuses=STATUSES,
             origins=[o.value for o in Origin],
             sorts=list(SORTS),
+            verdicts=VERDICTS,
+            effects=effects,
             next_qs=nxt,
             first_qs=first,
         )
@@ -170,6 +185,8 @@ def router(console: Console) -> APIRouter:
             "card.html",
             user,
             card=c,
+            # the namespace's configured rules judge the counts, as the decay stage does
+            effect=rescored(c.effect, svc.settings.decay.effects) if c.effect else None,
             uses=uses,
             timeline=timeline(history),
             preconditions=[(p, _variables(p)) for p in c.preconditions],

@@ -3,7 +3,7 @@ console's keyset-paged list (memory_core.serve.browse)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -11,9 +11,11 @@ from sqlalchemy import String, cast, func
 from sqlalchemy.sql.elements import ColumnElement
 from sqlmodel import col
 
+from memory_core.effects.cards import verdict_filter
 from memory_core.errors import InvalidInput
 from memory_core.models.card import Card, CardStatus
 from memory_core.screen.provenance import Origin
+from memory_core.settings import EffectRules
 
 SORTS: dict[str, Any] = {
     "updated": Card.updated_at,
@@ -44,6 +46,8 @@ class CardFilter:
     origin: str | None = None  # provenance.origin: operator, agent_action, observed, user, llm
     sort: str = "updated"
     descending: bool = True
+    effect: str | None = None  # a verdict (memory_core.effects): helps, harms, no_effect, unclear
+    effect_rules: EffectRules = field(default_factory=EffectRules)
 
     def __post_init__(self) -> None:
         bad = set(self.statuses) - {s.value for s in CardStatus}
@@ -88,4 +92,6 @@ def card_filters(namespace: str, f: CardFilter) -> list[ColumnElement[bool]]:
     if f.origin:  # typed on every row since migration 0011
         mark = '"origin": ' + orjson.dumps(f.origin).decode()
         where.append(cast(col(Card.provenance), String).like(like_pattern(mark), escape="\\"))
+    if f.effect:
+        where.append(verdict_filter(f.effect, f.effect_rules))
     return where

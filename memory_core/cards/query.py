@@ -18,10 +18,13 @@ from memory_core.errors import NotFound
 from memory_core.models.card import Card, CardEvidence, CardPublic, CardStatus, EvidenceTriple
 from memory_core.preconditions import compile_stored
 from memory_core.redact.fields import redact_evidence, redact_fields
+from memory_core.settings import EffectRules
 
 
-def to_public(card: Card, evidence: Sequence[CardEvidence] = ()) -> CardPublic:
-    """The reader's view of a card."""
+def to_public(
+    card: Card, evidence: Sequence[CardEvidence] = (), *, rules: EffectRules | None = None
+) -> CardPublic:
+    """The reader's view of a card; its effect judged by these rules (default: the defaults)."""
     # served text is redacted again (defence in depth: cards written before redaction, or by
     # a path that missed it, still never hand a secret to an agent)
     data = redact_fields(card.model_dump())
@@ -30,6 +33,7 @@ def to_public(card: Card, evidence: Sequence[CardEvidence] = ()) -> CardPublic:
         served_successes=card.served_successes,
         withheld_uses=card.withheld_outcomes,
         withheld_successes=card.withheld_successes,
+        rules=rules,
     )
     data["evidence"] = [
         EvidenceTriple(
@@ -90,7 +94,12 @@ def _filtered(
 
 
 def get_card(
-    *, session: Session, namespace: str, card_id: uuid.UUID, evidence_limit: int = 100
+    *,
+    session: Session,
+    namespace: str,
+    card_id: uuid.UUID,
+    evidence_limit: int = 100,
+    rules: EffectRules | None = None,
 ) -> CardPublic:
     """One card with (up to evidence_limit pieces of) its evidence."""
     card = session.get(Card, card_id)
@@ -106,7 +115,7 @@ def get_card(
         .scalars()
         .all()
     )
-    return to_public(card, ev)
+    return to_public(card, ev, rules=rules)
 
 
 def example_state(*, session: Session, namespace: str) -> dict[str, Any] | None:

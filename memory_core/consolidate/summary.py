@@ -29,6 +29,10 @@ class ConsolidateSummary(BaseModel):
     dry_run: bool = False
     plan: list[dict[str, Any]] = []
     failures: list[str] = []  # namespaces whose task failed (the others went on)
+    # several workers: the namespaces this run consolidated (with its merges in each), and
+    # those another run held meanwhile
+    ran: dict[str, int] = {}
+    elsewhere: list[str] = []
 
     def add(self, other: ConsolidateSummary) -> None:
         """Count another namespace in."""
@@ -39,6 +43,8 @@ class ConsolidateSummary(BaseModel):
         self.deferred_ids += other.deferred_ids
         self.plan += other.plan
         self.failures += other.failures
+        self.ran = {**self.ran, **other.ran}
+        self.elsewhere += other.elsewhere
 
 
 # the counts: summed as they are (the texts and lists are joined by `add`)

@@ -62,6 +62,10 @@ class DecayReport(BaseModel):
     skipped_ids: list[uuid.UUID] = []  # the first of them, by id (capped)
     changes: list[Change] = []
     uses_pruned: int = 0  # use-log rows past retention, deleted after the run
+    # several workers: the namespaces this run decayed (with the cards it changed in each),
+    # and those another run held meanwhile
+    ran: dict[str, int] = {}
+    elsewhere: list[str] = []
 
     @classmethod
     def of_counts(cls, counts: dict[str, int], **fields: Any) -> DecayReport:
@@ -90,3 +94,16 @@ class DecayReport(BaseModel):
     def total(self) -> int:
         """Changes over all rules."""
         return sum(self.counts.values())
+
+    def add(self, other: DecayReport) -> None:
+        """Count another namespace's run in."""
+        for name in (*_SUMMED, "skipped", "uses_pruned"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.run_id = self.run_id or other.run_id
+        self.now = other.now or self.now
+        self.skipped_ids = [*self.skipped_ids, *other.skipped_ids][:50]
+        self.changes = [*self.changes, *other.changes]
+        self.ran = {**self.ran, **other.ran}
+
+
+_SUMMED = ("decayed", "archived_unused", "archived_cap", "harmful_to_review", "faded_no_effect")

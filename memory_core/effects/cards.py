@@ -1,0 +1,103 @@
+"""A card's effect under the configured rules: for one card (its page), for a page of cards
+(the list's column), and as a list filter (SQL, memory_core.effects.sql)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Protocol
+
+from sqlalchemy import and_, not_, or_, select
+from sqlalchemy.engine import Engine
+from sqlalchemy.sql.elements import ColumnElement
+from sqlmodel import Session, col
+
+from memory_core.effects.estimate import Effect, Verdict, estimate
+from memory_core.effects.sql import effect_sql
+from memory_core.errors import InvalidInput
+from memory_core.models.card import Card, CardPublic
+from memory_core.settings import EffectRules
+
+
+class Counted(Protocol):
+    """Anything carrying a card's outcome counts per arm."""
+
+    served_uses: int
+    served_successes: int
+    withheld_uses: int
+    withheld_successes: int
+
+
+def rescored(effect: Counted, rules: EffectRules) -> Effect:
+    """The same counts judged by these rules (a card's `effect` is judged by the defaults)."""
+    return estimate(
+        served_uses=effect.served_uses,
+        served_successes=effect.served_successes,
+        withheld_uses=effect.withheld_uses,
+        withheld_successes=effect.withheld_successes,
+        rules=rules,
+    )
+
+
+def judged(card: CardPublic, rules: EffectRules) -> CardPublic:
+    """The card with its effect judged by these rules (the service judges by the defaults)."""
+    if card.effect is None:
+        return card
+    return card.model_copy(update={"effect": rescored(card.effect, rules)})
+
+
+def effects_of(
+    *, engine: Engine, namespace: str, card_ids: Sequence[uuid.UUID], rules: EffectRules
+) -> dict[uuid.UUID, Effect]:
+    """The effect of each listed card of this namespace (one query for a page of cards)."""
+    if not card_ids:
+        return {}
+    q = select(
+        col(Card.card_id),
+        col(Card.served_outcomes),
+        col(Card.served_successes),
+        col(Card.withheld_outcomes),
+        col(Card.withheld_successes),
+        col(Card.namespace),
+    ).where(col(Card.card_id).in_(list(card_ids)))
+    with Session(engine) as session:
+        # by primary key alone: with the namespace in the WHERE, SQLite (no statistics) read
+        # the whole namespace through its (namespace, status) index, 90 ms at 100k cards
+        rows = [r for r in session.execute(q).all() if r.namespace == namespace]
+    return {
+        r.card_id: estimate(
+            served_uses=r.served_outcomes,
+            served_successes=r.served_successes,
+            withheld_uses=r.withheld_outcomes,
+            withheld_successes=r.withheld_successes,
+            rules=rules,
+        )
+        for r in rows
+    }
+
+
+def verdict_filter(verdict: str, rules: EffectRules) -> ColumnElement[bool]:
+    """Cards whose verdict under these rules is `verdict` (the SQL twin of estimate's judge)."""
+    try:
+        v = Verdict(verdict)
+    except ValueError as exc:
+        names = ", ".join(x.value for x in Verdict)
+        raise InvalidInput(f"effect must be one of {names}", field="effect") from exc
+    e = effect_sql(
+        served=col(Card.served_outcomes),
+        served_ok=col(Card.served_successes),
+        withheld=col(Card.withheld_outcomes),
+        withheld_ok=col(Card.withheld_successes),
+        rules=rules,
+    )
+    # judge's order: harms, helps, then no effect; the rest is unclear. Without enough
+    # outcomes each test is `false AND ...`, false in SQL even where the arithmetic is NULL
+    harms, helps = e.harms(), e.helps()  # exclusive: low <= high
+    none = and_(e.no_effect(rules.margin), not_(helps), not_(harms))
+    chosen = {
+        Verdict.harms: harms,
+        Verdict.helps: helps,
+        Verdict.no_effect: none,
+        Verdict.unclear: not_(or_(harms, helps, none)),
+    }
+    return chosen[v]

@@ -1,0 +1,109 @@
+"""Leases on batch work (a stage on a namespace), so several workers share a backlog: whoever
+holds a namespace's lease does its work, the others pass on to the next namespace.
+
+A run keeps every lease it took until it ends, so two runs at once never both work on one
+namespace; a run that starts after another has ended goes over the namespaces again and
+finds nothing left to do (the stages are idempotent: a tier fades a card once, a merge
+leaves no duplicate behind).
+
+No table: on PostgreSQL session advisory locks on one connection of the run's own; on SQLite
+(one machine) an exclusive `flock` per namespace on files beside the database. Both end with
+the holder's process, so a worker killed mid-stage frees its namespaces at once, with no
+expiry to wait for and no stale row to clean up.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from types import TracebackType
+from typing import TypeVar
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection, Engine
+
+T = TypeVar("T")
+
+
+def lease_key(*, stage: str, namespace: str) -> int:
+    """A signed 64-bit key for the (stage, namespace) pair (PostgreSQL's advisory lock key)."""
+    digest = hashlib.sha256(f"hindsight-lease\0{stage}\0{namespace}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+class Leases:
+    """The leases one run holds on one stage's namespaces, all released when it ends."""
+
+    def __init__(self, *, engine: Engine, stage: str) -> None:
+        self.engine, self.stage = engine, stage
+        self._conn: Connection | None = None
+        self._files: dict[str, int] = {}
+
+    def __enter__(self) -> Leases:
+        if self.engine.dialect.name == "postgresql":
+            # a connection of its own: the locks live as long as this session, whatever the
+            # stage's transactions do; closing it (or the process dying) releases them all
+            self._conn = self.engine.connect()
+        return self
+
+    def take(self, namespace: str) -> bool:
+        """True when this run now holds the namespace; False when another run does (no wait)."""
+        key = lease_key(stage=self.stage, namespace=namespace)
+        if self._conn is not None:
+            got = self._conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar()
+            self._conn.commit()
+            return bool(got)
+        if namespace in self._files:
+            return True
+        folder = _lock_dir(self.engine)
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{key & 0xFFFFFFFFFFFFFFFF:016x}.lock"
+        fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self._files[namespace] = fd
+        return True
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._conn is not None:
+            self._conn.execute(text("SELECT pg_advisory_unlock_all()"))
+            self._conn.commit()
+            self._conn.close()
+            self._conn = None
+        for fd in self._files.values():
+            os.close(fd)  # closing the file releases its flock
+        self._files.clear()
+
+
+def _lock_dir(engine: Engine) -> Path:
+    database = engine.url.database
+    if not database or database == ":memory:":
+        raise ValueError("a lease on SQLite needs a database file")
+    return Path(database).resolve().parent / "leases"
+
+
+def each_leased(
+    *, engine: Engine, stage: str, namespaces: Iterable[str], run: Callable[[str], T]
+) -> tuple[list[tuple[str, T]], list[str]]:
+    """Run the stage on each namespace whose lease this run gets: (namespace, result) of those
+    it ran, and the namespaces another run held (theirs to finish, so none is lost)."""
+    done: list[tuple[str, T]] = []
+    elsewhere: list[str] = []
+    with Leases(engine=engine, stage=stage) as leases:
+        for ns in namespaces:
+            if leases.take(ns):
+                done.append((ns, run(ns)))
+            else:
+                elsewhere.append(ns)
+    return done, elsewhere
