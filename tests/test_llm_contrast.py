@@ -234,9 +234,8 @@ def test_the_prompt_is_budgeted(engine) -> None:
 
 
 def test_the_trials_shown_do_not_depend_on_run_ids(engine) -> None:
-    from memory_core.retrospect.drafts import TrajectoryView
-
     from memory_core.llm.cache import SQLAnswerCache
+    from memory_core.models.drafts import TrajectoryView
     from memory_core.models.trajectory import Outcome, Step
     from memory_core.retrospect.factory import build_llm
     from memory_core.retrospect.llm_contrast import LLMContrast
