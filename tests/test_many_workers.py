@@ -26,7 +26,7 @@ from memory_core.leases import Leases, each_leased
 from memory_core.models.card import Card, CardVersion
 from memory_core.models.columns import utcnow
 from memory_core.settings import Settings
-from tests.conftest import _truncate
+from tests.conftest import _empty
 from tests.helpers.data import REPO
 from tests.helpers.net import free_port
 
@@ -87,7 +87,7 @@ def _wait(url: str, proc: subprocess.Popen[bytes], log: Path, timeout_s: float) 
 def test_three_workers_split_the_decay_backlog(pg_url, tmp_path) -> None:
     settings = Settings(data_dir=tmp_path / "data", database_url=pg_url)
     engine = db.make_engine(settings)
-    _truncate(engine)  # the session's database: whatever other tests left goes
+    _empty(engine)  # the session's database: whatever other tests left goes
     _seed(engine)
     port = free_port()
     api = f"http://127.0.0.1:{port}/api"
