@@ -130,21 +130,26 @@ def router(console: Console) -> APIRouter:
         user = console.user(request)
         p = user.principal
         p.require("read")  # the search, the chain, conflicts and expiring facts are all reads
-        hits = (
-            svc.search_facts(principal=p, text=q, top_k=20, include_superseded=True)
-            if q.strip()
-            else []
-        )
         ns, e = p.namespace, svc.engine
+        hits, chain, conflicts, expiring = console.gather(
+            lambda: (
+                svc.search_facts(principal=p, text=q, top_k=20, include_superseded=True)
+                if q.strip()
+                else []
+            ),
+            lambda: browse.chain(engine=e, namespace=ns, card_id=fact) if fact else None,
+            lambda: browse.fact_conflicts(engine=e, namespace=ns),
+            lambda: browse.expiring_facts(engine=e, namespace=ns),
+        )
         return console.render(
             request,
             "facts.html",
             user,
             q=q,
             hits=hits,
-            chain=browse.chain(engine=e, namespace=ns, card_id=fact) if fact else None,
-            conflicts=browse.fact_conflicts(engine=e, namespace=ns),
-            expiring=browse.expiring_facts(engine=e, namespace=ns),
+            chain=chain,
+            conflicts=conflicts,
+            expiring=expiring,
         )
 
     @r.get("/overview", response_class=HTMLResponse)
@@ -152,9 +157,12 @@ def router(console: Console) -> APIRouter:
         user = console.user(request)
         user.principal.require("read")
         ns, e = user.principal.namespace, svc.engine
-        c = pictures.counts(engine=e, namespace=ns)
+        c, days, failures = console.gather(
+            lambda: pictures.counts(engine=e, namespace=ns),
+            lambda: pictures.uses_per_day(engine=e, namespace=ns, now=utcnow()),
+            lambda: pictures.top_failure_modes(engine=e, namespace=ns),
+        )
         conf = [(f"{i / 10:.1f}–{(i + 1) / 10:.1f}", n) for i, n in enumerate(c.confidence)]
-        days = pictures.uses_per_day(engine=e, namespace=ns, now=utcnow())
         return console.render(
             request,
             "overview.html",
@@ -163,7 +171,7 @@ def router(console: Console) -> APIRouter:
             by_status=bars(sorted(c.by_status.items(), key=lambda kv: -kv[1])),
             confidence=bars(conf),
             uses=bars([(d[5:], n) for d, n in days]),
-            failures=bars(pictures.top_failure_modes(engine=e, namespace=ns)),
+            failures=bars(failures),
             sample=pictures.FAILURE_SAMPLE,
         )
 
