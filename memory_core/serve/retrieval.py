@@ -158,33 +158,31 @@ def retrieve(
     context = make_context(norm)
     keys = frozenset(norm)
     candidates = snapshot.candidates(norm)
-    pool = candidates
-    if explain:
-        found = {id(e) for e in candidates}
-        sample = snapshot.index.sample(norm, limit=NEAR_MISS_SAMPLE + len(candidates))
-        pool = candidates + [e for e in sample if id(e) not in found][:NEAR_MISS_SAMPLE]
     qwords = words(query) if query and query.strip() else None
     matches: list[Ranked] = []
-    misses: list[tuple[int, Ranked]] = []
-    for e in pool:  # a card sits in one posting list only: no duplicates
+    failed: list[Entry] = []  # candidates that do not hold: the first near misses
+    for e in candidates:  # no card twice (the index says so)
         if e.broken or e.kind not in kinds:
-            continue
-        if explain:
-            checks = [check(c, context, keys) for c in e.compiled]
-            held = sum(c.verdict is Verdict.held for c in checks)
-            ranked = Ranked(
-                e, score_entry(e, now=now, max_uses=snapshot.max_uses, w=w, query=qwords), checks
-            )
-            if held == len(checks):
-                matches.append(ranked)
-            else:
-                misses.append((held, ranked))
             continue
         if holds(e.compiled, context, keys):
             matches.append(
                 Ranked(e, score_entry(e, now=now, max_uses=snapshot.max_uses, w=w, query=qwords))
             )
+        elif explain and len(failed) < NEAR_MISS_SAMPLE:
+            failed.append(e)
     matches.sort(key=lambda m: (-m.score.score, -m.entry.evidence_count, str(m.entry.card_id)))
+    misses: list[tuple[int, Ranked]] = []
+    if explain:
+        for m in matches[:top_k]:  # the verdicts of what is served
+            m.checks = [check(c, context, keys) for c in m.entry.compiled]
+        found = {id(e) for e in candidates}
+        sample = snapshot.index.sample(norm, limit=NEAR_MISS_SAMPLE + len(failed))
+        others = [e for e in sample if id(e) not in found and not e.broken and e.kind in kinds]
+        for e in failed + others[: NEAR_MISS_SAMPLE - len(failed)]:
+            checks = [check(c, context, keys) for c in e.compiled]
+            held = sum(c.verdict is Verdict.held for c in checks)
+            score = score_entry(e, now=now, max_uses=snapshot.max_uses, w=w, query=qwords)
+            misses.append((held, Ranked(e, score, checks)))
     misses.sort(key=lambda hm: (-hm[0], -hm[1].score.score, str(hm[1].entry.card_id)))
     return Retrieval(
         matches=matches[:top_k],
