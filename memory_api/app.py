@@ -70,10 +70,11 @@ def create_app(service: MemoryService, *, freeze_gc: bool = False) -> FastAPI:
     app.add_middleware(BodyLimit, max_bytes=service.settings.serve.max_body_bytes, max_depth=512)
     install_error_handlers(app)
     install_guards(app)  # NUL / surrogates in query strings; 422s that never echo the input
-    install_metrics(app, service)  # GET /metrics; requests timed by a plain ASGI wrapper
-    mount_console(app, service)  # the web console under /ui, offline /docs and /redoc
-
     app.state.service = service  # what the routes' ServiceDep answers (memory_api/routes/deps.py)
+    # the API's routes first: a request is matched against the routes in order, and the
+    # console's forty-odd routes ahead of /v1/cards/query cost it more than its retrieval
     for router in ROUTERS:
         app.include_router(router)
+    install_metrics(app, service)  # GET /metrics; requests timed by a plain ASGI wrapper
+    mount_console(app, service)  # the web console under /ui, offline /docs and /redoc
     return app

@@ -12,7 +12,7 @@ from memory_core.models.card import Card
 from memory_core.models.columns import utcnow
 from memory_core.serve.changes import prune
 from memory_core.serve.retrieval import retrieve
-from memory_core.serve.snapshot_cache import SnapshotCache
+from memory_core.serve.snapshot_cache import LOAD_SHARE, SnapshotCache
 from tests.helpers.serve import add_card
 
 
@@ -94,3 +94,22 @@ def test_a_feed_pruned_past_the_snapshot_reloads_it(engine) -> None:
     snap = cache.get("team-a")
     assert snap is not first and cache.reloads == 1
     assert {e.confidence for e in snap.entries.values()} == {0.8}
+
+
+def test_a_change_the_feed_missed_is_found_by_the_fingerprint_check(engine) -> None:
+    from sqlalchemy import text
+
+    a1 = add_card(engine, scenario="a1", preconditions=['tool == "search"'])
+    cache = SnapshotCache(engine=engine, refresh_s=0.0)
+    first = cache.get("team-a")
+    with engine.begin() as conn:  # a writer the feed does not see (its trigger is gone)
+        if engine.dialect.name == "sqlite":
+            conn.execute(text("DROP TRIGGER card_change_update"))
+        else:
+            conn.execute(text("ALTER TABLE card DISABLE TRIGGER card_change_update"))
+    _edit(engine, a1.card_id, status="archived")
+    assert _served(cache, "team-a", {"tool": "search"}) == {"a1"}  # the feed said nothing
+    time.sleep(first.load_s / LOAD_SHARE)  # reloads are spaced by their own cost
+    cache._verify("team-a")  # what runs in the background every VERIFY_S
+    assert cache.reloads == 1 and cache.get("team-a") is not first
+    assert _served(cache, "team-a", {"tool": "search"}) == set()

@@ -10,9 +10,11 @@ reader in another thread keeps iterating the list it holds while a change is app
 from __future__ import annotations
 
 import math
+import uuid
 from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from memory_core.serve.atoms import AtomKey, Need, needs, state_key
@@ -74,9 +76,12 @@ class CardIndex:
         self.substring: dict[str, dict[str, list[Entry]]] = {}
         # lo <= value <= hi on one variable: fixed-width bins (the first window's width)
         self.windows: dict[str, tuple[float, dict[int, list[Entry]]]] = {}
-        self.has: dict[str, list[Entry]] = {}
+        # big groups (every card reading `tool`) are dicts: a change is O(1), where copying a
+        # list of 90k cards per changed card cost seconds a minute under steady feedback;
+        # readers copy them in one C call (list(...)), which no other thread interleaves
+        self.has: dict[str, dict[uuid.UUID, Entry]] = {}
         self.unindexed: list[Entry] = []  # reads no variable: evaluated on every query
-        self.readers: dict[str, list[Entry]] = {}  # the cards reading each variable (explain)
+        self.readers: dict[str, dict[uuid.UUID, Entry]] = {}  # cards reading a variable
         self.spread = 0  # cards filed under equalities of several variables (may repeat)
 
     def _fit(self, need: Need | None) -> Need | None:
@@ -93,7 +98,7 @@ class CardIndex:
         need = self._fit(need)
         e.filed = need
         for var in _variables(e):
-            self.readers[var] = [*self.readers.get(var, ()), e]
+            self.readers.setdefault(var, {})[e.card_id] = e
         if need is None:
             self.unindexed = [*self.unindexed, e]
         elif need[0] == "eq":
@@ -115,7 +120,7 @@ class CardIndex:
             for b in _bins(width, need[2], need[3]):
                 bins[b] = [*bins.get(b, ()), e]
         else:
-            self.has[need[1]] = [*self.has.get(need[1], ()), e]
+            self.has.setdefault(need[1], {})[e.card_id] = e
 
     def _window(self, need: Need) -> tuple[float, dict[int, list[Entry]]]:
         width, bins = self.windows.setdefault(need[1], (max(need[3] - need[2], 1.0), {}))
@@ -127,7 +132,7 @@ class CardIndex:
         for i, (e, wanted) in enumerate(filed):
             e.filed = need = self._fit(wanted)
             for var in _variables(e):
-                self.readers.setdefault(var, []).append(e)
+                self.readers.setdefault(var, {})[e.card_id] = e
             if need is None:
                 self.unindexed.append(e)
             elif need[0] == "eq":
@@ -143,7 +148,7 @@ class CardIndex:
                 for b in _bins(width, need[2], need[3]):
                     bins.setdefault(b, []).append(e)
             else:
-                self.has.setdefault(need[1], []).append(e)
+                self.has.setdefault(need[1], {})[e.card_id] = e
         for (var, up), items in ranges.items():
             items.sort(key=lambda t: (t[0], t[1]))
             (self.above if up else self.below)[var] = (
@@ -155,7 +160,7 @@ class CardIndex:
         """Take a card out of the list it was filed in."""
         need = e.filed
         for var in _variables(e):
-            self.readers[var] = [x for x in self.readers.get(var, ()) if x is not e]
+            _drop(self.readers.get(var), e)
         if need is None:
             self.unindexed = [x for x in self.unindexed if x is not e]
         elif need[0] == "eq":
@@ -176,7 +181,7 @@ class CardIndex:
             for b in _bins(width, need[2], need[3]):
                 bins[b] = [x for x in bins.get(b, ()) if x is not e]
         else:
-            self.has[need[1]] = [x for x in self.has.get(need[1], ()) if x is not e]
+            _drop(self.has.get(need[1]), e)
 
     def candidates(self, state: Mapping[str, Any]) -> list[Entry]:
         """Cards filed under a need the (normalised) state satisfies, plus the unindexed."""
@@ -197,7 +202,8 @@ class CardIndex:
                 for text, cards in list(by_text.items()):
                     if text in value:
                         out.extend(cards)
-            out.extend(self.has.get(var, ()))
+            if (having := self.has.get(var)) is not None:
+                out.extend(list(having.values()))
         if self.spread:  # a card filed under `a == 1 || b == 2` may have matched twice
             out = list({id(e): e for e in out}.values())
         return out
@@ -213,16 +219,21 @@ class CardIndex:
             groups += list(self.substring.get(var, {}).values())
             if var in self.windows:
                 groups += list(self.windows[var][1].values())
-            groups.append(self.has.get(var, ()))
-        groups += [self.readers.get(var, ()) for var in state]
+            groups.append(list(islice(self.has.get(var, {}).values(), limit)))
+        groups += [list(islice(self.readers.get(var, {}).values(), limit)) for var in state]
         # a state with few known variables still gets some: any card, up to the limit
-        groups += list(self.readers.values())
+        groups += [list(islice(d.values(), limit)) for d in list(self.readers.values())]
         for cards in groups:
             for e in cards:
                 out[id(e)] = e
                 if len(out) >= limit:
                     return list(out.values())
         return list(out.values())
+
+
+def _drop(group: dict[uuid.UUID, Entry] | None, e: Entry) -> None:
+    if group is not None and group.get(e.card_id) is e:
+        del group[e.card_id]
 
 
 def _variables(e: Entry) -> set[str]:

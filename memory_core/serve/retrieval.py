@@ -29,7 +29,7 @@ from memory_core.serve.schemas import PreconditionCheck, Score
 from memory_core.serve.snapshot import Entry, Snapshot
 from memory_core.settings import RankingWeights
 
-NEAR_MISS_SAMPLE = 256  # cards explain evaluates beyond the candidates, at most
+NEAR_MISS_SAMPLE = 128  # near-miss cards explain evaluates, at most
 
 
 @dataclass
@@ -62,6 +62,25 @@ def score_entry(
 ) -> Score:
     """score = (w_c*confidence + w_r*recency + w_u*use_frequency + w_s*specificity) * trust,
     blended with text similarity."""
+    recency, frequency, spec, similarity, score = _score_terms(
+        e, now=now, max_uses=max_uses, w=w, query=query
+    )
+    # built unvalidated: every field is a float computed here, and validation cost more than
+    # the ranking itself when a query matched a hundred cards
+    return Score.model_construct(
+        confidence=e.confidence,
+        recency=recency,
+        use_frequency=frequency,
+        specificity=spec,
+        text_similarity=similarity,
+        score=score,
+    )
+
+
+def _score_terms(
+    e: Entry, *, now: datetime, max_uses: int, w: RankingWeights, query: frozenset[str] | None
+) -> tuple[float, float, float, float | None, float]:
+    """(recency, use frequency, specificity, text similarity, score) of `score_entry`."""
     terms = ranking_terms(
         confidence=e.confidence,
         seen_at=e.seen_at,
@@ -73,23 +92,13 @@ def score_entry(
     spec = specificity(len(e.compiled))
     # an operator's or the agent's own lesson outranks an LLM's inference of equal standing
     base = (terms.score + w.specificity * spec) * e.trust
-    # built unvalidated: every field is a float computed here, and validation cost more than
-    # the ranking itself when a query matched a hundred cards
-    out = Score.model_construct(
-        confidence=e.confidence,
-        recency=terms.recency,
-        use_frequency=terms.use_frequency,
-        specificity=spec,
-        text_similarity=None,
-        score=base,
-    )
     if query is None:
-        return out
+        return terms.recency, terms.use_frequency, spec, None, base
     if e.words is None:  # the card's terms, split once per snapshot
         e.words = term_set(e.text)
-    out.text_similarity = len(query & e.words) / len(query) if query else 0.0
-    out.score = (1 - w.text_similarity) * base + w.text_similarity * out.text_similarity
-    return out
+    sim = len(query & e.words) / len(query) if query else 0.0
+    blended = (1 - w.text_similarity) * base + w.text_similarity * sim
+    return terms.recency, terms.use_frequency, spec, sim, blended
 
 
 def holds(compiled: Sequence[CompiledPrecondition], context: Any, keys: frozenset[str]) -> bool:
@@ -124,33 +133,44 @@ def retrieve(
     context = make_context(norm)
     keys = frozenset(norm)
     candidates = snapshot.candidates(norm)
-    pool = candidates
-    if explain:
-        found = {id(e) for e in candidates}
-        sample = snapshot.index.sample(norm, limit=NEAR_MISS_SAMPLE + len(candidates))
-        pool = candidates + [e for e in sample if id(e) not in found][:NEAR_MISS_SAMPLE]
     qwords = term_set(query) if query and query.strip() else None
     matches: list[Ranked] = []
-    misses: list[tuple[int, Ranked]] = []
-    for e in pool:  # a card sits in one posting list only: no duplicates
+    failed: list[Entry] = []  # candidates that do not hold: the first near misses
+    for e in candidates:  # no card twice (the index says so)
         if e.broken or e.kind not in kinds:
-            continue
-        if explain:
-            checks = [check(c, context, keys) for c in e.compiled]
-            held = sum(c.verdict is Verdict.held for c in checks)
-            ranked = Ranked(
-                e, score_entry(e, now=now, max_uses=snapshot.max_uses, w=w, query=qwords), checks
-            )
-            if held == len(checks):
-                matches.append(ranked)
-            else:
-                misses.append((held, ranked))
             continue
         if holds(e.compiled, context, keys):
             matches.append(
                 Ranked(e, score_entry(e, now=now, max_uses=snapshot.max_uses, w=w, query=qwords))
             )
+        elif explain and len(failed) < NEAR_MISS_SAMPLE:
+            failed.append(e)
     matches.sort(key=lambda m: (-m.score.score, -m.entry.evidence_count, str(m.entry.card_id)))
+    misses: list[tuple[int, Ranked]] = []
+    if explain:
+        for m in matches[:top_k]:  # the verdicts of what is served
+            m.checks = [check(c, context, keys) for c in m.entry.compiled]
+        found = {id(e) for e in candidates}
+        sample = snapshot.index.sample(norm, limit=2 * NEAR_MISS_SAMPLE)
+        others = [e for e in sample if id(e) not in found and not e.broken and e.kind in kinds]
+        # the most conditions held, then the best score: only the kept few get a Score
+        pool = (failed + others)[:NEAR_MISS_SAMPLE]
+        tried = [(e, [check(c, context, keys) for c in e.compiled]) for e in pool]
+        ranked = sorted(
+            (
+                (
+                    -sum(c.verdict is Verdict.held for c in cs),
+                    -_score_terms(e, now=now, max_uses=snapshot.max_uses, w=w, query=qwords)[4],
+                    str(e.card_id),
+                ),
+                e,
+                cs,
+            )
+            for e, cs in tried
+        )
+        for key, e, cs in ranked[:near_misses]:
+            score = score_entry(e, now=now, max_uses=snapshot.max_uses, w=w, query=qwords)
+            misses.append((-key[0], Ranked(e, score, cs)))
     misses.sort(key=lambda hm: (-hm[0], -hm[1].score.score, str(hm[1].entry.card_id)))
     return Retrieval(
         matches=matches[:top_k],

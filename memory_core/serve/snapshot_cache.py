@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 LOAD_SHARE = 0.2  # the most of one core whole reloads may take over time
 VERIFY_S = 60.0  # how often the served set is compared with the database's fingerprint
 PRUNE_S = 600.0  # how often the feed is pruned
+VERIFY_TRIES = 10
 
 
 _gc_lock = threading.Lock()
@@ -146,16 +147,27 @@ class SnapshotCache:
             self._background_task("", lambda _ns: prune(self._engine))
 
     def _verify(self, namespace: str) -> None:
-        """Compare the served set with the database; reload when the feed missed a change."""
+        """Compare the served set with the database; reload when the feed missed a change.
+        The fingerprint is read first, then the feed: when that read finds nothing new, the
+        snapshot is at least as new as the fingerprint, and nothing changed in between (a
+        change committed meanwhile would have been found), so the two must agree."""
         snap = self._snapshots.get(namespace)
         if snap is None:
             return
-        with snap.lock:
-            self._catch_up(snap)
-            with Session(self._engine) as session:
-                expected = fingerprint(session, namespace)
-            served = snap.local_fingerprint()
+        for _ in range(VERIFY_TRIES):
+            with snap.lock:
+                with Session(self._engine) as session:
+                    expected = fingerprint(session, namespace)
+                applied = self.applied
+                self._catch_up(snap)
+                if self.applied == applied:
+                    served = snap.local_fingerprint()
+                    snap.verified_at = time.monotonic()
+                    break
+            time.sleep(0.05)  # changes keep coming: try again between them
+        else:
             snap.verified_at = time.monotonic()
+            return
         if served != expected:
             log.warning("snapshot of %s differs from the database: reloading", namespace)
             self._reload(namespace)
