@@ -45,6 +45,12 @@ def nightly(
     from memory_core.cards.query import example_state
 
     with fail_on_errors():
+        from memory_core.errors import InvalidInput
+
+        # a mistyped path is refused before a flow starts (and runs every stage on nothing)
+        for p in input or []:
+            if p != "-" and not Path(p).exists():
+                raise InvalidInput(f"no such file or folder: {p}", field="--input")
         settings, engine = load()
         prefect_defaults(settings.data_dir)
         from flows.nightly import nightly as nightly_flow

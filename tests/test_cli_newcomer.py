@@ -49,6 +49,15 @@ def test_stage_commands_run_in_process_without_prefect(env_for, args) -> None:
     assert "0" in proc.stdout  # the summary table of an empty store
 
 
+def test_nightly_refuses_a_missing_input_before_any_flow(env_for, tmp_path) -> None:
+    missing = tmp_path / "no-such-runs.json"
+    proc = run(env_for, "nightly", "--input", str(missing), importtime=True)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert f"no such file or folder: {missing}" in proc.stderr
+    assert "prefect" not in imported(proc.stderr)  # refused before the flow started
+    assert "Traceback" not in proc.stderr
+
+
 def test_help_lists_the_workflow_without_importing_the_domain(env_for) -> None:
     proc = run(env_for, "--help", importtime=True)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -130,7 +130,8 @@ def test_concurrent_workers_process_each_run_once(settings, engine) -> None:
 
     def work() -> None:
         try:
-            results.append(retrospect_all(engine, batch_size=25))
+            # the production lease (300 s): at load ~8 a 60 s lease expired mid-batch (LeaseLost)
+            results.append(retrospect_all(engine, batch_size=25, lease_s=300.0))
         except Exception as exc:  # surfaced by the assertion below
             errors.append(exc)
 

@@ -6,15 +6,17 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from sqlalchemy import String, Text, cast
 
 from memory_core.errors import InvalidPrecondition
 from memory_core.models.card import Card
 from memory_core.preconditions import MAX_PRECONDITIONS, compile_all
 from memory_core.redact import has_secret
+
+if TYPE_CHECKING:  # pandas costs ~0.5 s to import: only a run with drafts pays it
+    import pandas as pd
 
 TEXT_FIELDS = ("scenario", "expected_outcome", "actual_outcome")
 JSON_FIELDS = ("action_sequence", "preconditions", "failure_modes")
@@ -109,6 +111,8 @@ def cards_frame(
     cards: Sequence[DraftRow | Any], *, registry: frozenset[str] | None = None
 ) -> pd.DataFrame:
     """The table of a batch of cards: rows of draft_columns(), DraftRows, or Card objects."""
+    import pandas as pd
+
     rows = [draft_row(c) if isinstance(c, Card) else c for c in cards]
     tools = [_tools(r.action_sequence) for r in rows]
     scenarios = [r.scenario or "" for r in rows]

@@ -22,7 +22,6 @@ from memory_core.retrospect.grounding import check_grounding, evidence_views
 from memory_core.screen.gate import screen_card
 from memory_core.validate.frame import cards_frame, draft_columns, draft_row
 from memory_core.validate.regenerate import Regenerate
-from memory_core.validate.suite import run_suite
 from memory_core.validate.summary import ValidationSummary
 
 _CHUNK = 5000
@@ -82,6 +81,9 @@ def validate_drafts(
     docs = reports_dir / "validation" if reports_dir else None
     n = len(drafts)
     step(f"{n} drafts read; loading the expectations", 1)
+    # Great Expectations and pandas load only when there is something to check
+    from memory_core.validate.suite import run_suite
+
     result = run_suite(
         cards_frame(drafts, registry=registry),
         docs_dir=docs,
@@ -210,6 +212,8 @@ def _regenerated(
         candidates.append(Card.model_validate({**card.model_dump(), **changes}))
     if not candidates:
         return {}, waiting
+    from memory_core.validate.suite import run_suite
+
     second = run_suite(cards_frame(candidates, registry=registry))
     passed = [c for c in candidates if str(c.card_id) not in second.failures]
     views = evidence_views(engine=engine, card_ids=[c.card_id for c in passed])
