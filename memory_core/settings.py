@@ -1,4 +1,7 @@
-"""One settings object for the whole project, read from HINDSIGHT_* environment variables."""
+"""One settings object for the whole project, read from HINDSIGHT_* environment variables.
+
+How Prefect runs the flows (schedule, task runner, log lines) is added by flows/settings.py's
+FlowSettings, a subclass: memory_core knows nothing of Prefect or Dask."""
 
 from __future__ import annotations
 
@@ -241,20 +244,6 @@ class Settings(BaseSettings):
     qdrant_collection: str = "hindsight_cards"
     """the collection the cards' vectors go to"""
     consolidate: ConsolidateRules = ConsolidateRules()
-
-    # operations: the nightly deployment's schedule, the flows' task runner, log lines
-    nightly_cron: str = Field(default="0 2 * * *", description="the nightly deployment's cron")
-    nightly_timezone: str = "UTC"
-    """the time zone of the nightly cron"""
-    task_runner: Literal["threads", "dask"] = Field(
-        default="threads", description="dask: prefect-dask, on dask_address or a local cluster"
-    )
-    dask_address: str | None = Field(
-        default=None, description="a Dask scheduler (tcp://host:8786); None: a local cluster"
-    )
-    log_format: Literal["text", "json"] = Field(
-        default="text", description="json: one JSON line per log event, with run and batch ids"
-    )
 
     def cache_key(self) -> str:
         """A key for per-process caches: every field, each secret as a digest of its value.

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from memory_core.settings import Settings
-from memory_core.settings_doc import README, readme_table, rows, table
+from flows.settings import FlowSettings
+from flows.settings_doc import README, readme_table, rows, table
 
 # every variable the README named before the table was generated: a rename would break a setup
 NAMED_BEFORE = [
@@ -52,7 +52,7 @@ NAMED_BEFORE = [
 
 def test_the_readme_table_is_generated_from_the_settings() -> None:
     assert readme_table(README.read_text()) == table(), (
-        "README settings table out of date: python -m memory_core.settings_doc --write"
+        "README settings table out of date: python -m flows.settings_doc --write"
     )
     assert all(r[2] for r in rows()), "a setting without a description (a docstring or Field)"
 
@@ -69,7 +69,7 @@ def test_documented_variable_names_still_set_what_they_set(monkeypatch) -> None:
         "TASK_RUNNER": "dask",
     }.items():
         monkeypatch.setenv(f"HINDSIGHT_{key}", value)
-    s = Settings()
+    s = FlowSettings()
     assert s.llm_base_url == "http://llm.test/v1" and s.serve.port == 9001
     assert s.decay.effects.z == 1.96 and s.limits.max_json_depth == 32
     assert s.holdout_rates == {"team-a": 0.1} and s.task_runner == "dask"

@@ -1,7 +1,8 @@
-"""The README's table of every setting, generated from the Settings model.
+"""The README's table of every setting, generated from the flows' FlowSettings (memory_core's
+Settings and the fields only the flows read; here, in the layer that sees both).
 
-    python -m memory_core.settings_doc          # print the table
-    python -m memory_core.settings_doc --write  # replace it in README.md, between the markers
+    python -m flows.settings_doc          # print the table
+    python -m flows.settings_doc --write  # replace it in README.md, between the markers
 
 tests/test_settings_doc.py fails when the README's table differs from the model's.
 """
@@ -18,9 +19,9 @@ from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
 from pydantic_core import to_jsonable_python
 
-from memory_core.settings import Settings
+from flows.settings import FlowSettings
 
-START = "<!-- settings table: python -m memory_core.settings_doc --write -->"
+START = "<!-- settings table: python -m flows.settings_doc --write -->"
 END = "<!-- end of the settings table -->"
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -53,14 +54,18 @@ def _about(info: FieldInfo) -> str:
     return text.replace("|", "\\|")
 
 
-def rows(model: type[BaseModel] = Settings, prefix: str = "HINDSIGHT_") -> Iterator[list[str]]:
-    """(variable, default, description) of every setting, nested models field by field."""
+def _rows(model: type[BaseModel], prefix: str) -> Iterator[list[str]]:
     for name, info in model.model_fields.items():
         inner = _nested(info)
         if inner is not None:
-            yield from rows(inner, f"{prefix}{name.upper()}__")
+            yield from _rows(inner, f"{prefix}{name.upper()}__")
         else:
             yield [f"`{prefix}{name.upper()}`", _default(info), _about(info)]
+
+
+def rows() -> Iterator[list[str]]:
+    """(variable, default, description) of every setting, nested models field by field."""
+    yield from _rows(FlowSettings, "HINDSIGHT_")  # Settings' fields, then the flows' own
 
 
 def table() -> str:
