@@ -21,7 +21,7 @@ from prefect.exceptions import ObjectAlreadyExists
 from prefect.schedules import Cron
 from prefect.types.entrypoint import EntrypointType
 
-from memory_core.settings import Settings
+from flows.settings import FlowSettings
 
 WORK_POOL = "hindsight-process"
 
@@ -97,12 +97,13 @@ def flow_of(spec: DeploymentSpec) -> Flow[..., Any]:
     return found
 
 
-def runner_deployments(settings: Settings) -> list[RunnerDeployment]:
-    """Every deployment, the nightly one on the settings' cron."""
+def runner_deployments(flow_settings: FlowSettings) -> list[RunnerDeployment]:
+    """Every deployment, the nightly one on the configured cron."""
+    o = flow_settings
     out: list[RunnerDeployment] = []
     for spec in SPECS:
         schedules = (
-            [Cron(settings.nightly_cron, timezone=settings.nightly_timezone, slug="nightly")]
+            [Cron(o.nightly_cron, timezone=o.nightly_timezone, slug="nightly")]
             if spec.nightly_schedule
             else None
         )
@@ -133,11 +134,11 @@ def ensure_work_pool(name: str = WORK_POOL) -> bool:
     return True
 
 
-def deploy_all(settings: Settings) -> list[UUID]:
+def deploy_all(flow_settings: FlowSettings | None = None) -> list[UUID]:
     """The work pool and every deployment on the Prefect API in PREFECT_API_URL (idempotent)."""
     ensure_work_pool()
     ids = deploy(
-        *runner_deployments(settings),
+        *runner_deployments(flow_settings or FlowSettings()),
         work_pool_name=WORK_POOL,
         build=False,
         push=False,

@@ -15,7 +15,7 @@ from typing import Any
 from prefect.context import TaskRunContext
 from prefect.logging.handlers import PrefectConsoleHandler
 
-from memory_core.settings import Settings
+from flows.settings import FlowSettings
 
 _RUN_FIELDS = ("flow_run_id", "flow_run_name", "flow_name", "task_run_id", "task_run_name")
 # task parameters worth a field of their own: name in the task -> name in the line
@@ -68,7 +68,7 @@ def use_json_logs() -> int:
     return swapped
 
 
-def configure_logs(settings: Settings | None = None) -> None:
+def configure_logs(flow_settings: FlowSettings | None = None) -> None:
     """Apply HINDSIGHT_LOG_FORMAT (text: Prefect's own lines, unchanged)."""
-    if (settings or Settings()).log_format == "json":
+    if (flow_settings or FlowSettings()).log_format == "json":
         use_json_logs()

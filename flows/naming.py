@@ -12,7 +12,7 @@ from prefect.runtime import flow_run
 from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from memory_core.settings import Settings
+from flows.settings import FlowSettings
 
 
 def run_name(flow_name: str) -> Callable[[], str]:
@@ -30,11 +30,11 @@ def run_name(flow_name: str) -> Callable[[], str]:
     return _name
 
 
-def task_runner(settings: Settings | None = None) -> Any:
+def task_runner(flow_settings: FlowSettings | None = None) -> Any:
     """The flows' task runner, by HINDSIGHT_TASK_RUNNER: threads (the default: tasks wait on
     the database and the LLM), or Dask through prefect-dask, on HINDSIGHT_DASK_ADDRESS or, with
     no address, on a temporary local cluster per flow run."""
-    settings = settings or Settings()
+    settings = flow_settings or FlowSettings()
     if settings.task_runner == "dask":
         # heavy (distributed): imported only when asked for
         from prefect_dask.task_runners import DaskTaskRunner
@@ -48,7 +48,7 @@ def task_runner(settings: Settings | None = None) -> Any:
 def thread_runner() -> Any:
     """The task runner the flows are decorated with: evaluated when a flow module is imported,
     which a worker does afresh for every flow run it starts. To choose at call time:
-    `flow.with_options(task_runner=task_runner(settings))`."""
+    `flow.with_options(task_runner=task_runner(flow_settings))`."""
     return task_runner()
 
 

@@ -70,14 +70,14 @@ def _stop_signals() -> Iterator[list[int]]:
             signal.signal(sig, handler)
 
 
-def deploy_quietly(settings: Settings, api_url: str) -> int:
+def deploy_quietly(api_url: str) -> int:
     """The work pool and every deployment on the given Prefect API; how many."""
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     from flows.deployments import deploy_all
 
     with temporary_settings({PREFECT_API_URL: api_url}), contextlib.redirect_stdout(io.StringIO()):
-        return len(deploy_all(settings))
+        return len(deploy_all())
 
 
 def up(
@@ -151,10 +151,13 @@ def _start_all(
     if stop:
         return
     with console.status("deploying the flows ..."):
-        n = deploy_quietly(settings, f"{prefect_url}/api")
+        n = deploy_quietly(f"{prefect_url}/api")
+    from flows.settings import FlowSettings
+
+    o = FlowSettings()
     console.print(
         f"{n} deployments on work pool hindsight-process; nightly at "
-        f"'{settings.nightly_cron}' ({settings.nightly_timezone})"
+        f"'{o.nightly_cron}' ({o.nightly_timezone})"
     )
     if worker and not stop:
         from flows.deployments import WORK_POOL
@@ -187,25 +190,24 @@ def deploy() -> None:
     """Create the work pool and every deployment on the Prefect API in $PREFECT_API_URL (the
     nightly one on HINDSIGHT_NIGHTLY_CRON); safe to repeat."""
     from memory_cli.processes import StartFailed
-    from memory_core.settings import Settings
 
     with fail_on_errors():
-        settings = Settings()
         from prefect.settings import PREFECT_API_URL
 
         from flows.deployments import SPECS, WORK_POOL, deploy_all
+        from flows.settings import FlowSettings
+
+        o = FlowSettings()
 
         if not PREFECT_API_URL.value():
             raise StartFailed("set PREFECT_API_URL to the Prefect server (http://host:4200/api)")
         with contextlib.redirect_stdout(io.StringIO()):
-            deploy_all(settings)
+            deploy_all(o)
         rows = [
             [
                 f"{s.name}/{s.name}",
                 WORK_POOL,
-                f"{settings.nightly_cron} {settings.nightly_timezone}"
-                if s.nightly_schedule
-                else "",
+                f"{o.nightly_cron} {o.nightly_timezone}" if s.nightly_schedule else "",
                 ",".join(s.tags),
             ]
             for s in SPECS

@@ -1,4 +1,7 @@
-"""One settings object for the whole project, read from HINDSIGHT_* environment variables."""
+"""One settings object for the whole project, read from HINDSIGHT_* environment variables.
+
+How Prefect runs the flows (schedule, task runner, log lines) is added by flows/settings.py's
+FlowSettings, a subclass: memory_core knows nothing of Prefect or Dask."""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from memory_core.ingest.limits import InputLimits
@@ -16,36 +19,49 @@ from memory_core.ingest.limits import InputLimits
 class ConsolidateRules(BaseModel):
     """When two cards are the same lesson."""
 
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
     similarity: float = Field(default=0.92, gt=0.0, le=1.0, description="cosine, embeddings")
     lexical_similarity: float = Field(
         default=0.8, gt=0.0, le=1.0, description="token Jaccard, without an embedder"
     )
-    # with an LLM: pairs alike down to these floors (but not clearly the same) are judged
     judge_floor: float = Field(default=0.75, gt=0.0, le=1.0)
+    """with an LLM: pairs this alike (cosine), but not clearly the same, are judged"""
     lexical_judge_floor: float = Field(default=0.5, gt=0.0, le=1.0)
+    """the same floor for word overlap, without an embedder"""
     max_judged: int = Field(default=200, ge=0, description="LLM judgements per namespace and run")
 
 
 class RankingWeights(BaseModel):
-    """Weights of the retrieval score terms."""
+    """Weights of the retrieval score terms (memory_core/cards/score.py)."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
 
     confidence: float = 0.4
+    """score weight of the card's confidence"""
     recency: float = 0.3
+    """score weight of recency (1 when just used, halving every half-life)"""
     use_frequency: float = 0.3
-    # a card testing more of the state (the call's arguments, what ran before) than the tool
-    # alone ranks above an equally supported general one: the most specific lesson first
+    """score weight of uses, against the namespace's most used card"""
     specificity: float = 0.1
+    """a card testing more of the state than the tool alone ranks above a general one"""
     recency_half_life_days: float = 30.0
-    # share of the final score taken by text similarity when the caller passes a query
+    """days for recency to halve"""
     text_similarity: float = Field(default=0.3, ge=0.0, le=1.0)
+    """share of the score taken by the query's terms the card holds, when a query is given"""
 
 
 class ServeSettings(BaseModel):
     """The read API and the MCP server (HINDSIGHT_SERVE__...)."""
 
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
     host: str = "127.0.0.1"
+    """the address `hindsight serve` and `hindsight mcp --http` listen on"""
     port: int = Field(default=8765, ge=0, le=65535)
+    """the read API's port"""
     mcp_port: int = Field(default=8766, ge=0, le=65535)
+    """the MCP server's port over HTTP"""
     max_body_bytes: int = Field(default=1_000_000, ge=1024, description="413 above this")
     snapshot_refresh_s: float = Field(
         default=1.0, gt=0, description="a changed card is served within this (change feed read)"
@@ -53,13 +69,14 @@ class ServeSettings(BaseModel):
     use_flush_s: float = Field(default=0.25, gt=0, description="batched use writes")
     key_cache_s: float = Field(default=30.0, ge=0, description="a revoked key works this long")
     near_misses: int = Field(default=10, ge=0, le=100, description="explain: closest misses")
-    # the MCP server over HTTP answers only these Host / Origin headers (DNS rebinding)
     allowed_hosts: list[str] = Field(
         default_factory=lambda: ["127.0.0.1:*", "localhost:*", "[::1]:*"]
     )
+    """Host headers the MCP server over HTTP answers (DNS rebinding)"""
     allowed_origins: list[str] = Field(
         default_factory=lambda: ["http://127.0.0.1:*", "http://localhost:*"]
     )
+    """Origin headers the MCP server over HTTP answers"""
     mcp_write_tools: bool = Field(default=True, description="offer the MCP tools that write")
 
 
@@ -92,8 +109,12 @@ class EffectRules(BaseModel):
 class DecayRules(BaseModel):
     """The decay stage's rules: time decay tiers, the archive threshold, the cap, effects."""
 
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
     tiers: list[DecayTier] = Field(default_factory=_default_tiers, min_length=1, max_length=5)
+    """cards unused for after_days have their confidence multiplied by factor (once each)"""
     archive_after_days: float = Field(default=90.0, gt=0)
+    """unused this long: to the archive"""
     cap: int = Field(default=5000, ge=0, description="active cards per namespace")
     effects: EffectRules = EffectRules()
 
@@ -116,43 +137,52 @@ class Settings(BaseSettings):
     """Hindsight settings; env prefix HINDSIGHT_, nested fields with a double underscore."""
 
     model_config = SettingsConfigDict(
-        env_prefix="HINDSIGHT_", env_nested_delimiter="__", extra="ignore"
+        env_prefix="HINDSIGHT_",
+        env_nested_delimiter="__",
+        extra="ignore",
+        use_attribute_docstrings=True,  # the README's table (memory_core.settings_doc)
     )
 
     data_dir: Path = Path(".hindsight")
+    """SQLite file, Prefect's embedded state, reports, the embedded vector index"""
     database_url: str | None = Field(
         default=None, description="SQLAlchemy URL; None means SQLite under data_dir"
     )
     namespace: str = "default"
+    """namespace for runs and queries that name none"""
     default_task_type: str = "default"
-    # a claimed trajectory returns to the pool when its lease runs out (a crashed worker)
+    """task type for runs that name none"""
     lease_seconds: float = 300.0
+    """a claimed batch returns to the pool after this (a crashed worker)"""
     retrospect_batch_size: int = 200
+    """trajectories claimed per batch"""
     max_observation_chars: int = 4000
+    """longer tool results are truncated with a marker"""
     max_expression_chars: int = 512
+    """a precondition longer than this is refused"""
     max_expression_depth: int = 8
+    """a precondition nested deeper than this is refused"""
     max_preconditions: int = 12
-    # hard input edges: id, message, metadata and field sizes, JSON depth (HINDSIGHT_LIMITS__...)
+    """preconditions per card, at most"""
     limits: InputLimits = InputLimits()
-    # the use log (card_use rows): rows older than this are deleted by the decay stage (the
-    # card keeps its use_count and last_used_at); 0 keeps them all
     use_retention_days: float = Field(default=30.0, ge=0)
+    """the decay stage deletes use rows older than this (the card keeps its counts); 0 keeps all"""
     ranking: RankingWeights = RankingWeights()
     serve: ServeSettings = ServeSettings()
-    # validation: drafts below this confidence wait for a person; tools must be in the
-    # registry when one is given
     review_below: float = Field(default=0.5, ge=0.0, le=1.0)
+    """passing drafts below this confidence go to review"""
     tool_registry: list[str] | None = None
-    # decay and the archive (HINDSIGHT_DECAY__CAP=...); outcome feedback
+    """JSON list of known tool names; a card's actions must use them"""
     decay: DecayRules = DecayRules()
     failures_to_review: int = Field(
         default=3, ge=1, description="failures in a row that send a card to review"
     )
-    # the holdout: each matching card is withheld from a query with this probability (0: off),
-    # so its effect can be measured (memory_core.effects); per namespace in holdout_rates
     holdout_rate: float = Field(default=0.05, ge=0.0, le=0.5)
+    """share of matching cards withheld per query, to measure their effect (0: off)"""
     holdout_rates: dict[str, float] = Field(default_factory=dict)
+    """per namespace, as JSON: `{"team-a": 0.1}`"""
     holdout_seed: str = Field(default="hindsight", max_length=256)
+    """the holdout's hash seed (same seed, run id and card: same arm)"""
 
     def holdout_for(self, namespace: str) -> float:
         """The share of matching cards withheld in this namespace."""
@@ -162,57 +192,58 @@ class Settings(BaseSettings):
     # instruction in a tool result or user message are dropped (off only to measure attacks)
     screen: bool = Field(default=True, description="the instruction screen on every write path")
 
-    # LLM retrospection: set the base URL (any OpenAI-compatible server) to turn it on
     llm_base_url: str | None = None
+    """an OpenAI-compatible endpoint turns the LLM on (unset: rules only)"""
     llm_model: str = "gpt-4o-mini"
+    """the model asked"""
     llm_api_key: SecretStr | None = None
+    """the endpoint's key"""
     llm_mode: Literal["after_rules", "instead"] = "after_rules"
+    """instead: the LLM only"""
     llm_structured_output: Literal["auto", "json_schema", "json_object"] = "auto"
+    """how answers are asked to be JSON"""
     llm_timeout_s: float = Field(default=60.0, gt=0)
+    """per call"""
     llm_max_tokens: int = Field(default=2048, ge=64)
+    """completion tokens per call"""
     llm_concurrency: int = Field(default=8, ge=1, description="LLM calls in flight at once")
-    # several workers on one LLM server: also take a slot of a Prefect global concurrency
-    # limit per call (slower: Prefect polls for free slots)
     llm_prefect_limit: bool = False
+    """also hold a slot of the Prefect global concurrency limit `hindsight-llm` per call
+    (several workers, one LLM server; slower: Prefect polls for free slots)"""
     llm_retry_delays_s: list[float] = Field(default_factory=lambda: [2.0, 8.0, 30.0])
+    """seconds between tries of a failed call"""
     llm_token_budget: int | None = Field(
         default=None, ge=1, description="prompt + completion tokens per run; None: no limit"
     )
     llm_max_observation_chars: int = 600
+    """a tool result in a prompt is cut to this"""
     llm_max_system_chars: int = 600
-    # the LLM contrast: a task's successful and failed trials side by side in one prompt
-    # (memory_core.retrospect.llm_contrast); off: the rule contrast alone
-    # its result is a function of the stored runs, however they were batched or a worker
-    # was killed (tests/test_crash.py)
+    """a run's system prompt in a prompt is cut to this"""
+    # its result is a function of the stored runs, however they were batched or a worker was
+    # killed (tests/test_crash.py)
     llm_contrast: bool = True
+    """a task's successful and failed trials side by side in one prompt (off: the rule
+    contrast alone)"""
     llm_contrast_trials: int = Field(default=3, ge=1, le=9, description="trials per side")
     llm_contrast_max_tokens: int = Field(
         default=8000, ge=500, description="estimated prompt tokens of the trials, at most"
     )
-    # embeddings: "auto" = an endpoint when HINDSIGHT_EMBED_BASE_URL is set, else the local
-    # ONNX model (the default install), else the PyTorch model ('embeddings-torch' extra)
     embedder: Literal["auto", "local", "local-torch", "openai", "none"] = "auto"
+    """auto: an endpoint when embed_base_url is set, else the local ONNX MiniLM, else the
+    PyTorch one"""
     embed_base_url: str | None = None
+    """an OpenAI-compatible embeddings endpoint"""
     embed_model: str = "text-embedding-3-small"
+    """the endpoint's model"""
     embed_api_key: SecretStr | None = None
-    # the vector index: the embedded engine under data_dir/index, or a Qdrant server by URL
+    """the endpoint's key"""
     qdrant_url: str | None = None
+    """a Qdrant server instead of the embedded engine under the data dir"""
     qdrant_api_key: SecretStr | None = None
+    """the Qdrant server's key"""
     qdrant_collection: str = "hindsight_cards"
+    """the collection the cards' vectors go to"""
     consolidate: ConsolidateRules = ConsolidateRules()
-
-    # operations: the nightly deployment's schedule, the flows' task runner, log lines
-    nightly_cron: str = Field(default="0 2 * * *", description="the nightly deployment's cron")
-    nightly_timezone: str = "UTC"
-    task_runner: Literal["threads", "dask"] = Field(
-        default="threads", description="dask: prefect-dask, on dask_address or a local cluster"
-    )
-    dask_address: str | None = Field(
-        default=None, description="a Dask scheduler (tcp://host:8786); None: a local cluster"
-    )
-    log_format: Literal["text", "json"] = Field(
-        default="text", description="json: one JSON line per log event, with run and batch ids"
-    )
 
     def cache_key(self) -> str:
         """A key for per-process caches: every field, each secret as a digest of its value.

