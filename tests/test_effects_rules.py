@@ -89,6 +89,10 @@ def test_console_and_api_judge_by_the_configured_rules(judged_site) -> None:
         listed = {c["card_id"]: c["effect"]["verdict"] for c in api.get("/v1/cards").json()}
         assert listed[str(held)] == "unclear"
         assert listed[str(s.cards["lookup"].card_id)] == "unclear"
+        state = {"tool": "search", "retry_count": 0}
+        hits = api.post("/v1/cards/query", json={"task_state": state}).json()["cards"]
+        served = [h["card"]["effect"]["verdict"] for h in hits if h["card"]["card_id"] == str(held)]
+        assert served == ["unclear"]  # an agent's answer is judged by the same rules
         pinned = api.post(f"/v1/cards/{held}/pin", json={"pinned": True}).json()
         assert pinned["pinned"] and pinned["effect"]["verdict"] == "unclear"
 

@@ -237,7 +237,7 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
         missing = [cid for cid in ids if cid not in cached]
         if missing:
             for cid, card in self._active_rows(snap.namespace, missing).items():
-                public = to_public(card)
+                public = to_public(card, rules=self.settings.decay.effects)
                 last = public.last_used_at
                 cached[cid] = served_row(
                     public.model_dump_json(exclude=set(USE_FIELDS)).encode(),
