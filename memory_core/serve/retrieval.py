@@ -63,6 +63,9 @@ class Retrieval:
     near_misses: list[Ranked] = field(default_factory=list)
 
 
+TIE = 1e-3  # score resolution of the ranking: recency moves this much in about three hours
+
+
 def words(text: str) -> frozenset[str]:
     """The content words of a text, for the lexical similarity."""
     return frozenset(w for w in _WORD.findall(text.casefold()) if w not in _STOP)
@@ -151,7 +154,16 @@ def retrieve(
             matches.append(
                 Ranked(e, score_entry(e, now=now, max_uses=snapshot.max_uses, w=w, query=qwords))
             )
-    matches.sort(key=lambda m: (-m.score.score, -m.entry.evidence_count, str(m.entry.card_id)))
+    # scores within TIE of each other are a tie (a card written minutes later is no better a
+    # lesson): the one with more evidence first, then by content, never by the random id
+    matches.sort(
+        key=lambda m: (
+            -round(m.score.score / TIE),
+            -m.entry.evidence_count,
+            m.entry.text,
+            str(m.entry.card_id),
+        )
+    )
     misses.sort(key=lambda hm: (-hm[0], -hm[1].score.score, str(hm[1].entry.card_id)))
     return Retrieval(
         matches=matches[:top_k],
