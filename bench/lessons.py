@@ -57,6 +57,7 @@ SYSTEMS = (
     "hindsight cautions",
     "tool failure rate",
     "dense kNN",
+    "features failed elsewhere",
     "run outcome (ceiling)",
 )
 
@@ -171,8 +172,9 @@ def evaluate(
         by_key,
         snapshot=snapshot,
         cards=cards,
-        baselines=Baselines(learned, embedder),
+        baselines=Baselines(learned, embedder, group_of),
         now=now,
+        groups=group_of,
     )
     return {"writes": writes, "cards": card_usefulness(engine, "bench")}
 

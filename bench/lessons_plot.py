@@ -13,6 +13,7 @@ SCORERS = (
     "hindsight cautions",
     "tool failure rate",
     "dense kNN",
+    "features failed elsewhere",
     "run outcome (ceiling)",
 )
 OPERATING = "wrong_warned_at_noise<=0.15"

@@ -12,7 +12,10 @@ Scores, each from what the learning runs alone give:
 * tool failure rate: the share of the learning runs' calls of that tool made in runs that
   failed (all tools pooled for a tool never seen);
 * dense kNN: the share of failed-run calls among the 5 learning write calls nearest to the
-  call (all-MiniLM-L6-v2 over "tool {arguments}").
+  call (all-MiniLM-L6-v2 over "tool {arguments}");
+* features failed elsewhere: the call's shape (tool, argument keys and value classes:
+  memory_core.retrospect.call_features.value_class) seen in failed runs of other tasks and
+  never in a successful run: f / (f + 1) for f such tasks, else 0.
 
 And one ceiling, which no memory can have: "run outcome (ceiling)" scores a write 1 when its
 own run failed. Every score a memory learns from outcomes (no answer key) estimates that at
@@ -72,6 +75,13 @@ def expected_actions(record: dict[str, Any]) -> set[str] | None:
     return {canon(a.get("name", ""), a.get("kwargs", a.get("arguments"))) for a in actions}
 
 
+def call_shape(tool: str, args: dict[str, Any] | None) -> str:
+    """A call without its values: the tool, each argument key and its value's class."""
+    from memory_core.retrospect.call_features import value_class
+
+    return json.dumps([tool, sorted((str(k), value_class(v)) for k, v in (args or {}).items())])
+
+
 def call_text(tool: str, args: dict[str, Any] | None) -> str:
     """What the dense baseline embeds for a call."""
     return f"{tool} {json.dumps(args or {}, sort_keys=True)}"
@@ -80,10 +90,14 @@ def call_text(tool: str, args: dict[str, Any] | None) -> str:
 class Baselines:
     """The two baselines, fitted on the learning runs only."""
 
-    def __init__(self, learned: list[Any], embedder: Any) -> None:
+    def __init__(
+        self, learned: list[Any], embedder: Any, groups: dict[str, str] | None = None
+    ) -> None:
         import numpy as np
 
         per_tool: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+        self.failed_tasks: dict[str, set[str]] = defaultdict(set)
+        self.succeeded: set[str] = set()
         texts: list[str] = []
         self.failed: list[bool] = []
         for t in learned:
@@ -95,6 +109,11 @@ class Baselines:
                     if is_write(s.tool):
                         texts.append(call_text(s.tool, s.args))
                         self.failed.append(failed)
+                        shape = call_shape(s.tool, s.args)
+                        if failed:
+                            self.failed_tasks[shape].add((groups or {}).get(t.key, t.key))
+                        else:
+                            self.succeeded.add(shape)
         total = [sum(v[0] for v in per_tool.values()), sum(v[1] for v in per_tool.values())]
         self.rate = {k: v[0] / v[1] for k, v in per_tool.items()}
         self.pooled = total[0] / max(total[1], 1)
@@ -104,6 +123,15 @@ class Baselines:
     def failure_rate(self, tool: str) -> float:
         """The tool's past failure rate."""
         return self.rate.get(tool, self.pooled)
+
+    def failed_elsewhere(self, tool: str, args: dict[str, Any] | None, task: str) -> float:
+        """f / (f + 1) for f other tasks whose failed runs made a call of this shape, when no
+        successful run made one; else 0."""
+        shape = call_shape(tool, args)
+        if shape in self.succeeded:
+            return 0.0
+        f = len(self.failed_tasks.get(shape, set()) - {task})
+        return f / (f + 1)
 
     def dense(self, texts: list[str]) -> list[float]:
         """Share of failed-run calls among the nearest learning write calls."""
@@ -128,11 +156,13 @@ def score_writes(
     cards: dict[uuid.UUID, Any],
     baselines: Baselines,
     now: Any,
+    groups: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """One row per write call of the test runs: wrong or not, and each system's score."""
     from memory_core.replay import ranked_cards
     from memory_core.task_state import states_before_calls
 
+    groups = groups or {}
     rows: list[dict[str, Any]] = []
     for t in tested:
         expected = expected_actions(records[t.key])
@@ -155,6 +185,9 @@ def score_writes(
                     "hindsight": max((c.confidence for c, _ in served), default=0.0),
                     "hindsight cautions": max((c.confidence for c in cautions), default=0.0),
                     "tool failure rate": baselines.failure_rate(call.tool or ""),
+                    "features failed elsewhere": baselines.failed_elsewhere(
+                        call.tool or "", call.args, groups.get(t.key, t.key)
+                    ),
                     "run outcome (ceiling)": float(t.outcome.value == "failure"),
                     "text": call_text(call.tool or "", call.args),
                 }

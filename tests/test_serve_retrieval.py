@@ -212,3 +212,34 @@ def _settings(engine):
 
 def _principal(engine, svc, scopes):
     return svc.authenticate(create_key(engine=engine, namespace="team-a", scopes=scopes)[1])
+
+
+def test_near_equal_scores_are_ordered_by_evidence_then_content_never_by_id(engine) -> None:
+    from datetime import timedelta
+
+    from memory_core.serve.retrieval import TIE
+
+    now = utcnow()
+    cards = {
+        name: add_card(engine, scenario=name, confidence=0.7, preconditions=['tool == "pay"'])
+        for name in ("beta", "alpha", "older but better supported", "gamma")
+    }
+    with Session(engine) as s:
+        for name, card in cards.items():
+            row = s.get(Card, card.card_id)
+            assert row is not None
+            # written a few minutes apart, as batches of one nightly run are
+            row.updated_at = now - timedelta(minutes=len(name))
+            row.evidence_count = 5 if name.startswith("older") else 2
+            s.add(row)
+        s.commit()
+    snap = load_snapshot(engine=engine, namespace="team-a")
+    r = retrieve(snapshot=snap, state={"tool": "pay", "args": {}}, now=now)
+    scores = [m.score.score for m in r.matches]
+    assert max(scores) - min(scores) < TIE  # recency alone differs, and by very little
+    assert [m.entry.scenario for m in r.matches] == [
+        "older but better supported",
+        "alpha",
+        "beta",
+        "gamma",
+    ]

@@ -42,16 +42,23 @@ class RuleExtractor:
             else []
         )
         drafts: list[DraftCard] = []
-        seen: set[tuple[str, str]] = set()
+        seen: dict[tuple[str, str], DraftCard] = {}
         for i, call in enumerate(calls):
             if not call.error or call.tool is None:
                 continue
             sig = error_signature(call.error, call.args)
-            if (call.tool, sig) in seen:
-                continue  # the same failure again in one run is one lesson, not two
-            seen.add((call.tool, sig))
             rec = find_recovery(calls, i, sig, max_actions=self.max_actions)
-            drafts.append(self._warning(trajectory, base, call, states[i], sig, rec))
+            first = seen.get((call.tool, sig))
+            if first is not None:
+                # the same failure again in one run is one lesson, not two, and one run of
+                # its confidence (memory_core.cards.confidence counts runs); each occurrence
+                # is a row of its evidence, so how often the error recurs shows in the count
+                first.evidence.append(
+                    self._evidence(trajectory, states[i], call, sig, rec, confirms=True)
+                )
+                continue
+            seen[(call.tool, sig)] = self._warning(trajectory, base, call, states[i], sig, rec)
+            drafts.append(seen[(call.tool, sig)])
             if rec.retry is not None:
                 drafts.append(self._recovery_card(trajectory, base, call, states[i + 1], sig, rec))
         if trajectory.outcome is Outcome.success and base and calls:

@@ -51,6 +51,9 @@ class Retrieval:
     near_misses: list[Ranked] = field(default_factory=list)
 
 
+TIE = 1e-3  # score resolution of the ranking: recency moves this much in about three hours
+
+
 def specificity(conditions: int) -> float:
     """0 for a card on one condition (the tool alone), towards 1 the more conditions of the
     state it was learned on it tests: a lesson about calls like this one tells more."""
@@ -145,7 +148,16 @@ def retrieve(
             )
         elif explain and len(failed) < NEAR_MISS_SAMPLE:
             failed.append(e)
-    matches.sort(key=lambda m: (-m.score.score, -m.entry.evidence_count, str(m.entry.card_id)))
+    # scores within TIE of each other are a tie (a card written minutes later is no better a
+    # lesson): the one with more evidence first, then by content, never by the random id
+    matches.sort(
+        key=lambda m: (
+            -round(m.score.score / TIE),
+            -m.entry.evidence_count,
+            m.entry.text,
+            str(m.entry.card_id),
+        )
+    )
     misses: list[tuple[int, Ranked]] = []
     if explain:
         for m in matches[:top_k]:  # the verdicts of what is served
