@@ -113,6 +113,8 @@ class Card(CardBase, table=True):
             postgresql_where=text(_LIVE_SQL),
         ),
         Index("ix_card_namespace_status", "namespace", "status"),
+        # the console lists and counts one kind (facts) per namespace
+        Index("ix_card_namespace_kind_status", "namespace", "kind", "status"),
         # few cards are superseded: the others need no entry (and no index write per update)
         Index(
             "ix_card_superseded_by",
