@@ -164,8 +164,11 @@ def test_three_workers_split_the_decay_backlog(pg_url, tmp_path) -> None:
     assert sorted(ns for ns, _ in changed) == NAMESPACES, [s.ran for s in summaries]
     assert all(n == PER_NAMESPACE for _, n in changed)
     assert sum(s.decayed for s in summaries) == len(NAMESPACES) * PER_NAMESPACE
-    # the work was shared: more than one run changed cards
-    assert sum(1 for s in summaries if any(s.ran.values())) >= 2, [s.ran for s in summaries]
+    # the runs met: a run found namespaces leased by another, or more than one changed cards.
+    # (Which run gets how many is timing: on a quiet machine one run often takes every lease
+    # before the others start, and they find them held or the work already done.)
+    met = any(s.elsewhere for s in summaries) or sum(any(s.ran.values()) for s in summaries) >= 2
+    assert met, [(s.ran, s.elsewhere) for s in summaries]
     with Session(engine) as s:
         rows = s.execute(select(Card.confidence, Card.decay_tier)).all()
         assert len(rows) == len(NAMESPACES) * PER_NAMESPACE
