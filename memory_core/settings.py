@@ -45,6 +45,9 @@ class RankingWeights(BaseModel):
     """score weight of uses, against the namespace's most used card"""
     specificity: float = 0.1
     """a card testing more of the state than the tool alone ranks above a general one"""
+    support: float = 0.3
+    """score weight of a card's evidence, against the best-supported card matching the same
+    state (a lesson seen in more runs first, as an error seen more often is likelier again)"""
     recency_half_life_days: float = 30.0
     """days for recency to halve"""
     text_similarity: float = Field(default=0.3, ge=0.0, le=1.0)

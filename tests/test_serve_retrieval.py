@@ -16,6 +16,7 @@ from memory_core.serve.retrieval import prompt_block, retrieve
 from memory_core.serve.schemas import QueryRequest
 from memory_core.serve.service import MemoryService
 from memory_core.serve.snapshot import load_snapshot
+from memory_core.settings import RankingWeights
 from tests.helpers.serve import add_card
 
 
@@ -234,7 +235,8 @@ def test_near_equal_scores_are_ordered_by_evidence_then_content_never_by_id(engi
             s.add(row)
         s.commit()
     snap = load_snapshot(engine=engine, namespace="team-a")
-    r = retrieve(snapshot=snap, state={"tool": "pay", "args": {}}, now=now)
+    state = {"tool": "pay", "args": {}}
+    r = retrieve(snapshot=snap, state=state, now=now, weights=RankingWeights(support=0.0))
     scores = [m.score.score for m in r.matches]
     assert max(scores) - min(scores) < TIE  # recency alone differs, and by very little
     assert [m.entry.scenario for m in r.matches] == [
@@ -243,3 +245,12 @@ def test_near_equal_scores_are_ordered_by_evidence_then_content_never_by_id(engi
         "beta",
         "gamma",
     ]
+    # with the support term (default) the evidence is in the score itself, against the
+    # best-supported card matching this state
+    r = retrieve(snapshot=snap, state=state, now=now)
+    assert [(m.entry.scenario, m.score.support) for m in r.matches][:2] == [
+        ("older but better supported", 1.0),
+        ("alpha", 0.4),
+    ]
+    gap = r.matches[0].score.score - r.matches[1].score.score
+    assert gap == pytest.approx(RankingWeights().support * 0.6, abs=TIE)

@@ -72,6 +72,7 @@ class Score(BaseModel):
     use_frequency: float
     specificity: float = 0.0  # how many conditions of the state the card tests (0: one)
     text_similarity: float | None = None
+    support: float = 0.0  # evidence against the best-supported card matching the same state
     score: float
 
 
