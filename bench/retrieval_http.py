@@ -17,6 +17,18 @@ from bench.retrieval_data import pct, query_states, seed
 REPO = Path(__file__).resolve().parents[1]
 
 
+def wait_healthy(url: str, tries: int = 300) -> None:
+    """Until the server at url answers /healthz (a refused connection: try again shortly)."""
+    import httpx
+
+    for _ in range(tries):
+        try:
+            if httpx.get(f"{url}/healthz").status_code == 200:
+                return
+        except httpx.TransportError:
+            time.sleep(0.1)
+
+
 def _wrk_script(path: Path, key: str, states: list[dict]) -> None:
     """A wrk script cycling through the query bodies; prints the summary as one JSON line."""
     bodies = ",\n".join(f"[==[{json.dumps({'task_state': s})}]==]" for s in states)
@@ -166,12 +178,7 @@ def over_http(
     _wrk_script(script, key, states)
     out_runs = []
     try:
-        for _ in range(300):
-            try:
-                if httpx.get(f"{url}/healthz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
+        wait_healthy(url)
         with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}) as c:
             for s in states[:200]:  # warm-up: snapshot loaded, key cached (in every worker)
                 c.post("/v1/cards/query", json={"task_state": s})

@@ -10,17 +10,15 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from bench.retrieval_data import query_states
-from bench.retrieval_http import _wrk_run, _wrk_script, over_http
+from bench.retrieval_http import _wrk_run, _wrk_script, over_http, wait_healthy
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _empty(body_bytes: int, seconds: float, runs: int) -> dict:
-    import httpx
 
     port = 18990 + random.randrange(9)
     env = {
@@ -36,12 +34,7 @@ def _empty(body_bytes: int, seconds: float, runs: int) -> dict:
     _wrk_script(script, "none", query_states(5000, 5000))
     out = []
     try:
-        for _ in range(300):
-            try:
-                if httpx.get(f"{url}/healthz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
+        wait_healthy(url)
         for _ in range(runs):
             r = _wrk_run(url, script, seconds, 16)
             r["load"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
