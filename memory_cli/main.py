@@ -98,21 +98,15 @@ def ingest(
                 limits=settings.limits,
             )
         if fmt is Format.json:
-            print_json(
-                {
-                    "stored": report.stored,
-                    "duplicates": report.duplicates,
-                    "refused": [{"record": r, "error": e} for r, e in report.refused],
-                }
-            )
+            print_json(report.model_dump(mode="json", exclude={"source"}))
         else:
             table(
                 "ingest",
                 ["stored", "already stored", "refused"],
                 [[report.stored, report.duplicates, len(report.refused)]],
             )
-            for _name, why in report.refused[:_SHOWN_REFUSALS]:
-                console.print("[red]refused[/red] " + literal(why), soft_wrap=True)
+            for refusal in report.refused[:_SHOWN_REFUSALS]:
+                console.print("[red]refused[/red] " + literal(refusal.error), soft_wrap=True)
             if len(report.refused) > _SHOWN_REFUSALS:
                 more = len(report.refused) - _SHOWN_REFUSALS
                 console.print(f"[red]... and {more} more refused[/red] (--format json lists all)")

@@ -72,7 +72,7 @@ def _show(report: ReplayReport, *, calls: bool) -> None:
         f"{t.noise} of {t.calls - t.failed} calls that succeeded ({noise})"
     )
     for r in report.refused:
-        console.print(f"[red]refused[/red] {literal(r['error'])}")
+        console.print(f"[red]refused[/red] {literal(r.error)}")
 
 
 def replay_cmd(
@@ -100,6 +100,7 @@ def replay_cmd(
             namespace=ns,
             task_type=task_type or settings.default_task_type,
             max_observation_chars=settings.max_observation_chars,
+            limits=settings.limits,
         )
         report = replay(
             engine=engine,

@@ -28,10 +28,11 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
 from memory_core.errors import InvalidInput
-from memory_core.ingest.formats import parse_record
+from memory_core.ingest.limits import DEFAULT_LIMITS, InputLimits
+from memory_core.ingest.store import parse_each
 from memory_core.models.card import Card, CardStatus
 from memory_core.models.columns import utcnow
-from memory_core.models.trajectory import TrajectoryCreate
+from memory_core.models.trajectory import Refusal, TrajectoryCreate
 from memory_core.replay_report import (
     CallReplay,
     ReplayReport,
@@ -194,26 +195,22 @@ def parse_all(
     namespace: str,
     task_type: str,
     max_observation_chars: int = 4000,
-) -> tuple[list[TrajectoryCreate], list[dict[str, str]]]:
+    limits: InputLimits = DEFAULT_LIMITS,
+) -> tuple[list[TrajectoryCreate], list[Refusal]]:
     """Parse records as ingest would (nothing stored); refused ones are named with the reason."""
     parsed: list[TrajectoryCreate] = []
-    refused: list[dict[str, str]] = []
-    for name, record in records:
-        if isinstance(record, InvalidInput):
-            refused.append({"record": name, "error": str(record)})
-            continue
-        try:
-            parsed.append(
-                parse_record(
-                    record,
-                    name=name,
-                    namespace=namespace,
-                    task_type=task_type,
-                    max_observation_chars=max_observation_chars,
-                )
-            )
-        except InvalidInput as exc:
-            refused.append({"record": name, "error": str(exc)})
+    refused: list[Refusal] = []
+    for each in parse_each(
+        records,
+        namespace=namespace,
+        task_type=task_type,
+        max_observation_chars=max_observation_chars,
+        limits=limits,
+    ):
+        if isinstance(each, Refusal):
+            refused.append(each)
+        else:
+            parsed.append(each)
     return parsed, refused
 
 
@@ -226,7 +223,7 @@ def replay(
     weights: RankingWeights | None = None,
     pre_call_only: bool = False,
     now: datetime | None = None,
-    refused: Sequence[dict[str, str]] = (),
+    refused: Sequence[Refusal] = (),
 ) -> ReplayReport:
     """Replay parsed trajectories against the namespace's served cards; reads only."""
     if top_k < 1:

@@ -8,6 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from memory_core.models.trajectory import Refusal
+
 
 class Verdict(StrEnum):
     """What the memory did for one call."""
@@ -92,4 +94,4 @@ class ReplayReport(BaseModel):
     totals: Totals
     hit_rate: float | None
     noise_rate: float | None
-    refused: list[dict[str, str]] = []
+    refused: list[Refusal] = []

@@ -137,5 +137,5 @@ def test_a_bad_conversation_in_a_file_is_refused_and_the_rest_goes_in(engine, tm
     f.write_text(json.dumps(_sessions()) + "\n" + json.dumps(bad) + "\n")
     report = _ingest(engine, str(f))
     assert report.stored == 1
-    ((name, why),) = report.refused
+    ((name, why),) = [(r.record, r.error) for r in report.refused]
     assert name == f"{f}:2" and "conversation.part_1.0" in why

@@ -76,7 +76,7 @@ def test_a_bad_record_is_refused_by_name_and_the_rest_goes_in(engine, tmp_path: 
         engine=engine, records=iter_sources([str(f)]), namespace="d", task_type="default"
     )
     assert report.stored == 3
-    refused = dict(report.refused)
+    refused = {r.record: r.error for r in report.refused}
     assert set(refused) == {f"{f}:2", f"{f}:3", f"{f}:4", f"{f}:6"}
     assert "not valid JSON" in refused[f"{f}:2"]
     assert "field 'traj.3.tool_calls.0.function.name'" in refused[f"{f}:3"]

@@ -27,9 +27,5 @@ def ingest(
     records = body if isinstance(body, list) else [body]
     report = service.ingest(principal=who, records=records)
     if report.refused and not report.stored and not report.duplicates:
-        raise InvalidInput("; ".join(why for _, why in report.refused))
-    return IngestResult(
-        stored=report.stored,
-        duplicates=report.duplicates,
-        refused=[{"record": r, "error": e} for r, e in report.refused],
-    )
+        raise InvalidInput("; ".join(r.error for r in report.refused))
+    return IngestResult(stored=report.stored, duplicates=report.duplicates, refused=report.refused)

@@ -21,7 +21,7 @@ from memory_core.ingest.conversations import is_message_list
 from memory_core.ingest.formats import parse_record
 from memory_core.ingest.limits import DEFAULT_LIMITS, InputLimits
 from memory_core.models.columns import new_id, utcnow
-from memory_core.models.trajectory import Trajectory, TrajectoryCreate, TrajectoryStatus
+from memory_core.models.trajectory import Refusal, Trajectory, TrajectoryCreate, TrajectoryStatus
 
 SUFFIXES = (".json", ".jsonl", ".ndjson")
 _CHUNK = 500
@@ -34,7 +34,7 @@ class IngestReport(BaseModel):
     source: str | None = None  # the file or folder read, when there was one
     stored: int = 0
     duplicates: int = 0
-    refused: list[tuple[str, str]] = []
+    refused: list[Refusal] = []
 
     @property
     def seen(self) -> int:
@@ -184,6 +184,32 @@ def store_trajectories(*, engine: Engine, trajectories: list[TrajectoryCreate]) 
         return len(result.all())
 
 
+def parse_each(
+    records: Iterable[tuple[str, Any]],
+    *,
+    namespace: str,
+    task_type: str,
+    max_observation_chars: int = 4000,
+    limits: InputLimits = DEFAULT_LIMITS,
+) -> Iterator[TrajectoryCreate | Refusal]:
+    """Each record parsed, or its refusal naming the record and why (ingest and replay share it)."""
+    for name, record in records:
+        if isinstance(record, InvalidInput):
+            yield Refusal(record=name, error=str(record))
+            continue
+        try:
+            yield parse_record(
+                record,
+                name=name,
+                namespace=namespace,
+                task_type=task_type,
+                max_observation_chars=max_observation_chars,
+                limits=limits,
+            )
+        except InvalidInput as exc:
+            yield Refusal(record=name, error=str(exc))
+
+
 def ingest(
     *,
     engine: Engine,
@@ -206,23 +232,17 @@ def ingest(
             on_progress(len(pending))
         pending.clear()
 
-    for name, record in records:
-        if isinstance(record, InvalidInput):
-            report.refused.append((name, str(record)))
+    for parsed in parse_each(
+        records,
+        namespace=namespace,
+        task_type=task_type,
+        max_observation_chars=max_observation_chars,
+        limits=limits,
+    ):
+        if isinstance(parsed, Refusal):
+            report.refused.append(parsed)
             continue
-        try:
-            pending.append(
-                parse_record(
-                    record,
-                    name=name,
-                    namespace=namespace,
-                    task_type=task_type,
-                    max_observation_chars=max_observation_chars,
-                    limits=limits,
-                )
-            )
-        except InvalidInput as exc:
-            report.refused.append((name, str(exc)))
+        pending.append(parsed)
         if len(pending) >= _CHUNK:
             flush()
     flush()

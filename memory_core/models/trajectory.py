@@ -48,6 +48,13 @@ class Step(BaseModel):
     turn_id: str | None = None
 
 
+class Refusal(BaseModel):
+    """A record that was not stored: its name (file:line, or its place in a request) and why."""
+
+    record: str
+    error: str
+
+
 class TrajectoryCreate(BaseModel):
     """A parsed, validated trajectory ready to be stored."""
 

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from memory_core.ingest.limits import CleanInput
 from memory_core.models.card import ActionStep, CardPublic, FailureMode
+from memory_core.models.trajectory import Refusal
 
 MAX_TOP_K = 50
 
@@ -200,4 +201,4 @@ class IngestResult(BaseModel):
 
     stored: int
     duplicates: int
-    refused: list[dict[str, str]] = []
+    refused: list[Refusal] = []
