@@ -13,7 +13,7 @@ from memory_core.embed.onnx import MODEL_NAME
 from memory_core.index.factory import open_index
 from memory_core.index.sync import check_index
 from memory_core.models.card import Card, CardVersion
-from tests.test_cli import hindsight
+from tests.helpers.cli import hindsight
 from tests.test_consolidate import _card
 
 

@@ -11,11 +11,12 @@ import pytest
 
 from memory_api.app import create_app
 from memory_core.serve.service import MemoryService
+from tests.helpers.data import REPO
 from tests.helpers.serve import LiveServer
 from tests.helpers.ui import seed
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOCS = REPO / "docs"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 
 pytestmark = pytest.mark.skipif(
