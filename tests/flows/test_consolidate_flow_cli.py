@@ -14,7 +14,7 @@ from memory_core.index.factory import open_index
 from memory_core.index.sync import check_index
 from memory_core.models.card import Card, CardVersion
 from tests.helpers.cli import hindsight
-from tests.test_consolidate import _card
+from tests.memory_core.consolidate.test_consolidate import _card
 
 
 def test_similar_wording_merges_through_embeddings_and_the_index_follows(

@@ -152,7 +152,7 @@ def test_offline_docs_render_without_network(browser, site) -> None:
 
 
 def test_a_cards_effect_in_the_browser(browser, site, engine) -> None:
-    from tests.test_effects_rules import HARMS, HELPS, _counts
+    from tests.memory_core.effects.test_effects_rules import HARMS, HELPS, _counts
 
     base, s, keep = site
     _counts(engine, s.cards["held"].card_id, HELPS)
