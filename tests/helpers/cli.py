@@ -1,8 +1,8 @@
 """The `hindsight` command for tests: in this process where the test is not about the process.
 
 A subprocess pays Python's start and every import (1.5-2 s of CPU a call, 10 s and more on a
-busy machine); the suite made some 300 such calls. Commands that run a flow (Prefect state is
-process-wide: the CLI sets its environment and enters inline runs once per process), start
+busy machine), and the suite makes well over a hundred calls. Commands that run a flow (the
+CLI's Prefect set-up is process-wide: environment, inline runs entered once), that start
 services, or that a test runs with `process=True` still run as a real subprocess."""
 
 from __future__ import annotations
