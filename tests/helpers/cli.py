@@ -10,9 +10,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
 from typer.testing import CliRunner
 
 from tests.helpers.data import REPO
@@ -47,11 +51,29 @@ def _environ(env: dict[str, str]) -> Iterator[None]:
         os.environ.update(saved)
 
 
+@contextmanager
+def _engines_closed() -> Iterator[None]:
+    """Close the pools of the engines the command made, as its exit would have: left to the
+    garbage collector, PostgreSQL connections pile up over a session."""
+    made: weakref.WeakSet[Engine] = weakref.WeakSet()
+
+    def seen(conn: Any) -> None:
+        made.add(conn.engine)
+
+    event.listen(Engine, "engine_connect", seen)
+    try:
+        yield
+    finally:
+        event.remove(Engine, "engine_connect", seen)
+        for engine in list(made):
+            engine.dispose()
+
+
 def _in_process(env: dict[str, str], args: tuple[str, ...], stdin: str | None) -> tuple:
     from memory_cli import context
     from memory_cli.main import app
 
-    with _environ(env):
+    with _environ(env), _engines_closed():
         # exceptions propagate (not caught as exit code 1): a traceback fails the test loudly
         result = CliRunner().invoke(
             app, list(args), input=stdin, catch_exceptions=False, prog_name="hindsight"
