@@ -43,7 +43,7 @@ test: lint typecheck
 
 # the suite plus the test against a real local model (Gemma 3 270M behind llama.cpp's server)
 test-model: $(VENV)/.installed-model
-	$(BIN)/pytest tests/test_local_model.py
+	$(BIN)/pytest tests/flows/test_local_model.py
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/nightly.py

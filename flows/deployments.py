@@ -2,7 +2,7 @@
 
 `prefect deploy --all` reads prefect.yaml (cron fixed at its default there); these read the
 nightly schedule from the settings (HINDSIGHT_NIGHTLY_CRON) and name each flow by module path,
-so a worker finds the installed package wherever it runs. tests/test_deploy_files.py keeps
+so a worker finds the installed package wherever it runs. tests/flows/test_deploy_files.py keeps
 the two in step.
 """
 

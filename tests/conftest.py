@@ -23,7 +23,8 @@ from tests.helpers.scripted_llm import ScriptedLLM
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 # the holdout withholds a random share of matching cards: tests that expect a card served get
-# every card; the holdout's own tests (tests/test_effects*.py) set a rate and a run id
+# every card; the holdout's own tests (tests/memory_core/effects/test_effects*.py) set a rate
+# and a run id
 os.environ.setdefault("HINDSIGHT_HOLDOUT_RATE", "0")
 PG_ADMIN = os.environ.get(
     "HINDSIGHT_TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres"

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from typing import Any
 
 from sqlalchemy import func, select, text
@@ -15,7 +13,8 @@ from memory_core.models.card import Card
 from memory_core.replay import card_warns, parse_all, replay
 from memory_core.replay_report import Verdict
 from memory_core.validate.stage import validate_drafts
-from tests.helpers.data import REPO, tau_runs
+from tests.helpers.cli import hindsight
+from tests.helpers.data import tau_runs
 from tests.helpers.pipeline import retrospect_all
 
 
@@ -157,23 +156,9 @@ def test_cli_replay_json(env_for, engine, tmp_path) -> None:
     path = str(tmp_path / "replay.jsonl")
     with open(path, "w") as f:
         f.write(json.dumps(_run("x", ("search", "Error: HTTP 503 busy"), ("search", None))) + "\n")
-    proc = subprocess.run(
-        [sys.executable, "-m", "memory_cli", "replay", path, "--format", "json", "--top-k", "2"],
-        cwd=REPO,
-        env=env_for,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = hindsight(env_for, "replay", path, "--format", "json", "--top-k", "2", check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout)
     assert out["totals"]["hit"] == 1 and out["totals"]["noise"] == 1 and out["top_k"] == 2
-    table = subprocess.run(
-        [sys.executable, "-m", "memory_cli", "replay", path],
-        cwd=REPO,
-        env=env_for,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    table = hindsight(env_for, "replay", path, check=False)
     assert table.returncode == 0 and "warned before 1 of 1 failed calls" in table.stdout

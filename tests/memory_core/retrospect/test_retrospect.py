@@ -51,7 +51,7 @@ def test_tau_cards_are_plausible(engine) -> None:
         assert card.evidence_count == len(by_card[card.card_id])
         for ev in by_card[card.card_id]:
             if ev.result.get("role") == "contrast":
-                continue  # a run shown beside the card's evidence (tests/test_contrast.py)
+                continue  # a run shown beside the card's evidence (test_contrast.py)
             traj = trajectories[ev.trajectory_id]  # evidence points back to a stored run
             states = states_before_calls(
                 [Step.model_validate(x) for x in traj.steps],

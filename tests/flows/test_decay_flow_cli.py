@@ -13,8 +13,8 @@ from flows.decay import decay
 from flows.params import DecayFlowParams
 from memory_core.settings import DecayRules
 from memory_core.status import card_counts
+from tests.helpers.cli import hindsight
 from tests.helpers.decay import NOW, card_row, cards_by_id, dump_state, insert_cards
-from tests.test_cli import hindsight
 
 
 def test_decay_flow_plans_then_applies_and_names_its_run(flow_env, engine) -> None:

@@ -9,7 +9,7 @@ from memory_core.models.trajectory import Step
 from memory_core.screen.exposure import exposures
 from memory_core.screen.values import PLACEHOLDER, supplied_values
 from tests.helpers.serve import served_cards
-from tests.test_trust_rules import _learn
+from tests.memory_core.screen.test_trust_rules import _learn
 
 STATES = (
     {"task_type": "payments", "tool": "pay_bill", "args": {"cabin": "economy"}},

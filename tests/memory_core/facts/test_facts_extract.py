@@ -191,7 +191,7 @@ def test_garbage_from_the_llm_writes_nothing(engine, content) -> None:
 
 
 def test_cli_add_search_forget_extract(env_for, tmp_path) -> None:
-    from tests.test_cli import hindsight
+    from tests.helpers.cli import hindsight
 
     conv = tmp_path / "chat.json"
     conv.write_text(

@@ -26,6 +26,7 @@ from memory_core.index.sync import check_index, rebuild_index
 from memory_core.models.card import Card
 from memory_core.models.embedding import CardEmbedding
 from memory_core.settings import Settings
+from tests.helpers.cli import hindsight
 from tests.helpers.data import REPO
 
 # qdrant-client local mode ignores payload indexes (a server uses them); the filter still works
@@ -233,8 +234,7 @@ def test_cli_rebuild_and_check(engine: Engine, env_for: dict[str, str]) -> None:
     env = env_for | {"HINDSIGHT_EMBEDDER": "none"}
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        cmd = [sys.executable, "-m", "memory_cli", "index", *args, "--format", "json"]
-        return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+        return hindsight(env, "index", *args, "--format", "json", check=False)
 
     proc = run("check")
     assert proc.returncode == 1 and json.loads(proc.stdout)["missing_count"] == 2
@@ -253,11 +253,5 @@ def test_cli_rebuild_and_check(engine: Engine, env_for: dict[str, str]) -> None:
     out = json.loads(run("check").stdout)
     assert out["stale"] == [str(gone)] and out["missing"] == [] and kept
     assert json.loads(run("rebuild").stdout)["deleted"] == 1
-    table = subprocess.run(
-        [sys.executable, "-m", "memory_cli", "index", "check"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
+    table = hindsight(env, "index", "check", check=False)
     assert table.returncode == 0 and "no drift" in table.stdout

@@ -17,9 +17,9 @@ from memory_core.models.card import Card
 from memory_core.models.columns import utcnow
 from memory_core.serve.service import MemoryService
 from memory_core.validate.review import review_queue
+from tests.helpers.cli import hindsight
 from tests.helpers.serve import LiveServer, add_card, keys_for
 from tests.helpers.ui import signed_in
-from tests.test_cli import hindsight
 
 # (scenario, origin, status), oldest first: the agent's own card waited longest
 CARDS = [

@@ -27,8 +27,8 @@ from memory_core.retrospect.dead_letters import (
     redrive,
 )
 from tests.helpers import fake_model
+from tests.helpers.cli import hindsight
 from tests.helpers.scripted_llm import Reply, ScriptedLLM
-from tests.test_cli import hindsight
 
 FACT = {
     "subject": "Dev",

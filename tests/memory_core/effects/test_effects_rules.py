@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import httpx
 import pytest
@@ -15,7 +13,7 @@ from memory_api.app import create_app
 from memory_core.models.card import Card
 from memory_core.serve.service import MemoryService
 from memory_core.settings import EffectRules
-from tests.helpers.data import REPO
+from tests.helpers.cli import hindsight
 from tests.helpers.serve import LiveServer, add_card
 from tests.helpers.ui import seed, signed_in
 
@@ -102,16 +100,7 @@ def test_cli_judges_by_the_configured_rules(env_for, engine) -> None:
     _counts(engine, card.card_id, HELPS)
 
     def run(*args: str, **env: str) -> str:
-        proc = subprocess.run(
-            [sys.executable, "-m", "memory_cli", *args],
-            cwd=REPO,
-            env={**env_for, **env, "COLUMNS": "200"},
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        return proc.stdout
+        return hindsight({**env_for, **env, "COLUMNS": "200"}, *args).stdout
 
     assert "helps +0.52" in run("cards", "list")
     strict = {"HINDSIGHT_DECAY__EFFECTS__MIN_WITHHELD": "50"}

@@ -15,9 +15,9 @@ from memory_core.ingest.limits import InputLimits
 from memory_core.ingest.store import ingest, iter_sources
 from memory_core.models.trajectory import Trajectory
 from memory_core.serve.service import MemoryService
+from tests.helpers.cli import hindsight
 from tests.helpers.data import tau_path
 from tests.helpers.serve import LiveServer, keys_for
-from tests.test_cli import hindsight
 
 STEPS = [{"type": "tool_call", "tool": "lookup", "observation": "ok"}]
 

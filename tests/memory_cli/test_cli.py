@@ -1,27 +1,12 @@
-"""The `hindsight` command as a user runs it: a real subprocess on SQLite and PostgreSQL."""
+"""The `hindsight` command as a user runs it, on SQLite and PostgreSQL: in this process, and a
+real subprocess for the commands that run a flow (tests.helpers.cli)."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
+from tests.helpers.cli import hindsight
 from tests.helpers.data import REPO, tau_path
-
-
-def hindsight(env, *args: str, stdin: str | None = None, check: bool = True):
-    proc = subprocess.run(
-        [sys.executable, "-m", "memory_cli", *args],
-        cwd=REPO,
-        env=env,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    if check:
-        assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc
 
 
 def test_ingest_from_stdin_twice_then_status(env_for) -> None:

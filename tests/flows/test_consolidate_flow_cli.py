@@ -13,8 +13,8 @@ from memory_core.embed.onnx import MODEL_NAME
 from memory_core.index.factory import open_index
 from memory_core.index.sync import check_index
 from memory_core.models.card import Card, CardVersion
-from tests.test_cli import hindsight
-from tests.test_consolidate import _card
+from tests.helpers.cli import hindsight
+from tests.memory_core.consolidate.test_consolidate import _card
 
 
 def test_similar_wording_merges_through_embeddings_and_the_index_follows(

@@ -6,7 +6,7 @@ import json
 
 from memory_core.ingest.store import ingest
 from memory_core.recall import RecallIndex, load_items, search_memory
-from tests.test_cli import hindsight
+from tests.helpers.cli import hindsight
 
 
 def _conversation() -> dict:

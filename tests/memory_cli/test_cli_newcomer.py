@@ -1,5 +1,6 @@
 """A newcomer's first commands: quick answers, no server started, text shown as stored, ids by
-prefix. Real subprocesses on SQLite and PostgreSQL."""
+prefix, on SQLite and PostgreSQL. Real subprocesses where the test is about the process (what a
+command imports); ids and text through the CLI in process (tests.helpers.cli)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from memory_core.db import session_scope
 from memory_core.models.card import Card
+from tests.helpers.cli import hindsight
 from tests.helpers.data import REPO
 
 
@@ -91,21 +93,22 @@ def test_ids_by_unique_prefix_and_text_as_stored(env_for, engine) -> None:
     b = uuid.UUID("abcd5678-0000-4000-8000-000000000002")
     _card(engine, a, "could not find [bisquick manufacturer]. similar: [bold]x[/bold]")
     _card(engine, b, "another card")
-    listing = run(env_for, "cards", "list")
+    listing = hindsight(env_for, "cards", "list", check=False)
     assert listing.returncode == 0, listing.stderr
     assert "could not find [bisquick manufacturer]. similar: [bold]x[/bold]" in listing.stdout
     assert 'last_error == "x [y]"' in listing.stdout
     assert "2 in all" in listing.stdout
-    page = run(env_for, "cards", "list", "--limit", "1")
+    page = hindsight(env_for, "cards", "list", "--limit", "1", check=False)
     assert "1 of 2 shown" in page.stdout and "--offset 1" in page.stdout
-    shown = run(env_for, "cards", "show", "abcd1234")
+    shown = hindsight(env_for, "cards", "show", "abcd1234", check=False)
     assert shown.returncode == 0, shown.stderr
     assert str(a) in shown.stdout
-    history = run(env_for, "cards", "history", "ABCD-5678")  # case and dashes do not matter
+    # case and dashes do not matter
+    history = hindsight(env_for, "cards", "history", "ABCD-5678", check=False)
     assert history.returncode == 0 and str(b) in history.stdout
-    ambiguous = run(env_for, "cards", "show", "abcd")
+    ambiguous = hindsight(env_for, "cards", "show", "abcd", check=False)
     assert ambiguous.returncode == 2 and "ambiguous" in ambiguous.stderr
-    missing = run(env_for, "cards", "show", "ffff0000")
+    missing = hindsight(env_for, "cards", "show", "ffff0000", check=False)
     assert missing.returncode == 1 and "no card id starts with" in missing.stderr
-    too_short = run(env_for, "cards", "show", "ab")
+    too_short = hindsight(env_for, "cards", "show", "ab", check=False)
     assert too_short.returncode == 2 and "4 hex characters" in too_short.stderr

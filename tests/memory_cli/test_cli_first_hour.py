@@ -15,7 +15,7 @@ from memory_core.models.trajectory import Trajectory, TrajectoryStatus
 from tests.helpers import fake_model
 from tests.helpers.data import REPO
 from tests.helpers.scripted_llm import ScriptedLLM
-from tests.test_cli_newcomer import run
+from tests.memory_cli.test_cli_newcomer import run
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[a-zA-Z]")
 

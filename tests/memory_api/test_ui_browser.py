@@ -11,11 +11,12 @@ import pytest
 
 from memory_api.app import create_app
 from memory_core.serve.service import MemoryService
+from tests.helpers.data import REPO
 from tests.helpers.serve import LiveServer
 from tests.helpers.ui import seed
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOCS = REPO / "docs"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 
 pytestmark = pytest.mark.skipif(
@@ -151,7 +152,7 @@ def test_offline_docs_render_without_network(browser, site) -> None:
 
 
 def test_a_cards_effect_in_the_browser(browser, site, engine) -> None:
-    from tests.test_effects_rules import HARMS, HELPS, _counts
+    from tests.memory_core.effects.test_effects_rules import HARMS, HELPS, _counts
 
     base, s, keep = site
     _counts(engine, s.cards["held"].card_id, HELPS)

@@ -142,7 +142,7 @@ def test_the_sql_estimate_equals_the_python_one(engine) -> None:
 def test_cli_reports_effects_shows_them_on_a_card_and_pins(env_for, engine, tmp_path) -> None:
     import json
 
-    from tests.test_cli import hindsight
+    from tests.helpers.cli import hindsight
 
     harmful, helpful = insert_cards(
         engine,
