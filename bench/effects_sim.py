@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from memory_core.effects.estimate import Verdict, estimate
+from memory_core.effects.fdr import namespace_tests
 from memory_core.settings import EffectRules
 
 USES = [50, 100, 200, 500, 1000, 2000, 5000]
@@ -57,6 +58,7 @@ def simulate(
         for _ in range(replicates):
             delta = draw_effects(rng, cards)
             padded = np.append(delta, 0.0)  # index -1: no card
+            counts: dict[int, list[tuple[int, tuple[int, int, int, int]]]] = {n: [] for n in USES}
             for c in range(cards):
                 if len(states_of[c]) == 0:
                     continue
@@ -72,12 +74,18 @@ def simulate(
                 cum_w = np.cumsum(own_held)
                 cum_wk = np.cumsum(own_held & won)
                 for n in USES:
+                    k = (cum_sk[n - 1], cum_s[n - 1], cum_wk[n - 1], cum_w[n - 1])
+                    counts[n].append((c, (int(k[0]), int(k[1]), int(k[2]), int(k[3]))))
+            for n in USES:
+                tests = namespace_tests([k for _, k in counts[n]], rules=rules)
+                for (c, (k1, n1, k2, n2)), t in zip(counts[n], tests, strict=True):
                     e = estimate(
-                        served_uses=int(cum_s[n - 1]),
-                        served_successes=int(cum_sk[n - 1]),
-                        withheld_uses=int(cum_w[n - 1]),
-                        withheld_successes=int(cum_wk[n - 1]),
+                        served_uses=n1,
+                        served_successes=k1,
+                        withheld_uses=n2,
+                        withheld_successes=k2,
                         rules=rules,
+                        harms=t,
                     )
                     rows[n].append((float(delta[c]), e.difference, e.verdict))
         out[str(rate)] = {str(n): _metrics(rows[n]) for n in USES}

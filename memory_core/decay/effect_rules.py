@@ -1,7 +1,9 @@
 """Effect-aware decay: what the measured effect of a card (memory_core.effects) does to it.
 
-* **harms** (rule 3): the interval of served - withheld lies below zero: the card goes to
-  review, out of retrieval, whatever its confidence.
+* **harms** (rule 3): the namespace's Benjamini-Hochberg test rejects "no harm" at the
+  configured false discovery rate (memory_core.effects.fdr; with fdr 0, the interval of
+  served - withheld lies below zero): the card goes to review, out of retrieval, whatever its
+  confidence; the reason carries its p and q.
 * **fade** (rule 4): the interval lies within +-margin (enough evidence the card changes
   nothing): its confidence is multiplied by `fade`, at most once a night.
 * a card proven to **help** is evicted last by the cap (plan.plan_cap ranks it first).
@@ -16,13 +18,14 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Float, and_, case, delete, exists, insert, literal, or_, select
+from sqlalchemy import Float, and_, case, delete, exists, false, insert, literal, or_, select
 from sqlalchemy.engine import Connection
 
 from memory_core.decay.params import DecayParams
 from memory_core.decay.plan_table import CARD, PLAN, after_decay, scope
 from memory_core.decay.sql import ts
 from memory_core.decay.tiers import idle_since
+from memory_core.effects.fdr import harm_ids, harms_tests
 from memory_core.effects.sql import EffectSQL, effect_sql, why
 from memory_core.models.card import CardStatus
 from memory_core.settings import EffectRules
@@ -49,6 +52,28 @@ def protected(rules: EffectRules) -> Any:
     return case((card_effect(rules).helps(), literal(1)), else_=literal(0))
 
 
+def harms_of(conn: Connection, *, rules: EffectRules, ns: str | None, e: EffectSQL) -> Any:
+    """Which cards harm (SQL), and each harmful card's test as reason text: the namespace's
+    Benjamini-Hochberg test (memory_core.effects.fdr), or with fdr 0 the interval alone."""
+    if rules.fdr <= 0:
+        return e.high < 0, literal("")
+    tests = harms_tests(conn, rules=rules, namespaces=None if ns is None else [ns])
+    ids = harm_ids(tests)
+    if not ids:
+        return false(), literal("")
+    texts = [
+        (
+            CARD.c.card_id == cid,
+            literal(
+                f"; harms p={tests[cid].p:.3g}, Benjamini-Hochberg q={tests[cid].q:.3g}"
+                f" over {tests[cid].tested} cards (fdr {rules.fdr:g})"
+            ),
+        )
+        for cid in ids
+    ]
+    return CARD.c.card_id.in_(ids), case(*texts, else_=literal(""))
+
+
 def plan_effects(conn: Connection, *, params: DecayParams, now: datetime, ns: str | None) -> None:
     """Rules 3 and 4 in one pass over the cards (each pass joins the whole plan so far):
     an active card that confidently harms goes to review (rule "harms"); one with enough
@@ -61,7 +86,7 @@ def plan_effects(conn: Connection, *, params: DecayParams, now: datetime, ns: st
     text = why(
         conn.dialect.name, e, served=c.served_outcomes, withheld=c.withheld_outcomes, rules=rules
     )
-    harms = e.high < 0  # within the WHERE below: enough outcomes, and harms or no effect
+    harms, tested = harms_of(conn, rules=rules, ns=ns, e=e)
     again = ts(now - timedelta(hours=rules.refade_hours))
     # not archived as unused: rule 2's own predicate, negated. An anti-join against the plan
     # table (no statistics yet) let PostgreSQL pick a nested loop: 1.1e9 comparisons, 150 s at
@@ -90,7 +115,8 @@ def plan_effects(conn: Connection, *, params: DecayParams, now: datetime, ns: st
                     f"effect: none beyond +-{rules.margin:g}, confidence x{rules.fade:g}: "
                 ),
             )
-            + text,
+            + text
+            + tested,
             c.version,
             c.use_count,
         )
