@@ -154,20 +154,22 @@ def main() -> None:
         "rules": rules.model_dump(),
     }
     t0 = time.perf_counter()
-    result["estimator"] = simulate(
+    # the configured harms test and, on the same simulated outcomes, each card judged alone
+    result["estimator"], result["estimator_per_card"] = simulate(
         matches=matches,
         base=base,
         cards=len(ids),
         rates=[0.05, 0.1, 0.2],
         replicates=args.replicates,
         seed=args.seed,
-        rules=rules,
+        rules=[rules, rules.model_copy(update={"fdr": 0.0})],
     )
     result["estimator_replicates"] = args.replicates
     print(f"estimator simulated in {time.perf_counter() - t0:.0f} s")
-    for rate, by_n in result["estimator"].items():
-        for n, m in by_n.items():
-            print(f"  rate {rate} uses {n:>5}: {m}")
+    for key in ("estimator", "estimator_per_card"):
+        for rate, by_n in result[key].items():
+            for n, m in by_n.items():
+                print(f"  {key} rate {rate} uses {n:>5}: {m}")
     result["latency"] = latency(work / "learnt", states, ns=NS)
     print("latency", result["latency"])
     if not args.skip_nights:

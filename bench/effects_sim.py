@@ -7,6 +7,8 @@ through. Each replicate draws new hidden effects; the estimate is memory_core.ef
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -41,9 +43,10 @@ def simulate(
     rates: list[float],
     replicates: int,
     seed: int,
-    rules: EffectRules,
-) -> dict[str, Any]:
-    """Per holdout rate and uses per card: estimator error, harms recall and precision."""
+    rules: Sequence[EffectRules],
+) -> list[dict[str, Any]]:
+    """Per holdout rate and uses per card: estimator error, harms recall and precision; one
+    result per rules, all judging the same simulated outcomes (a paired comparison)."""
     rng = np.random.default_rng(seed)
     width = max(len(m) for m in matches)
     table = np.full((len(matches), width), -1)
@@ -52,9 +55,11 @@ def simulate(
     base_arr = np.asarray(base)
     states_of = [np.flatnonzero((table == c).any(axis=1)) for c in range(cards)]
     n_max = max(USES)
-    out: dict[str, Any] = {}
+    out: list[dict[str, Any]] = [{} for _ in rules]
     for rate in rates:
-        rows: dict[int, list[tuple[float, float | None, Verdict]]] = {n: [] for n in USES}
+        rows: dict[tuple[int, int], list[tuple[float, float | None, Verdict]]] = {
+            (i, n): [] for i in range(len(rules)) for n in USES
+        }
         for _ in range(replicates):
             delta = draw_effects(rng, cards)
             padded = np.append(delta, 0.0)  # index -1: no card
@@ -76,19 +81,20 @@ def simulate(
                 for n in USES:
                     k = (cum_sk[n - 1], cum_s[n - 1], cum_wk[n - 1], cum_w[n - 1])
                     counts[n].append((c, (int(k[0]), int(k[1]), int(k[2]), int(k[3]))))
-            for n in USES:
-                tests = namespace_tests([k for _, k in counts[n]], rules=rules)
+            for (i, r), n in itertools.product(enumerate(rules), USES):
+                tests = namespace_tests([k for _, k in counts[n]], rules=r)
                 for (c, (k1, n1, k2, n2)), t in zip(counts[n], tests, strict=True):
                     e = estimate(
                         served_uses=n1,
                         served_successes=k1,
                         withheld_uses=n2,
                         withheld_successes=k2,
-                        rules=rules,
+                        rules=r,
                         harms=t,
                     )
-                    rows[n].append((float(delta[c]), e.difference, e.verdict))
-        out[str(rate)] = {str(n): _metrics(rows[n]) for n in USES}
+                    rows[i, n].append((float(delta[c]), e.difference, e.verdict))
+        for i in range(len(rules)):
+            out[i][str(rate)] = {str(n): _metrics(rows[i, n]) for n in USES}
     return out
 
 

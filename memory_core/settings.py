@@ -106,7 +106,7 @@ class EffectRules(BaseModel):
         default=0.05, gt=0, lt=1, description="no effect: the interval lies within +-margin"
     )
     fdr: float = Field(
-        default=0.05,
+        default=0.02,
         ge=0,
         lt=0.5,
         description="harms: false discovery rate over a namespace's cards (Benjamini-Hochberg);"

@@ -88,7 +88,7 @@ def test_a_namespace_of_many_cards_takes_back_a_per_card_harms_verdict(engine) -
     assert tests[crowded].p == p and p == pytest.approx(0.0043, abs=1e-4)
     assert (tests[alone].tested, tests[alone].q, tests[alone].harms) == (1, p, True)
     assert tests[crowded].tested == 31 and tests[crowded].q == pytest.approx(31 * p)
-    assert not tests[crowded].harms  # 0.134 > 0.05
+    assert not tests[crowded].harms  # 0.134 > 0.02
 
     verdicts = {}
     for ns, cid in (("alone", alone), ("crowd", crowded)):
@@ -124,7 +124,7 @@ def test_a_namespace_of_many_cards_takes_back_a_per_card_harms_verdict(engine) -
         (h,) = s.execute(select(CardVersion).where(CardVersion.card_id == alone)).scalars()
     assert h.snapshot["rule"] == "harms" and h.reason.startswith("effect: harms, sent to review")
     assert "success 0.400 served (n=200) vs 0.625 withheld (n=40)" in h.reason
-    assert f"harms p={p:.3g}, Benjamini-Hochberg q={p:.3g} over 1 cards (fdr 0.05)" in h.reason
+    assert f"harms p={p:.3g}, Benjamini-Hochberg q={p:.3g} over 1 cards (fdr 0.02)" in h.reason
 
 
 def test_per_card_rule_when_fdr_is_zero(engine) -> None:
