@@ -98,7 +98,10 @@ def namespace_tests(
     k1, n1, k2, n2 = zip(*(counts[i] for i in idx), strict=True)
     ps = harms_p(k1, n1, k2, n2)
     for i, p, q in zip(idx, ps, bh_adjust(ps), strict=True):
-        out[i] = HarmsTest(p=p, q=q, tested=len(ps), fdr=rules.fdr, harms=q <= rules.fdr)
+        # built unvalidated: the numbers are ours, and validation was half the time at 6,000
+        out[i] = HarmsTest.model_construct(
+            p=p, q=q, tested=len(ps), fdr=rules.fdr, harms=q <= rules.fdr
+        )
     return out
 
 
