@@ -18,14 +18,31 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Float, and_, case, delete, exists, false, insert, literal, or_, select
+from sqlalchemy import (
+    Column,
+    Float,
+    MetaData,
+    Table,
+    Text,
+    Uuid,
+    and_,
+    case,
+    delete,
+    exists,
+    false,
+    func,
+    insert,
+    literal,
+    or_,
+    select,
+)
 from sqlalchemy.engine import Connection
 
 from memory_core.decay.params import DecayParams
 from memory_core.decay.plan_table import CARD, PLAN, after_decay, scope
 from memory_core.decay.sql import ts
 from memory_core.decay.tiers import idle_since
-from memory_core.effects.fdr import harm_ids, harms_tests
+from memory_core.effects.fdr import harms_tests
 from memory_core.effects.sql import EffectSQL, effect_sql, why
 from memory_core.models.card import CardStatus
 from memory_core.settings import EffectRules
@@ -52,26 +69,41 @@ def protected(rules: EffectRules) -> Any:
     return case((card_effect(rules).helps(), literal(1)), else_=literal(0))
 
 
+# the harmful cards of this run and each one's test, as text: a temporary table, since a
+# bound parameter per card (`IN`, `CASE`) passes SQLite's and psycopg's limits (32,766 and
+# 65,535) at some ten thousand harmful cards
+HARMS = Table(
+    "decay_harms",
+    MetaData(),  # not the models' metadata: Alembic must never see it
+    Column("card_id", Uuid(), primary_key=True),
+    Column("test", Text, nullable=False),
+    prefixes=["TEMPORARY"],
+)
+
+
 def harms_of(conn: Connection, *, rules: EffectRules, ns: str | None, e: EffectSQL) -> Any:
     """Which cards harm (SQL), and each harmful card's test as reason text: the namespace's
     Benjamini-Hochberg test (memory_core.effects.fdr), or with fdr 0 the interval alone."""
     if rules.fdr <= 0:
         return e.high < 0, literal("")
     tests = harms_tests(conn, rules=rules, namespaces=None if ns is None else [ns])
-    ids = harm_ids(tests)
-    if not ids:
-        return false(), literal("")
-    texts = [
-        (
-            CARD.c.card_id == cid,
-            literal(
-                f"; harms p={tests[cid].p:.3g}, Benjamini-Hochberg q={tests[cid].q:.3g}"
-                f" over {tests[cid].tested} cards (fdr {rules.fdr:g})"
-            ),
-        )
-        for cid in ids
+    HARMS.drop(conn, checkfirst=True)
+    HARMS.create(conn)
+    rows = [
+        {
+            "card_id": cid,
+            "test": f"; harms p={t.p:.3g}, Benjamini-Hochberg q={t.q:.3g}"
+            f" over {t.tested} cards (fdr {rules.fdr:g})",
+        }
+        for cid, t in tests.items()
+        if t.harms
     ]
-    return CARD.c.card_id.in_(ids), case(*texts, else_=literal(""))
+    if not rows:
+        return false(), literal("")
+    conn.execute(insert(HARMS), rows)
+    h = HARMS.alias("h")
+    test = select(h.c.test).where(h.c.card_id == CARD.c.card_id).scalar_subquery()
+    return CARD.c.card_id.in_(select(HARMS.c.card_id)), func.coalesce(test, literal(""))
 
 
 def plan_effects(conn: Connection, *, params: DecayParams, now: datetime, ns: str | None) -> None:
