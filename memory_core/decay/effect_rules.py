@@ -87,8 +87,6 @@ def harms_of(conn: Connection, *, rules: EffectRules, ns: str | None, e: EffectS
     if rules.fdr <= 0:
         return e.high < 0, literal("")
     tests = harms_tests(conn, rules=rules, namespaces=None if ns is None else [ns])
-    HARMS.drop(conn, checkfirst=True)
-    HARMS.create(conn)
     rows = [
         {
             "card_id": cid,
@@ -100,6 +98,8 @@ def harms_of(conn: Connection, *, rules: EffectRules, ns: str | None, e: EffectS
     ]
     if not rows:
         return false(), literal("")
+    # created and dropped inside the run's transaction (plan_effects): a failed run leaves none
+    HARMS.create(conn)
     conn.execute(insert(HARMS), rows)
     h = HARMS.alias("h")
     test = select(h.c.test).where(h.c.card_id == CARD.c.card_id).scalar_subquery()
@@ -167,6 +167,7 @@ def plan_effects(conn: Connection, *, params: DecayParams, now: datetime, ns: st
         )
     )
     conn.execute(insert(PLAN).from_select(list(PLAN.c.keys()), rows))
+    HARMS.drop(conn, checkfirst=True)
     f = PLAN.alias("f")
     faded = exists().where(f.c.card_id == PLAN.c.card_id, f.c.rule == "fade")
     conn.execute(delete(PLAN).where(PLAN.c.rule == "decay", faded))
