@@ -101,6 +101,8 @@ def harms_of(conn: Connection, *, rules: EffectRules, ns: str | None, e: EffectS
     # created and dropped inside the run's transaction (plan_effects): a failed run leaves none
     HARMS.create(conn)
     conn.execute(insert(HARMS), rows)
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("ANALYZE decay_harms")  # temporary: no autovacuum statistics
     h = HARMS.alias("h")
     test = select(h.c.test).where(h.c.card_id == CARD.c.card_id).scalar_subquery()
     return CARD.c.card_id.in_(select(HARMS.c.card_id)), func.coalesce(test, literal(""))
