@@ -111,7 +111,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
         ax.set_title(title)
         ax.legend(fontsize=7)
     axes[1].axhline(0.9, color="grey", lw=0.8)
-    for name, run in result["nights"].items():
+    for name, run in result.get("nights", {}).items():
         m = [n["mean_true_effect_served"] for n in run["per_night"]]
         axes[2].plot(range(1, len(m) + 1), m, label=name)
     axes[2].set_xlabel("night")
@@ -130,8 +130,11 @@ def main() -> None:
     ap.add_argument("--replicates", type=int, default=200)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--skip-nights", action="store_true")
+    ap.add_argument(
+        "--fdr", type=float, default=EffectRules().fdr, help="harms FDR level (0: each card alone)"
+    )
     args = ap.parse_args()
-    rules = EffectRules()
+    rules = EffectRules(fdr=args.fdr)
     work = Path(tempfile.mkdtemp(prefix="effects-bench-"))
     t0 = time.perf_counter()
     engine, states, base = learn(work / "learnt")
@@ -151,20 +154,22 @@ def main() -> None:
         "rules": rules.model_dump(),
     }
     t0 = time.perf_counter()
-    result["estimator"] = simulate(
+    # the configured harms test and, on the same simulated outcomes, each card judged alone
+    result["estimator"], result["estimator_per_card"] = simulate(
         matches=matches,
         base=base,
         cards=len(ids),
         rates=[0.05, 0.1, 0.2],
         replicates=args.replicates,
         seed=args.seed,
-        rules=rules,
+        rules=[rules, rules.model_copy(update={"fdr": 0.0})],
     )
     result["estimator_replicates"] = args.replicates
     print(f"estimator simulated in {time.perf_counter() - t0:.0f} s")
-    for rate, by_n in result["estimator"].items():
-        for n, m in by_n.items():
-            print(f"  rate {rate} uses {n:>5}: {m}")
+    for key in ("estimator", "estimator_per_card"):
+        for rate, by_n in result[key].items():
+            for n, m in by_n.items():
+                print(f"  {key} rate {rate} uses {n:>5}: {m}")
     result["latency"] = latency(work / "learnt", states, ns=NS)
     print("latency", result["latency"])
     if not args.skip_nights:
@@ -188,6 +193,7 @@ def main() -> None:
                 n_nights=args.nights,
                 seed=args.seed,
                 ns=NS,
+                fdr=args.fdr,
             )
             print(name, {k: v for k, v in result["nights"][name].items() if k != "per_night"})
     RESULTS.mkdir(exist_ok=True)

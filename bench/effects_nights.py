@@ -52,6 +52,7 @@ def nights(
     n_nights: int,
     seed: int,
     ns: str,
+    fdr: float,
 ) -> dict[str, Any]:
     """Nights of queries and outcomes, each ended by the decay stage."""
     from sqlalchemy import select
@@ -72,7 +73,7 @@ def nights(
     per_night: list[dict[str, Any]] = []
     last_runs: list[tuple[float, int]] = []
     params = settings.decay.model_dump()
-    params["effects"] = EffectRules(aware=aware)
+    params["effects"] = EffectRules(aware=aware, fdr=fdr)
     with (
         mock.patch("memory_core.serve.service.utcnow", lambda: clock[0]),
         mock.patch("memory_core.decay.feedback.utcnow", lambda: clock[0]),

@@ -7,11 +7,14 @@ through. Each replicate draws new hidden effects; the estimate is memory_core.ef
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from memory_core.effects.estimate import Verdict, estimate
+from memory_core.effects.fdr import namespace_tests
 from memory_core.settings import EffectRules
 
 USES = [50, 100, 200, 500, 1000, 2000, 5000]
@@ -40,9 +43,10 @@ def simulate(
     rates: list[float],
     replicates: int,
     seed: int,
-    rules: EffectRules,
-) -> dict[str, Any]:
-    """Per holdout rate and uses per card: estimator error, harms recall and precision."""
+    rules: Sequence[EffectRules],
+) -> list[dict[str, Any]]:
+    """Per holdout rate and uses per card: estimator error, harms recall and precision; one
+    result per rules, all judging the same simulated outcomes (a paired comparison)."""
     rng = np.random.default_rng(seed)
     width = max(len(m) for m in matches)
     table = np.full((len(matches), width), -1)
@@ -51,12 +55,15 @@ def simulate(
     base_arr = np.asarray(base)
     states_of = [np.flatnonzero((table == c).any(axis=1)) for c in range(cards)]
     n_max = max(USES)
-    out: dict[str, Any] = {}
+    out: list[dict[str, Any]] = [{} for _ in rules]
     for rate in rates:
-        rows: dict[int, list[tuple[float, float | None, Verdict]]] = {n: [] for n in USES}
+        rows: dict[tuple[int, int], list[tuple[float, float | None, Verdict]]] = {
+            (i, n): [] for i in range(len(rules)) for n in USES
+        }
         for _ in range(replicates):
             delta = draw_effects(rng, cards)
             padded = np.append(delta, 0.0)  # index -1: no card
+            counts: dict[int, list[tuple[int, tuple[int, int, int, int]]]] = {n: [] for n in USES}
             for c in range(cards):
                 if len(states_of[c]) == 0:
                     continue
@@ -72,15 +79,22 @@ def simulate(
                 cum_w = np.cumsum(own_held)
                 cum_wk = np.cumsum(own_held & won)
                 for n in USES:
+                    k = (cum_sk[n - 1], cum_s[n - 1], cum_wk[n - 1], cum_w[n - 1])
+                    counts[n].append((c, (int(k[0]), int(k[1]), int(k[2]), int(k[3]))))
+            for (i, r), n in itertools.product(enumerate(rules), USES):
+                tests = namespace_tests([k for _, k in counts[n]], rules=r)
+                for (c, (k1, n1, k2, n2)), t in zip(counts[n], tests, strict=True):
                     e = estimate(
-                        served_uses=int(cum_s[n - 1]),
-                        served_successes=int(cum_sk[n - 1]),
-                        withheld_uses=int(cum_w[n - 1]),
-                        withheld_successes=int(cum_wk[n - 1]),
-                        rules=rules,
+                        served_uses=n1,
+                        served_successes=k1,
+                        withheld_uses=n2,
+                        withheld_successes=k2,
+                        rules=r,
+                        harms=t,
                     )
-                    rows[n].append((float(delta[c]), e.difference, e.verdict))
-        out[str(rate)] = {str(n): _metrics(rows[n]) for n in USES}
+                    rows[i, n].append((float(delta[c]), e.difference, e.verdict))
+        for i in range(len(rules)):
+            out[i][str(rate)] = {str(n): _metrics(rows[i, n]) for n in USES}
     return out
 
 

@@ -16,7 +16,7 @@ from mcp.types import ToolAnnotations
 from pydantic import Field, ValidationError
 
 from memory_core.decay.feedback import Feedback
-from memory_core.effects.cards import judged
+from memory_core.effects.cards import judged_all
 from memory_core.errors import HindsightError
 from memory_core.facts.search import FactHit
 from memory_core.facts.store import FactIn
@@ -130,7 +130,7 @@ def create_mcp(
         """The most recently learnt or changed experience cards of this namespace."""
         rules = service.settings.decay.effects  # the configured rules judge each effect
         cards = call(ctx, lambda who: service.recent(principal=who, limit=limit))
-        return [judged(c, rules) for c in cards]
+        return judged_all(cards, engine=service.engine, rules=rules)
 
     @mcp.tool(annotations=READ)
     def memory_search(

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import uuid
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from memory_core.screen.provenance import origin_of
 
 if TYPE_CHECKING:
+    from memory_core.effects.estimate import HarmsTest
     from memory_core.models.card import Card, CardPublic
     from memory_core.settings import EffectRules
 
 
-def card_row(c: Card | CardPublic, rules: EffectRules | None = None) -> list[object]:
+def card_row(
+    c: Card | CardPublic,
+    rules: EffectRules | None = None,
+    tests: Mapping[uuid.UUID, HarmsTest] | None = None,
+) -> list[object]:
     return [
         str(c.card_id)[:8],
         c.status,
@@ -22,13 +28,17 @@ def card_row(c: Card | CardPublic, rules: EffectRules | None = None) -> list[obj
         c.scenario,
         "\n".join(c.preconditions) or "(always)",
         " → ".join(a.get("tool", "") for a in c.action_sequence),
-        verdict(c, rules),
+        verdict(c, rules, tests),
     ]
 
 
-def verdict(c: Card | CardPublic, rules: EffectRules | None = None) -> str:
-    """The measured effect's verdict under these rules (the configured ones, memory_core.effects),
-    '-' before any outcome in an arm."""
+def verdict(
+    c: Card | CardPublic,
+    rules: EffectRules | None = None,
+    tests: Mapping[uuid.UUID, HarmsTest] | None = None,
+) -> str:
+    """The measured effect's verdict under these rules (the configured ones, memory_core.effects)
+    and the namespace's harms tests (effects.cards.tests_for), '-' before any outcome."""
     from memory_core.effects.estimate import estimate
     from memory_core.models.card import CardPublic
 
@@ -37,7 +47,7 @@ def verdict(c: Card | CardPublic, rules: EffectRules | None = None) -> str:
         if e is not None and rules is not None:
             from memory_core.effects.cards import rescored
 
-            e = rescored(e, rules)
+            e = rescored(e, rules, (tests or {}).get(c.card_id))
     else:
         e = estimate(
             served_uses=c.served_outcomes,
@@ -45,6 +55,7 @@ def verdict(c: Card | CardPublic, rules: EffectRules | None = None) -> str:
             withheld_uses=c.withheld_outcomes,
             withheld_successes=c.withheld_successes,
             rules=rules,
+            harms=(tests or {}).get(c.card_id),
         )
     if e is None or e.difference is None:
         return "-"
@@ -68,10 +79,11 @@ def columns_and_rows(
     cards: Sequence[Card | CardPublic],
     lead: list[list[object]] | None = None,
     rules: EffectRules | None = None,
+    tests: Mapping[uuid.UUID, HarmsTest] | None = None,
 ) -> tuple[list[str], list[list[object]]]:
     """The table's columns and rows; the effect column only once a listed card has one (a
     column of dashes would squeeze the scenario)."""
-    rows = [[*(lead[i] if lead else []), *card_row(c, rules)] for i, c in enumerate(cards)]
+    rows = [[*(lead[i] if lead else []), *card_row(c, rules, tests)] for i, c in enumerate(cards)]
     if any(r[-1] != "-" for r in rows):
         return COLUMNS, rows
     return COLUMNS[:-1], [r[:-1] for r in rows]

@@ -32,11 +32,14 @@ def show_cards_table(
     from sqlmodel import Session
 
     from memory_core.cards.query import count_cards, list_cards
+    from memory_core.effects.cards import tests_for
+    from memory_core.settings import EffectRules
 
     with Session(engine) as session:
         cards = list_cards(session=session, namespace=namespace, limit=limit)
         total = count_cards(session=session, namespace=namespace)
-    columns, rows = columns_and_rows(list(cards), rules=rules)
+    tests = tests_for(engine=engine, namespaces=[namespace], rules=rules or EffectRules())
+    columns, rows = columns_and_rows(list(cards), rules=rules, tests=tests)
     table(f"{title}: {shown_of(len(cards), total)}", columns, rows)
     if len(cards) < total:
         ns = "" if namespace == "default" else f" --namespace {namespace}"
@@ -81,10 +84,14 @@ def list_cmd(
                 text=text,
                 min_confidence=min_confidence,
             )
+        from memory_core.effects.cards import tests_for
+
+        rules = settings.decay.effects
+        tests = tests_for(engine=engine, namespaces=[ns], rules=rules)
         if fmt is Format.json:
-            print_json([to_public(c, rules=settings.decay.effects) for c in cards])
+            print_json([to_public(c, rules=rules, harms=tests.get(c.card_id)) for c in cards])
             return
-        columns, rows = columns_and_rows(list(cards), rules=settings.decay.effects)
+        columns, rows = columns_and_rows(list(cards), rules=rules, tests=tests)
         table(f"cards in {ns!r}: {shown_of(len(cards), total, offset)}", columns, rows)
         if offset + len(cards) < total:
             console.print(f"next page: --offset {offset + len(cards)} (or --limit {total})")
@@ -158,21 +165,20 @@ def query(
             .cards
         )
         if fmt is Format.json:
-            from memory_core.effects.cards import judged
+            from memory_core.effects.cards import judged_all
 
-            rules = settings.decay.effects
+            cards = judged_all([h.card for h in hits], engine=engine, rules=settings.decay.effects)
             print_json(
                 [
-                    h.model_copy(update={"card": judged(h.card, rules)}).model_dump(
-                        mode="json", exclude={"use_id"}
-                    )
-                    for h in hits
+                    h.model_copy(update={"card": c}).model_dump(mode="json", exclude={"use_id"})
+                    for h, c in zip(hits, cards, strict=True)
                 ]
             )
             return
         from sqlmodel import Session
 
         from memory_core.cards.query import count_cards
+        from memory_core.effects.cards import tests_for
 
         with Session(engine) as session:
             active = count_cards(
@@ -182,6 +188,11 @@ def query(
             [h.card for h in hits],
             lead=[[f"{h.score.score:.3f}"] for h in hits],
             rules=settings.decay.effects,
+            tests=tests_for(
+                engine=engine,
+                namespaces=[namespace or settings.namespace],
+                rules=settings.decay.effects,
+            ),
         )
         table(f"{len(hits)} matching card(s) of {active} active", ["score", *columns], rows)
         if explain:

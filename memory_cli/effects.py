@@ -21,10 +21,19 @@ def effect_cell(e: Effect | None) -> str:
     """One card's effect in a few characters: verdict, difference, uses per arm."""
     if e is None or e.difference is None:
         return "-"
-    return (
+    cell = (
         f"{e.label} {e.difference:+.2f} [{e.low:+.2f}, {e.high:+.2f}] "
         f"n={e.served_uses}/{e.withheld_uses}"
     )
+    return cell + harms_cell(e)
+
+
+def harms_cell(e: Effect) -> str:
+    """The harms test within the namespace: p, the Benjamini-Hochberg q, cards tested."""
+    t = e.harms_test
+    if t is None:
+        return ""
+    return f" harms p={t.p:.2g} q={t.q:.2g} (BH over {t.tested}, fdr {t.fdr:g})"
 
 
 @app.command("report")
@@ -52,7 +61,17 @@ def report(
         shown = rep.cards if limit == 0 else rep.cards[:limit]
         table(
             "cards by measured effect: " + ", ".join(f"{k} {v}" for k, v in rep.counts.items()),
-            ["id", "namespace", "status", "verdict", "served", "withheld", "diff", "interval"],
+            [
+                "id",
+                "namespace",
+                "status",
+                "verdict",
+                "served",
+                "withheld",
+                "diff",
+                "interval",
+                "harms q",
+            ],
             [
                 [
                     str(c.card_id)[:8],
@@ -65,6 +84,7 @@ def report(
                     "-"
                     if c.effect.low is None or c.effect.high is None
                     else f"[{c.effect.low:+.3f}, {c.effect.high:+.3f}]",
+                    "-" if c.effect.harms_test is None else f"{c.effect.harms_test.q:.3g}",
                 ]
                 for c in shown
             ],

@@ -51,7 +51,11 @@ def list_cmd(
         ns = namespace or settings.namespace
         cards = review_queue(engine=engine, namespace=ns, limit=limit, quarantined=quarantined)
         if fmt is Format.json:
-            print_json([to_public(c, rules=settings.decay.effects) for c in cards])
+            from memory_core.effects.cards import tests_for
+
+            rules = settings.decay.effects
+            tests = tests_for(engine=engine, namespaces=[ns], rules=rules)
+            print_json([to_public(c, rules=rules, harms=tests.get(c.card_id)) for c in cards])
             return
         statuses = ["review", *(["quarantined"] if quarantined else [])]
         with Session(engine) as session:

@@ -105,6 +105,13 @@ class EffectRules(BaseModel):
     margin: float = Field(
         default=0.05, gt=0, lt=1, description="no effect: the interval lies within +-margin"
     )
+    fdr: float = Field(
+        default=0.02,
+        ge=0,
+        lt=0.5,
+        description="harms: false discovery rate over a namespace's cards (Benjamini-Hochberg);"
+        " 0: each card alone, its interval below 0",
+    )
     fade: float = Field(default=0.85, gt=0, le=1, description="confidence factor, no effect")
     refade_hours: float = Field(default=20.0, gt=0, description="one fade per night at most")
 

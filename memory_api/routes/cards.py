@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query, status
 from fastapi.responses import Response
 
 from memory_api.routes.deps import Caller, CardId, ServiceDep
-from memory_core.effects.cards import judged
+from memory_core.effects.cards import judged, judged_all
 from memory_core.models.card import CardPublic
 from memory_core.serve.schemas import (
     CardIn,
@@ -64,7 +64,7 @@ def list_cards(
         limit=limit,
         offset=offset,
     )
-    return [judged(c, service.settings.decay.effects) for c in cards]
+    return judged_all(cards, engine=service.engine, rules=service.settings.decay.effects)
 
 
 @router.get("/v1/cards/recent")
@@ -73,13 +73,14 @@ def recent_cards(
 ) -> list[CardPublic]:
     """The most recently changed active cards."""
     cards = service.recent(principal=who, limit=limit)
-    return [judged(c, service.settings.decay.effects) for c in cards]
+    return judged_all(cards, engine=service.engine, rules=service.settings.decay.effects)
 
 
 @router.get("/v1/cards/{card_id}")
 def get_card(card_id: CardId, who: Caller, service: ServiceDep) -> CardPublic:
     """One card with its evidence; its effect judged by the configured rules."""
-    return judged(service.get_card(principal=who, card_id=card_id), service.settings.decay.effects)
+    card = service.get_card(principal=who, card_id=card_id)
+    return judged(card, engine=service.engine, rules=service.settings.decay.effects)
 
 
 @router.get("/v1/cards/{card_id}/history")

@@ -31,7 +31,7 @@ def report_outcome(
 def pin_card(card_id: uuid.UUID, body: PinRequest, who: Caller, service: ServiceDep) -> CardPublic:
     """Pin a card so the holdout never withholds it, or unpin it (admin)."""
     card = service.pin(principal=who, card_id=card_id, pinned=body.pinned)
-    return judged(card, service.settings.decay.effects)
+    return judged(card, engine=service.engine, rules=service.settings.decay.effects)
 
 
 @router.get("/v1/effects")

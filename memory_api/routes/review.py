@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from memory_api.routes.deps import Caller, CardId, ServiceDep
-from memory_core.effects.cards import judged
+from memory_core.effects.cards import judged, judged_all
 from memory_core.models.card import CardPublic
 from memory_core.serve.schemas import RejectRequest
 
@@ -20,18 +20,18 @@ def review_queue(
 ) -> list[CardPublic]:
     """Cards waiting for a person (admin scope)."""
     cards = service.review_queue(principal=who, limit=limit)
-    return [judged(c, service.settings.decay.effects) for c in cards]
+    return judged_all(cards, engine=service.engine, rules=service.settings.decay.effects)
 
 
 @router.post("/v1/review/{card_id}/approve")
 def approve(card_id: CardId, who: Caller, service: ServiceDep) -> CardPublic:
     """Approve a card in review: it becomes active (admin scope)."""
     card = service.decide(principal=who, card_id=card_id, approve=True, reason=None)
-    return judged(card, service.settings.decay.effects)
+    return judged(card, engine=service.engine, rules=service.settings.decay.effects)
 
 
 @router.post("/v1/review/{card_id}/reject")
 def reject(card_id: CardId, body: RejectRequest, who: Caller, service: ServiceDep) -> CardPublic:
     """Reject a card in review, with the reason (admin scope)."""
     card = service.decide(principal=who, card_id=card_id, approve=False, reason=body.reason)
-    return judged(card, service.settings.decay.effects)
+    return judged(card, engine=service.engine, rules=service.settings.decay.effects)

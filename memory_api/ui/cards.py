@@ -14,7 +14,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from memory_api.ui.session import COOKIE, SESSION_S
 from memory_api.ui.web import Console, ConsoleRoute
 from memory_core.cards.filters import MAX_LIMIT, SORTS, CardFilter
-from memory_core.effects.cards import effects_of, rescored
+from memory_core.effects.cards import effects_of, judged
 from memory_core.effects.estimate import LABELS, Verdict
 from memory_core.errors import InvalidInput, InvalidPrecondition, Unauthorized
 from memory_core.models.card import CardStatus
@@ -186,7 +186,7 @@ def router(console: Console) -> APIRouter:
             user,
             card=c,
             # the namespace's configured rules judge the counts, as the decay stage does
-            effect=rescored(c.effect, svc.settings.decay.effects) if c.effect else None,
+            effect=judged(c, engine=svc.engine, rules=svc.settings.decay.effects).effect,
             uses=uses,
             timeline=timeline(history),
             preconditions=[(p, _variables(p)) for p in c.preconditions],

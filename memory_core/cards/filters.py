@@ -3,6 +3,8 @@ console's keyset-paged list (memory_core.serve.browse)."""
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,7 +74,10 @@ def like_pattern(text: str) -> str:
     return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
-def card_filters(namespace: str, f: CardFilter) -> list[ColumnElement[bool]]:
+def card_filters(
+    namespace: str, f: CardFilter, *, harm_ids: Sequence[uuid.UUID] = ()
+) -> list[ColumnElement[bool]]:
+    """The WHERE of the list; `harm_ids`: the namespace's harmful cards (effects.fdr)."""
     where: list[ColumnElement[bool]] = [col(Card.namespace) == namespace]
     if f.statuses:
         where.append(col(Card.status).in_(list(f.statuses)))
@@ -93,5 +98,5 @@ def card_filters(namespace: str, f: CardFilter) -> list[ColumnElement[bool]]:
         mark = '"origin": ' + orjson.dumps(f.origin).decode()
         where.append(cast(col(Card.provenance), String).like(like_pattern(mark), escape="\\"))
     if f.effect:
-        where.append(verdict_filter(f.effect, f.effect_rules))
+        where.append(verdict_filter(f.effect, f.effect_rules, harm_ids))
     return where

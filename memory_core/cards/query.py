@@ -13,7 +13,8 @@ from sqlalchemy import func, select
 from sqlmodel import Session, col
 
 from memory_core.cards.filters import CardFilter, card_filters
-from memory_core.effects.estimate import estimate
+from memory_core.effects.estimate import HarmsTest, estimate
+from memory_core.effects.fdr import harms_tests
 from memory_core.errors import NotFound
 from memory_core.models.card import Card, CardEvidence, CardPublic, CardStatus, EvidenceTriple
 from memory_core.preconditions import compile_stored
@@ -22,9 +23,14 @@ from memory_core.settings import EffectRules
 
 
 def to_public(
-    card: Card, evidence: Sequence[CardEvidence] = (), *, rules: EffectRules | None = None
+    card: Card,
+    evidence: Sequence[CardEvidence] = (),
+    *,
+    rules: EffectRules | None = None,
+    harms: HarmsTest | None = None,
 ) -> CardPublic:
-    """The reader's view of a card; its effect judged by these rules (default: the defaults)."""
+    """The reader's view of a card; its effect judged by these rules (default: the defaults)
+    and its harms test within the namespace (memory_core.effects.cards.tests_for)."""
     # served text is redacted again (defence in depth: cards written before redaction, or by
     # a path that missed it, still never hand a secret to an agent)
     data = redact_fields(card.model_dump())
@@ -34,6 +40,7 @@ def to_public(
         withheld_uses=card.withheld_outcomes,
         withheld_successes=card.withheld_successes,
         rules=rules,
+        harms=harms,
     )
     data["evidence"] = [
         EvidenceTriple(
@@ -115,7 +122,8 @@ def get_card(
         .scalars()
         .all()
     )
-    return to_public(card, ev, rules=rules)
+    tests = harms_tests(session.connection(), rules=rules or EffectRules(), namespaces=[namespace])
+    return to_public(card, ev, rules=rules, harms=tests.get(card_id))
 
 
 def example_state(*, session: Session, namespace: str) -> dict[str, Any] | None:

@@ -1,5 +1,6 @@
 """A card's effect under the configured rules: for one card (its page), for a page of cards
-(the list's column), and as a list filter (SQL, memory_core.effects.sql)."""
+(the list's column), and as a list filter (SQL, memory_core.effects.sql). The harms verdict
+is its namespace's (memory_core.effects.fdr): every reader gets it from here."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.sql.elements import ColumnElement
 from sqlmodel import Session, col
 
-from memory_core.effects.estimate import Effect, Verdict, estimate
+from memory_core.effects.estimate import Effect, HarmsTest, Verdict, estimate
+from memory_core.effects.fdr import harms_tests
 from memory_core.effects.sql import effect_sql
 from memory_core.errors import InvalidInput
 from memory_core.models.card import Card, CardPublic
@@ -28,22 +30,45 @@ class Counted(Protocol):
     withheld_successes: int
 
 
-def rescored(effect: Counted, rules: EffectRules) -> Effect:
-    """The same counts judged by these rules (a card's `effect` is judged by the defaults)."""
+def rescored(effect: Counted, rules: EffectRules, harms: HarmsTest | None) -> Effect:
+    """The same counts judged by these rules and the card's test within its namespace."""
     return estimate(
         served_uses=effect.served_uses,
         served_successes=effect.served_successes,
         withheld_uses=effect.withheld_uses,
         withheld_successes=effect.withheld_successes,
         rules=rules,
+        harms=harms,
     )
 
 
-def judged(card: CardPublic, rules: EffectRules) -> CardPublic:
-    """The card with its effect judged by these rules (the service judges by the defaults)."""
-    if card.effect is None:
-        return card
-    return card.model_copy(update={"effect": rescored(card.effect, rules)})
+def tests_for(
+    *, engine: Engine, namespaces: Sequence[str], rules: EffectRules
+) -> dict[uuid.UUID, HarmsTest]:
+    """The harms tests of these namespaces' cards (one query)."""
+    if rules.fdr <= 0 or not namespaces:
+        return {}
+    with engine.connect() as conn:
+        return harms_tests(conn, rules=rules, namespaces=namespaces)
+
+
+def judged_all(
+    cards: Sequence[CardPublic], *, engine: Engine, rules: EffectRules
+) -> list[CardPublic]:
+    """The cards with their effects judged by these rules, each within its namespace."""
+    counted = [c for c in cards if c.effect is not None]
+    tests = tests_for(engine=engine, namespaces=sorted({c.namespace for c in counted}), rules=rules)
+    return [
+        c
+        if c.effect is None
+        else c.model_copy(update={"effect": rescored(c.effect, rules, tests.get(c.card_id))})
+        for c in cards
+    ]
+
+
+def judged(card: CardPublic, *, engine: Engine, rules: EffectRules) -> CardPublic:
+    """The card with its effect judged by these rules, within its namespace."""
+    return judged_all([card], engine=engine, rules=rules)[0]
 
 
 def effects_of(
@@ -60,6 +85,7 @@ def effects_of(
         col(Card.withheld_successes),
         col(Card.namespace),
     ).where(col(Card.card_id).in_(list(card_ids)))
+    tests = tests_for(engine=engine, namespaces=[namespace], rules=rules)
     with Session(engine) as session:
         # by primary key alone: with the namespace in the WHERE, SQLite (no statistics) read
         # the whole namespace through its (namespace, status) index, 90 ms at 100k cards
@@ -71,13 +97,17 @@ def effects_of(
             withheld_uses=r.withheld_outcomes,
             withheld_successes=r.withheld_successes,
             rules=rules,
+            harms=tests.get(r.card_id),
         )
         for r in rows
     }
 
 
-def verdict_filter(verdict: str, rules: EffectRules) -> ColumnElement[bool]:
-    """Cards whose verdict under these rules is `verdict` (the SQL twin of estimate's judge)."""
+def verdict_filter(
+    verdict: str, rules: EffectRules, harm_ids: Sequence[uuid.UUID] = ()
+) -> ColumnElement[bool]:
+    """Cards whose verdict under these rules is `verdict` (the SQL twin of estimate's judge);
+    with `rules.fdr`, the harmful are `harm_ids` (memory_core.effects.fdr.harm_ids)."""
     try:
         v = Verdict(verdict)
     except ValueError as exc:
@@ -92,7 +122,8 @@ def verdict_filter(verdict: str, rules: EffectRules) -> ColumnElement[bool]:
     )
     # judge's order: harms, helps, then no effect; the rest is unclear. Without enough
     # outcomes each test is `false AND ...`, false in SQL even where the arithmetic is NULL
-    harms, helps = e.harms(), e.helps()  # exclusive: low <= high
+    harms = e.harms() if rules.fdr <= 0 else and_(e.enough, col(Card.card_id).in_(harm_ids))
+    helps = e.helps()  # exclusive with harms: a harmful card's difference is below 0
     none = and_(e.no_effect(rules.margin), not_(helps), not_(harms))
     chosen = {
         Verdict.harms: harms,

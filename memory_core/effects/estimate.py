@@ -14,7 +14,8 @@ Beta-binomial posterior:
 
 The verdict reads the interval at `z` (default 2.576, 99% two-sided: many cards are judged at
 once, and a card wrongly judged harmful leaves the served set):
-helps (lower bound > 0), harms (upper bound < 0), no effect (the interval lies within
+helps (lower bound > 0), harms (with `fdr` > 0, the default: the namespace's Benjamini-Hochberg
+test, memory_core.effects.fdr; with 0, upper bound < 0), no effect (the interval lies within
 +-margin: enough evidence that the card changes nothing worth serving it for), and unclear
 (too few outcomes in an arm, or the interval still spans both; shown as "no measurable
 effect yet").
@@ -47,6 +48,16 @@ LABELS = {
 }
 
 
+class HarmsTest(BaseModel):
+    """One card's harms test within its namespace."""
+
+    p: float  # one-sided p-value of served < withheld (Newcombe, inverted)
+    q: float  # Benjamini-Hochberg adjusted p-value over the namespace's tested cards
+    tested: int  # the namespace's cards with enough outcomes in both arms
+    fdr: float  # the false discovery rate the verdict is held to
+    harms: bool  # q <= fdr
+
+
 class Effect(BaseModel):
     """Outcomes per arm, the difference in success rate (served - withheld), its interval."""
 
@@ -62,6 +73,7 @@ class Effect(BaseModel):
     level: float
     verdict: Verdict
     label: str
+    harms_test: HarmsTest | None = None  # within the namespace (memory_core.effects.fdr)
 
 
 def wilson(*, successes: int, n: int, z: float) -> tuple[float, float]:
@@ -101,8 +113,10 @@ def estimate(
     withheld_uses: int,
     withheld_successes: int,
     rules: EffectRules | None = None,
+    harms: HarmsTest | None = None,
 ) -> Effect:
-    """The effect of one card from its outcome counts per arm."""
+    """The effect of one card from its outcome counts per arm; with `rules.fdr` its harms
+    verdict is its namespace's test (memory_core.effects.fdr.harms_tests; none: not harms)."""
     r = rules or EffectRules()
     rate1 = served_successes / served_uses if served_uses else None
     rate2 = withheld_successes / withheld_uses if withheld_uses else None
@@ -113,7 +127,8 @@ def estimate(
             k1=served_successes, n1=served_uses, k2=withheld_successes, n2=withheld_uses, z=r.z
         )
         if served_uses >= r.min_served and withheld_uses >= r.min_withheld:
-            verdict = judge(low=low, high=high, margin=r.margin)
+            harmful = (harms is not None and harms.harms) if r.fdr > 0 else high < 0
+            verdict = judge(low=low, high=high, margin=r.margin, harms=harmful)
     return Effect(
         served_uses=served_uses,
         served_successes=served_successes,
@@ -127,12 +142,13 @@ def estimate(
         level=round(level_of(r.z), 4),
         verdict=verdict,
         label=LABELS[verdict],
+        harms_test=harms if r.fdr > 0 else None,
     )
 
 
-def judge(*, low: float, high: float, margin: float) -> Verdict:
-    """The verdict of an interval (enough outcomes in both arms already checked)."""
-    if high < 0:
+def judge(*, low: float, high: float, margin: float, harms: bool) -> Verdict:
+    """The verdict of an interval and the harms test (enough outcomes already checked)."""
+    if harms:
         return Verdict.harms
     if low > 0:
         return Verdict.helps

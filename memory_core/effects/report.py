@@ -12,6 +12,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from memory_core.effects.estimate import Effect, Verdict, estimate
+from memory_core.effects.fdr import harms_tests
 from memory_core.models.card import Card
 from memory_core.settings import EffectRules
 
@@ -50,6 +51,9 @@ def effects_report(
     if namespace is not None:
         q = q.where(col(Card.namespace) == namespace)
     out: list[CardEffect] = []
+    r = rules or EffectRules()
+    with engine.connect() as conn:
+        tests = harms_tests(conn, rules=r, namespaces=None if namespace is None else [namespace])
     with Session(engine) as session:
         for c in session.execute(q).scalars():
             eff = estimate(
@@ -57,7 +61,8 @@ def effects_report(
                 served_successes=c.served_successes,
                 withheld_uses=c.withheld_outcomes,
                 withheld_successes=c.withheld_successes,
-                rules=rules,
+                rules=r,
+                harms=tests.get(c.card_id),
             )
             out.append(
                 CardEffect(

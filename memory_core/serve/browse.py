@@ -23,6 +23,7 @@ from memory_core.cards.filters import (
     CardFilter,
     card_filters,
 )
+from memory_core.effects.fdr import harm_ids, harms_tests
 from memory_core.errors import InvalidInput, NotFound
 from memory_core.models.card import Card, CardUse
 from memory_core.models.trajectory import Trajectory
@@ -73,7 +74,13 @@ def list_page(
     if not 1 <= limit <= MAX_LIMIT:
         raise InvalidInput(f"limit must be 1..{MAX_LIMIT}", field="limit")
     key = SORTS[filters.sort]
-    where = card_filters(namespace, filters)
+    harmful: list[uuid.UUID] = []
+    if filters.effect:  # the harms verdict is the namespace's (memory_core.effects.fdr)
+        with engine.connect() as conn:
+            harmful = harm_ids(
+                harms_tests(conn, rules=filters.effect_rules, namespaces=[namespace])
+            )
+    where = card_filters(namespace, filters, harm_ids=harmful)
     if after:
         v, cid = _decode(after, filters.sort)
         if filters.descending:

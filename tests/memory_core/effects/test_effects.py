@@ -10,12 +10,13 @@ from sqlalchemy import select
 from sqlmodel import Session
 
 from memory_core.effects.estimate import Verdict, estimate, newcombe, wilson
+from memory_core.effects.fdr import namespace_tests
 from memory_core.effects.holdout import withheld
 from memory_core.models.card import Card, CardUse, CardVersion
 from memory_core.serve.keys import create_key
 from memory_core.serve.schemas import FeedbackRequest, OutcomeRequest, QueryRequest
 from memory_core.serve.service import MemoryService
-from memory_core.settings import Settings
+from memory_core.settings import EffectRules, Settings
 from tests.helpers.serve import add_card
 
 STATE = {"tool": "search"}
@@ -55,9 +56,21 @@ def test_wilson_and_newcombe_match_published_values() -> None:
 
 
 def test_verdicts() -> None:
-    harms = estimate(served_uses=100, served_successes=40, withheld_uses=40, withheld_successes=28)
+    counts = {
+        "served_uses": 100,
+        "served_successes": 40,
+        "withheld_uses": 40,
+        "withheld_successes": 28,
+    }
+    harms = estimate(**counts, rules=EffectRules(fdr=0))  # the card's own interval alone
     assert harms.verdict is Verdict.harms and harms.high is not None and harms.high < 0
     assert harms.difference == pytest.approx(-0.3)
+    # by default harms is the namespace's test (memory_core.effects.fdr), which must say so
+    assert estimate(**counts).verdict is Verdict.unclear
+    (test,) = namespace_tests([(40, 100, 28, 40)], rules=EffectRules())
+    assert test is not None and test.harms
+    judged = estimate(**counts, harms=test)
+    assert judged.verdict is Verdict.harms and judged.harms_test == test
     helps = estimate(served_uses=100, served_successes=80, withheld_uses=40, withheld_successes=12)
     assert helps.verdict is Verdict.helps
     null = estimate(

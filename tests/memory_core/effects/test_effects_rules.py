@@ -10,6 +10,7 @@ import pytest
 from sqlmodel import Session
 
 from memory_api.app import create_app
+from memory_core.effects.fdr import harms_p
 from memory_core.models.card import Card
 from memory_core.serve.service import MemoryService
 from memory_core.settings import EffectRules
@@ -59,6 +60,12 @@ def test_card_page_shows_arms_interval_verdict_and_pin(judged_site) -> None:
         assert "<td>30</td><td>10</td><td>0.333</td>" in page
         assert "<strong>+0.517</strong>, 99% interval <strong>[+0.214, +0.713]</strong>" in page
         assert "not pinned" in page
+        assert "p = 1, Benjamini-Hochberg q = 1 over 2 tested cards" in page  # does better
+        bad = c.get(f"/ui/cards/{s.cards['lookup'].card_id}").text
+        served, served_ok, withheld, withheld_ok = HARMS
+        (p,) = harms_p([served_ok], [served], [withheld_ok], [withheld])
+        # two cards tested in the namespace; the helpful one's p is 1, so q = 2p
+        assert f"p = {p:.2g}, Benjamini-Hochberg q = {2 * p:.2g} over 2 tested cards" in bad
         fresh = c.get(f"/ui/cards/{s.cards['review'].card_id}").text
         assert "No outcome reported yet" in fresh
 
