@@ -70,6 +70,6 @@ def test_documented_variable_names_still_set_what_they_set(monkeypatch) -> None:
     }.items():
         monkeypatch.setenv(f"HINDSIGHT_{key}", value)
     s = FlowSettings()
-    assert s.llm_base_url == "http://llm.test/v1" and s.serve.port == 9001
+    assert s.llm.base_url == "http://llm.test/v1" and s.serve.port == 9001
     assert s.decay.effects.z == 1.96 and s.limits.max_json_depth == 32
-    assert s.holdout_rates == {"team-a": 0.1} and s.task_runner == "dask"
+    assert s.holdout.rates == {"team-a": 0.1} and s.task_runner == "dask"
