@@ -20,7 +20,7 @@ from memory_core.settings_groups import (
     LLMSettings,
     QdrantSettings,
 )
-from memory_core.settings_legacy import LegacyEnvSource, move_flat_kwargs
+from memory_core.settings_legacy import LegacyEnvSource, LegacyInitSource, move_flat_kwargs
 
 
 class ConsolidateRules(BaseModel):
@@ -201,6 +201,7 @@ class Settings(BaseSettings):
     @model_validator(mode="before")
     @classmethod
     def _flat_names(cls, data: Any) -> Any:
+        # Settings.model_validate({...}) skips the sources: old names are moved here too
         return move_flat_kwargs(data)
 
     @classmethod
@@ -213,8 +214,9 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         """The usual sources, with the old flat variables ranked just below the new ones."""
+        init = LegacyInitSource(settings_cls, init_settings)
         legacy = LegacyEnvSource(settings_cls, prefix="HINDSIGHT_")
-        return init_settings, env_settings, legacy, dotenv_settings, file_secret_settings
+        return init, env_settings, legacy, dotenv_settings, file_secret_settings
 
     def cache_key(self) -> str:
         """A key for per-process caches: every field, each secret as a digest of its value.

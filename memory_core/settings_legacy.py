@@ -107,6 +107,23 @@ class LegacyEnvSource(PydanticBaseSettingsSource):
         return out
 
 
+class LegacyInitSource(PydanticBaseSettingsSource):
+    """Settings(llm_base_url=...) moved into its group before the sources merge, so an
+    argument still outranks every variable."""
+
+    def __init__(self, settings_cls: type[BaseSettings], init: PydanticBaseSettingsSource) -> None:
+        super().__init__(settings_cls)
+        self.init = init
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        """Unused: __call__ moves the arguments as a whole."""
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        moved: dict[str, Any] = move_flat_kwargs(self.init())
+        return moved
+
+
 def move_flat_kwargs(data: Any) -> Any:
     """Settings(llm_base_url=...) as Settings(llm={"base_url": ...}), with a warning."""
     if not isinstance(data, dict) or not any(k in RENAMED for k in data):
