@@ -308,12 +308,12 @@ def main() -> None:
     ):
         os.environ.update(
             {
-                "HINDSIGHT_LLM_BASE_URL": llm.url,
-                "HINDSIGHT_LLM_MODEL": "scripted-1",
-                "HINDSIGHT_LLM_API_KEY": KEY,
-                "HINDSIGHT_LLM_TIMEOUT_S": str(TIMEOUT_S),
-                "HINDSIGHT_LLM_RETRY_DELAYS_S": "[0.05, 0.1]",
-                "HINDSIGHT_EMBEDDER": "none",
+                "HINDSIGHT_LLM__BASE_URL": llm.url,
+                "HINDSIGHT_LLM__MODEL": "scripted-1",
+                "HINDSIGHT_LLM__API_KEY": KEY,
+                "HINDSIGHT_LLM__TIMEOUT_S": str(TIMEOUT_S),
+                "HINDSIGHT_LLM__RETRY_DELAYS_S": "[0.05, 0.1]",
+                "HINDSIGHT_EMBEDDING__PROVIDER": "none",
                 "HINDSIGHT_LEASE_SECONDS": str(LEASE_S),
             }
         )

@@ -26,9 +26,8 @@ def _service(data_dir: Path, rate: float, seed: str) -> Any:
     # card to review within two nights under both policies (base success rates 0.3 / 0.7)
     s = Settings(
         data_dir=data_dir,
-        embedder="none",
-        holdout_rate=rate,
-        holdout_seed=seed,
+        embedding={"provider": "none"},
+        holdout={"rate": rate, "seed": seed},
         failures_to_review=10**6,
     )
     return MemoryService(engine=db.make_engine(s), settings=s), s

@@ -208,7 +208,9 @@ def run(path: Path, folds: int, llm_url: str | None = None) -> dict[str, Any]:
 
     records = [(n, r) for n, r in iter_sources([str(path)]) if isinstance(r, dict)]
     groups = sorted({_group(r, n) for n, r in records})
-    embedder = build_embedder(Settings(embedder="local"))  # the default install's model
+    embedder = build_embedder(
+        Settings(embedding={"provider": "local"})
+    )  # the default install's model
     out: dict[str, Any] = {"data": str(path), "runs": len(records), "tasks": len(groups)}
     cost: dict[str, int] = defaultdict(int)  # the LLM path's, on every learning run
     base = Path(tempfile.mkdtemp(prefix="lessons-"))

@@ -28,7 +28,7 @@ def _learn(
     cost: dict[str, int] | None = None,
 ) -> Any:
     """With llm_url (a scripted server): the rules, then the LLM path (per-run prompts and
-    the contrast prompt), as HINDSIGHT_LLM_MODE=after_rules does; `cost` adds up its calls."""
+    the contrast prompt), as HINDSIGHT_LLM__MODE=after_rules does; `cost` adds up its calls."""
     from memory_core import db
     from memory_core.consolidate.stage import consolidate
     from memory_core.ingest.store import ingest
@@ -39,10 +39,12 @@ def _learn(
     from memory_core.settings import Settings
     from memory_core.validate.stage import validate_drafts
 
-    settings = Settings(data_dir=data_dir, embedder="none")
+    settings = Settings(data_dir=data_dir, embedding={"provider": "none"})
     if llm_url:
         settings = Settings(
-            data_dir=data_dir, embedder="none", llm_base_url=llm_url, llm_model="scripted-1"
+            data_dir=data_dir,
+            embedding={"provider": "none"},
+            llm={"base_url": llm_url, "model": "scripted-1"},
         )
     db.upgrade(settings)
     engine = db.make_engine(settings)

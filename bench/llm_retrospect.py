@@ -64,10 +64,10 @@ def one_run(server_url: str, concurrency: int) -> dict[str, float]:
     os.environ.update(
         {
             "HINDSIGHT_DATA_DIR": str(data),
-            "HINDSIGHT_LLM_BASE_URL": server_url,
-            "HINDSIGHT_LLM_MODEL": "scripted-1",
-            "HINDSIGHT_LLM_MODE": "instead",
-            "HINDSIGHT_LLM_CONCURRENCY": str(concurrency),
+            "HINDSIGHT_LLM__BASE_URL": server_url,
+            "HINDSIGHT_LLM__MODEL": "scripted-1",
+            "HINDSIGHT_LLM__MODE": "instead",
+            "HINDSIGHT_LLM__CONCURRENCY": str(concurrency),
         }
     )
     settings = Settings()

@@ -87,7 +87,9 @@ def run(path: Path, ks: list[int], embedder_choice: str = "local") -> dict[str, 
     from memory_core.settings import Settings
 
     records = _records(path)
-    settings = Settings(data_dir=Path(tempfile.mkdtemp(prefix="locomo-")), embedder=embedder_choice)
+    settings = Settings(
+        data_dir=Path(tempfile.mkdtemp(prefix="locomo-")), embedding={"provider": embedder_choice}
+    )
     embedder = build_embedder(settings)
     assert embedder is not None
     db.upgrade(settings)

@@ -153,7 +153,7 @@ def run_llm(
     tau = [v for v in variants if v.channel not in ("fact", "api")]
     tau += real_variants() if real else []
     records = json.loads((data / "locomo" / "locomo-dev.json").read_text())
-    embedder = build_embedder(Settings(embedder="local"))
+    embedder = build_embedder(Settings(embedding={"provider": "local"}))
     facts = [v for v in variants if v.channel == "fact"]
     return {
         "tau": pll.run_tau_llm(recs, tau, RATES, now, _summary),
@@ -173,7 +173,9 @@ def run_locomo(data: Path, variants: list[Any], conversations: int) -> dict[str,
     held = {v.name for v in fact_variants if v.held_out}
     n_turns = pl.turns(records)
     sub = records[:conversations]
-    embedder = build_embedder(Settings(embedder="local"))  # the default install's model
+    embedder = build_embedder(
+        Settings(embedding={"provider": "local"})
+    )  # the default install's model
     out: dict[str, Any] = {
         "turns": n_turns,
         "variants": len(fact_variants),

@@ -1,5 +1,5 @@
 """The LLM half of bench/poison.py: the same poisoned runs learnt with the LLM extractor
-(HINDSIGHT_LLM_MODE `instead` and `after_rules`) against a compromised model, and LoCoMo
+(HINDSIGHT_LLM__MODE `instead` and `after_rules`) against a compromised model, and LoCoMo
 facts extracted by the LLM facts path against the same model.
 
 The model (tests/helpers/scripted_llm.py behind the real `openai` client) is obedient: it
@@ -83,16 +83,13 @@ class Adversary:
 
 
 def learner(url: str, mode: str) -> pt.Learner:
-    """The nightly stages with the LLM extractor configured as HINDSIGHT_LLM_* would."""
+    """The nightly stages with the LLM extractor configured as HINDSIGHT_LLM__* would."""
 
     def learn(engine: Any, records: list[tuple[str, Any]], screen: bool) -> None:
         settings = Settings(
-            embedder="none",
+            embedding={"provider": "none"},
             screen=screen,
-            llm_base_url=url,
-            llm_model="scripted-1",
-            llm_mode=mode,  # type: ignore[arg-type]
-            llm_retry_delays_s=[0.05],
+            llm={"base_url": url, "model": "scripted-1", "mode": mode, "retry_delays_s": [0.05]},
         )
         ingest(engine=engine, records=records, namespace=pt.NS, task_type=pt.TASK_TYPE)
         extractor = build_extractor(settings, engine)

@@ -46,7 +46,9 @@ def poison(records: list[dict[str, Any]], chunk: list[Variant]) -> list[dict[str
 
 
 def _engine(screen: bool) -> Any:
-    settings = Settings(data_dir=Path(tempfile.mkdtemp(prefix="poison-l-")), embedder="none")
+    settings = Settings(
+        data_dir=Path(tempfile.mkdtemp(prefix="poison-l-")), embedding={"provider": "none"}
+    )
     settings = settings.model_copy(update={"screen": screen})
     db.upgrade(settings)
     return db.make_engine(settings)
@@ -56,10 +58,12 @@ def _learn(
     engine: Any, records: list[dict[str, Any]], screen: bool, only: set[int], llm_url: str | None
 ) -> None:
     llm = None
-    if llm_url:  # the LLM facts path too (after the rules), as HINDSIGHT_LLM_BASE_URL does
+    if llm_url:  # the LLM facts path too (after the rules), as HINDSIGHT_LLM__BASE_URL does
         from memory_core.facts.llm import build_fact_extractor
 
-        llm = build_fact_extractor(Settings(llm_base_url=llm_url, llm_model="scripted-1"), engine)
+        llm = build_fact_extractor(
+            Settings(llm={"base_url": llm_url, "model": "scripted-1"}), engine
+        )
     for n, rec in enumerate(records):
         if n not in only:
             continue

@@ -210,7 +210,7 @@ def attack_trial(
     """Copy the learnt benign database, add the chunk's poison, learn, read every trigger state."""
     work = Path(tempfile.mkdtemp(prefix="poison-"))
     shutil.copytree(base_db, work, dirs_exist_ok=True)
-    settings = Settings(data_dir=work, embedder="none", screen=screen)
+    settings = Settings(data_dir=work, embedding={"provider": "none"}, screen=screen)
     engine = db.make_engine(settings)
     recs = [
         (f"poison-{i}", poison(bases[i % len(bases)], v, i))
@@ -254,7 +254,7 @@ def utility(
     """Replay hit rate of the benign runs against the cards learnt with `extra` mixed in."""
     work = Path(tempfile.mkdtemp(prefix="poison-u-"))
     shutil.copytree(base_db, work, dirs_exist_ok=True)
-    engine = db.make_engine(Settings(data_dir=work, embedder="none", screen=screen))
+    engine = db.make_engine(Settings(data_dir=work, embedding={"provider": "none"}, screen=screen))
     if extra:
         learner(engine, extra, screen)
     parsed, _ = parse_all(benign, namespace=NS, task_type=TASK_TYPE)
@@ -270,7 +270,7 @@ def learn_base(
     """The benign runs learnt once into a database directory (copied by every trial)."""
     t0 = time.perf_counter()
     d = Path(tempfile.mkdtemp(prefix="poison-base-"))
-    settings = Settings(data_dir=d, embedder="none", screen=screen)
+    settings = Settings(data_dir=d, embedding={"provider": "none"}, screen=screen)
     db.upgrade(settings)
     engine = db.make_engine(settings)
     learner(engine, records, screen)

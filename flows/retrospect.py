@@ -23,7 +23,7 @@ from tasks.retrospect import retrospect_batch
 
 def run_retrospect(params: RetrospectParams, settings: Settings) -> RetrospectSummary:
     """Rule extraction in batches, or LLM extraction when an LLM is configured."""
-    if settings.llm_base_url:
+    if settings.llm.base_url:
         return _run_llm(params, settings)
     summary = RetrospectSummary()
     worker = worker_id()
@@ -40,7 +40,7 @@ def _failure(state: State, settings: Settings) -> str:
     if not isinstance(exc, BaseException):
         return f"task ended {state.name}: {state.message}"
     tries = (
-        f"after {len(settings.llm_retry_delays_s) + 1} tries"
+        f"after {len(settings.llm.retry_delays_s) + 1} tries"
         if isinstance(exc, LLMTransient)
         else "not retried"
     )
@@ -52,11 +52,11 @@ def _within_budget(
     refs: list[ClaimRef], spent: int, settings: Settings
 ) -> tuple[list[ClaimRef], list[uuid.UUID]]:
     """The claimed runs the token budget still covers, and the ones that must wait."""
-    if settings.llm_token_budget is None:
+    if settings.llm.token_budget is None:
         return refs, []
     chosen, deferred, reserved = [], [], 0
     for ref in refs:
-        if spent + reserved + ref.estimate > settings.llm_token_budget:
+        if spent + reserved + ref.estimate > settings.llm.token_budget:
             deferred.append(ref.id)
         else:
             chosen.append(ref)
@@ -68,7 +68,7 @@ def _run_llm(params: RetrospectParams, settings: Settings) -> RetrospectSummary:
     """One llm-extract task per trajectory, in parallel; a batch finishes in one transaction."""
     ensure_llm_limit(settings)
     extract = llm_extract.with_options(
-        retries=len(settings.llm_retry_delays_s), retry_delay_seconds=settings.llm_retry_delays_s
+        retries=len(settings.llm.retry_delays_s), retry_delay_seconds=settings.llm.retry_delays_s
     )
     summary, worker, spent = RetrospectSummary(), worker_id(), 0
     while params.max_batches is None or summary.batches < params.max_batches:
@@ -97,7 +97,7 @@ def _run_llm(params: RetrospectParams, settings: Settings) -> RetrospectSummary:
         if deferred:
             summary.budget_exhausted = True
             print(
-                f"token budget of {settings.llm_token_budget} spent: {len(deferred)} "
+                f"token budget of {settings.llm.token_budget} spent: {len(deferred)} "
                 "trajectories wait for the next run"
             )
             break

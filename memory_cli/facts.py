@@ -144,7 +144,7 @@ def forget(
 @app.command("extract")
 def extract(namespace: NamespaceOpt = None, fmt: FormatOpt = Format.table) -> None:
     """Extract facts from trajectories and conversations not yet done (rules; the LLM too
-    when HINDSIGHT_LLM_BASE_URL is set)."""
+    when HINDSIGHT_LLM__BASE_URL is set)."""
     from memory_core.facts.llm import build_fact_extractor
     from memory_core.facts.stage import extract_facts
 

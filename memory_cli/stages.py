@@ -155,7 +155,7 @@ def retrospect(
 ) -> tuple[dict[str, Any], RunFailure | None]:
     """Rule extraction here, batch by batch; LLM extraction (parallel calls, Prefect's retries
     and dead letters visible as failed task runs) always as a flow run."""
-    if in_process(settings, needs_llm_tasks=bool(settings.llm_base_url)):
+    if in_process(settings, needs_llm_tasks=bool(settings.llm.base_url)):
         from memory_core.retrospect.claims import worker_id
         from memory_core.retrospect.summary import RetrospectSummary
         from tasks.plain import retrospect_rule_batch

@@ -8,12 +8,19 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from memory_core.ingest.limits import InputLimits
+from memory_core.settings_groups import (
+    EmbeddingSettings,
+    HoldoutSettings,
+    LLMSettings,
+    QdrantSettings,
+)
+from memory_core.settings_legacy import LegacyEnvSource, LegacyInitSource, move_flat_kwargs
 
 
 class ConsolidateRules(BaseModel):
@@ -187,73 +194,36 @@ class Settings(BaseSettings):
     failures_to_review: int = Field(
         default=3, ge=1, description="failures in a row that send a card to review"
     )
-    holdout_rate: float = Field(default=0.05, ge=0.0, le=0.5)
-    """share of matching cards withheld per query, to measure their effect (0: off)"""
-    holdout_rates: dict[str, float] = Field(default_factory=dict)
-    """per namespace, as JSON: `{"team-a": 0.1}`"""
-    holdout_seed: str = Field(default="hindsight", max_length=256)
-    """the holdout's hash seed (same seed, run id and card: same arm)"""
-
-    def holdout_for(self, namespace: str) -> float:
-        """The share of matching cards withheld in this namespace."""
-        return min(0.5, max(0.0, self.holdout_rates.get(namespace, self.holdout_rate)))
+    holdout: HoldoutSettings = HoldoutSettings()
 
     # trust: content that reads as an instruction is quarantined and calls made on an
     # instruction in a tool result or user message are dropped (off only to measure attacks)
     screen: bool = Field(default=True, description="the instruction screen on every write path")
 
-    llm_base_url: str | None = None
-    """an OpenAI-compatible endpoint turns the LLM on (unset: rules only)"""
-    llm_model: str = "gpt-4o-mini"
-    """the model asked"""
-    llm_api_key: SecretStr | None = None
-    """the endpoint's key"""
-    llm_mode: Literal["after_rules", "instead"] = "after_rules"
-    """instead: the LLM only"""
-    llm_structured_output: Literal["auto", "json_schema", "json_object"] = "auto"
-    """how answers are asked to be JSON"""
-    llm_timeout_s: float = Field(default=60.0, gt=0)
-    """per call"""
-    llm_max_tokens: int = Field(default=2048, ge=64)
-    """completion tokens per call"""
-    llm_concurrency: int = Field(default=8, ge=1, description="LLM calls in flight at once")
-    llm_prefect_limit: bool = False
-    """also hold a slot of the Prefect global concurrency limit `hindsight-llm` per call
-    (several workers, one LLM server; slower: Prefect polls for free slots)"""
-    llm_retry_delays_s: list[float] = Field(default_factory=lambda: [2.0, 8.0, 30.0])
-    """seconds between tries of a failed call"""
-    llm_token_budget: int | None = Field(
-        default=None, ge=1, description="prompt + completion tokens per run; None: no limit"
-    )
-    llm_max_observation_chars: int = 600
-    """a tool result in a prompt is cut to this"""
-    llm_max_system_chars: int = 600
-    """a run's system prompt in a prompt is cut to this"""
-    # its result is a function of the stored runs, however they were batched or a worker was
-    # killed (tests/test_crash.py)
-    llm_contrast: bool = True
-    """a task's successful and failed trials side by side in one prompt (off: the rule
-    contrast alone)"""
-    llm_contrast_trials: int = Field(default=3, ge=1, le=9, description="trials per side")
-    llm_contrast_max_tokens: int = Field(
-        default=8000, ge=500, description="estimated prompt tokens of the trials, at most"
-    )
-    embedder: Literal["auto", "local", "local-torch", "openai", "none"] = "auto"
-    """auto: an endpoint when embed_base_url is set, else the local ONNX MiniLM, else the
-    PyTorch one"""
-    embed_base_url: str | None = None
-    """an OpenAI-compatible embeddings endpoint"""
-    embed_model: str = "text-embedding-3-small"
-    """the endpoint's model"""
-    embed_api_key: SecretStr | None = None
-    """the endpoint's key"""
-    qdrant_url: str | None = None
-    """a Qdrant server instead of the embedded engine under the data dir"""
-    qdrant_api_key: SecretStr | None = None
-    """the Qdrant server's key"""
-    qdrant_collection: str = "hindsight_cards"
-    """the collection the cards' vectors go to"""
+    llm: LLMSettings = LLMSettings()
+    embedding: EmbeddingSettings = EmbeddingSettings()
+    qdrant: QdrantSettings = QdrantSettings()
     consolidate: ConsolidateRules = ConsolidateRules()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_names(cls, data: Any) -> Any:
+        # Settings.model_validate({...}) skips the sources: old names are moved here too
+        return move_flat_kwargs(data)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """The usual sources, with the old flat variables ranked just below the new ones."""
+        init = LegacyInitSource(settings_cls, init_settings)
+        legacy = LegacyEnvSource(settings_cls, prefix="HINDSIGHT_")
+        return init, env_settings, legacy, dotenv_settings, file_secret_settings
 
     def cache_key(self) -> str:
         """A key for per-process caches: every field, each secret as a digest of its value.

@@ -37,7 +37,7 @@ def facts_task(namespace: str | None, settings: Settings) -> FactsReport:
         llm=build_fact_extractor(settings, engine),
         screen=settings.screen,
         run_id=str(flow_run.id) if flow_run.id else None,
-        retry_delays_s=settings.llm_retry_delays_s,
+        retry_delays_s=settings.llm.retry_delays_s,
     )
     logger = get_run_logger()
     for failed in report.llm_failed:

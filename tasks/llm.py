@@ -49,10 +49,10 @@ class ClaimRef(BaseModel):
 
 def ensure_llm_limit(settings: Settings) -> None:
     """Create or resize the Prefect global concurrency limit on LLM calls (when it is used)."""
-    if not settings.llm_prefect_limit:
+    if not settings.llm.prefect_limit:
         return
     with get_client(sync_client=True) as client:
-        client.upsert_global_concurrency_limit_by_name(LLM_LIMIT, settings.llm_concurrency)
+        client.upsert_global_concurrency_limit_by_name(LLM_LIMIT, settings.llm.concurrency)
 
 
 @lru_cache(maxsize=4)
@@ -61,14 +61,14 @@ def _local_slots(n: int) -> threading.BoundedSemaphore:
 
 
 def _gate(settings: Settings) -> Callable[[], AbstractContextManager[Any]]:
-    """A call holds one of this process's slots, and with llm_prefect_limit one of the
+    """A call holds one of this process's slots, and with llm.prefect_limit one of the
     Prefect global limit shared by all workers (measured: ~0.4 s more per contended call)."""
-    slots = _local_slots(settings.llm_concurrency)
+    slots = _local_slots(settings.llm.concurrency)
 
     @contextmanager
     def gate() -> Iterator[None]:
         with slots:
-            if settings.llm_prefect_limit:
+            if settings.llm.prefect_limit:
                 with concurrency(LLM_LIMIT, occupy=1, strict=False):
                     yield
             else:
@@ -80,7 +80,7 @@ def _gate(settings: Settings) -> Callable[[], AbstractContextManager[Any]]:
 def _build_extractor(settings: Settings) -> Extractor:
     built = build_llm_extractor(settings, engine_for(settings), gate=_gate(settings))
     if built is None:
-        raise ValueError("LLM extraction needs HINDSIGHT_LLM_BASE_URL")
+        raise ValueError("LLM extraction needs HINDSIGHT_LLM__BASE_URL")
     return built
 
 
@@ -108,16 +108,16 @@ def _estimate(row: Trajectory, settings: Settings, holds: tuple[int, int] | None
     """Prompt and answer tokens of the run's LLM part: its two prompts and, when it holds its
     task group's contrast (`holds`: the group's successful and failed runs), that prompt."""
     limits = FilterLimits(
-        max_observation_chars=settings.llm_max_observation_chars,
-        max_system_chars=settings.llm_max_system_chars,
+        max_observation_chars=settings.llm.max_observation_chars,
+        max_system_chars=settings.llm.max_system_chars,
     )
     run = estimate_tokens(render(view_of(row).steps, header="", limits=limits).text)
     system = sum(estimate_tokens(load_prompt(n).text) for n in ("decision_points", "cards"))
     tokens = 2 * run + system + 2 * 300  # two prompts, two short answers
-    if holds is not None and settings.llm_contrast:
+    if holds is not None and settings.llm.contrast:
         # the group's trials are runs of the same task: about as long as this one each
-        n = sum(min(side, settings.llm_contrast_trials) for side in holds)
-        trials = min(n * run, settings.llm_contrast_max_tokens)
+        n = sum(min(side, settings.llm.contrast_trials) for side in holds)
+        trials = min(n * run, settings.llm.contrast_max_tokens)
         prompt = estimate_tokens(load_prompt("contrast").text + vocabulary_text())
         tokens += trials + prompt + CONTRAST_ANSWER_TOKENS
     return tokens
@@ -159,14 +159,14 @@ def claim_refs(
         get_run_logger().info(
             "rule lessons of %d runs written first: %d new cards", done.written, done.cards_created
         )
-    holders = contrast_holders(engine=engine, rows=rows) if settings.llm_contrast else {}
+    holders = contrast_holders(engine=engine, rows=rows) if settings.llm.contrast else {}
     refs = [
         ClaimRef(
             id=r.id,
             namespace=r.namespace,
             key=r.key,
             estimate=_estimate(r, settings, holders.get(r.id)),
-            likely_calls=_likely_calls(r, holds=settings.llm_contrast and r.id in holders),
+            likely_calls=_likely_calls(r, holds=settings.llm.contrast and r.id in holders),
         )
         for r in rows
     ]

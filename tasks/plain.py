@@ -59,7 +59,7 @@ def validate_run(
 
 def _regenerator(settings: Settings) -> Any:
     """With an LLM configured, a rejected LLM draft gets one regeneration attempt."""
-    if not settings.llm_base_url:  # the openai package is only imported when it is used
+    if not settings.llm.base_url:  # the openai package is only imported when it is used
         return None
     from memory_core.retrospect.factory import build_llm
     from memory_core.validate.regenerate import llm_regenerator

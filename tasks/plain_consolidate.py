@@ -31,7 +31,7 @@ def embedder_for(settings: Settings) -> Embedder | None:
 
 def _judge(settings: Settings) -> Any:
     """With an LLM configured, it judges pairs alike but not clearly the same lesson."""
-    if not settings.llm_base_url:  # the openai package is only imported when it is used
+    if not settings.llm.base_url:  # the openai package is only imported when it is used
         return None
     from memory_core.consolidate.judge import grounded_judge, llm_judge
     from memory_core.llm.cache import SQLAnswerCache

@@ -25,7 +25,7 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 # the holdout withholds a random share of matching cards: tests that expect a card served get
 # every card; the holdout's own tests (tests/memory_core/effects/test_effects*.py) set a rate
 # and a run id
-os.environ.setdefault("HINDSIGHT_HOLDOUT_RATE", "0")
+os.environ.setdefault("HINDSIGHT_HOLDOUT__RATE", "0")
 PG_ADMIN = os.environ.get(
     "HINDSIGHT_TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
 )
@@ -100,7 +100,7 @@ def env_for(settings: Settings) -> dict[str, str]:
     """Environment variables that point a subprocess (or the CLI) at the test database."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HINDSIGHT_")}
     env["HINDSIGHT_DATA_DIR"] = str(settings.data_dir)
-    env["HINDSIGHT_HOLDOUT_RATE"] = "0"  # as in this process (see the top of this file)
+    env["HINDSIGHT_HOLDOUT__RATE"] = "0"  # as in this process (see the top of this file)
     if settings.database_url:
         env["HINDSIGHT_DATABASE_URL"] = settings.database_url
     return env
@@ -129,7 +129,7 @@ def flow_env(settings, monkeypatch, prefect_harness):
 
 @pytest.fixture
 def llm_env(flow_env, monkeypatch) -> Callable[..., ScriptedLLM]:
-    """Start a scripted server and point HINDSIGHT_LLM_* at it."""
+    """Start a scripted server and point HINDSIGHT_LLM__* at it."""
     servers: list[ScriptedLLM] = []
 
     def start(responder=fake_model.respond, **env: str) -> ScriptedLLM:
@@ -137,11 +137,11 @@ def llm_env(flow_env, monkeypatch) -> Callable[..., ScriptedLLM]:
             responder, latency_s=float(env.pop("latency", 0)), api_key="sk-test"
         ).__enter__()
         servers.append(server)
-        monkeypatch.setenv("HINDSIGHT_LLM_BASE_URL", server.url)
-        monkeypatch.setenv("HINDSIGHT_LLM_MODEL", "scripted-1")
-        monkeypatch.setenv("HINDSIGHT_LLM_API_KEY", "sk-test")
-        monkeypatch.setenv("HINDSIGHT_LLM_RETRY_DELAYS_S", "[0.05, 0.05, 0.05]")
-        monkeypatch.setenv("HINDSIGHT_LLM_MODE", "instead")
+        monkeypatch.setenv("HINDSIGHT_LLM__BASE_URL", server.url)
+        monkeypatch.setenv("HINDSIGHT_LLM__MODEL", "scripted-1")
+        monkeypatch.setenv("HINDSIGHT_LLM__API_KEY", "sk-test")
+        monkeypatch.setenv("HINDSIGHT_LLM__RETRY_DELAYS_S", "[0.05, 0.05, 0.05]")
+        monkeypatch.setenv("HINDSIGHT_LLM__MODE", "instead")
         for k, v in env.items():
             monkeypatch.setenv(f"HINDSIGHT_{k.upper()}", v)
         return server

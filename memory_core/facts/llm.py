@@ -180,6 +180,6 @@ class LLMFactExtractor:
 
 
 def build_fact_extractor(settings: Settings, engine: Engine) -> LLMFactExtractor | None:
-    """The LLM fact extractor when HINDSIGHT_LLM_BASE_URL is set, else None (rules only)."""
+    """The LLM fact extractor when HINDSIGHT_LLM__BASE_URL is set, else None (rules only)."""
     llm = build_llm(settings)
     return None if llm is None else LLMFactExtractor(llm=llm, cache=SQLAnswerCache(engine))

@@ -124,7 +124,7 @@ def _take_lock(lock_path: Path) -> IO[str]:
         raise IndexUnavailable(
             f"the vector index at {lock_path.parent} is open in another process "
             "(the embedded engine allows one process at a time; use a Qdrant server "
-            "via HINDSIGHT_QDRANT_URL for several)"
+            "via HINDSIGHT_QDRANT__URL for several)"
         ) from exc
     handle.seek(0)
     handle.truncate()

@@ -1,4 +1,4 @@
-"""A Qdrant server (HINDSIGHT_QDRANT_URL) through qdrant-client: one collection of card points."""
+"""A Qdrant server (HINDSIGHT_QDRANT__URL) through qdrant-client: one collection of card points."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ class ServerIndex:
         if not isinstance(params, models.VectorParams):
             raise IndexUnavailable(
                 f"Qdrant collection {self.collection!r} has named vectors; expected one "
-                "unnamed vector (use another HINDSIGHT_QDRANT_COLLECTION)"
+                "unnamed vector (use another HINDSIGHT_QDRANT__COLLECTION)"
             )
         if params.size != self.dim or params.distance != models.Distance.COSINE:
             raise IndexUnavailable(

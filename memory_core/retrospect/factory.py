@@ -39,25 +39,25 @@ class ChainedExtractors:
 def build_llm(
     settings: Settings, *, gate: Callable[[], AbstractContextManager[Any]] | None = None
 ) -> LLMClient | None:
-    """The configured OpenAI-compatible LLM client, or None without HINDSIGHT_LLM_BASE_URL."""
-    if not settings.llm_base_url:
+    """The configured OpenAI-compatible LLM client, or None without HINDSIGHT_LLM__BASE_URL."""
+    if not settings.llm.base_url:
         return None
     from memory_core.llm.client import OpenAICompatibleLLM
 
     return OpenAICompatibleLLM(
-        base_url=settings.llm_base_url,
-        model=settings.llm_model,
-        api_key=settings.llm_api_key.get_secret_value() if settings.llm_api_key else None,
-        timeout_s=settings.llm_timeout_s,
-        structured=settings.llm_structured_output,
-        max_tokens=settings.llm_max_tokens,
+        base_url=settings.llm.base_url,
+        model=settings.llm.model,
+        api_key=settings.llm.api_key.get_secret_value() if settings.llm.api_key else None,
+        timeout_s=settings.llm.timeout_s,
+        structured=settings.llm.structured_output,
+        max_tokens=settings.llm.max_tokens,
         gate=gate,
     )
 
 
 def build_rule_extractor(settings: Settings) -> Extractor | None:
-    """The rule extractor, unless the LLM replaces it (HINDSIGHT_LLM_MODE=instead)."""
-    if settings.llm_base_url and settings.llm_mode == "instead":
+    """The rule extractor, unless the LLM replaces it (HINDSIGHT_LLM__MODE=instead)."""
+    if settings.llm.base_url and settings.llm.mode == "instead":
         return None
     return RuleExtractor(default_task_type=settings.default_task_type)
 
@@ -68,7 +68,7 @@ def build_llm_extractor(
     *,
     gate: Callable[[], AbstractContextManager[Any]] | None = None,
 ) -> Extractor | None:
-    """The LLM extractor alone (None without HINDSIGHT_LLM_BASE_URL)."""
+    """The LLM extractor alone (None without HINDSIGHT_LLM__BASE_URL)."""
     llm = build_llm(settings, gate=gate)
     if llm is None:
         return None
@@ -77,11 +77,11 @@ def build_llm_extractor(
     from memory_core.retrospect.llm_extractor import LLMExtractor
 
     limits = FilterLimits(
-        max_observation_chars=settings.llm_max_observation_chars,
-        max_system_chars=settings.llm_max_system_chars,
+        max_observation_chars=settings.llm.max_observation_chars,
+        max_system_chars=settings.llm.max_system_chars,
     )
     extractor = LLMExtractor(llm=llm, cache=SQLAnswerCache(engine), limits=limits)
-    if not settings.llm_contrast:
+    if not settings.llm.contrast:
         return extractor
     # a run that is its task group's newest also contrasts the group's trials (one call)
     contrast = LLMContrast(
@@ -89,8 +89,8 @@ def build_llm_extractor(
         cache=SQLAnswerCache(engine),
         engine=engine,
         limits=limits,
-        max_trials=settings.llm_contrast_trials,
-        max_tokens=settings.llm_contrast_max_tokens,
+        max_trials=settings.llm.contrast_trials,
+        max_tokens=settings.llm.contrast_max_tokens,
         screen=settings.screen,
     )
     return ChainedExtractors(extractor, contrast)
@@ -102,7 +102,7 @@ def build_extractor(
     *,
     gate: Callable[[], AbstractContextManager[Any]] | None = None,
 ) -> Extractor:
-    """The rule extractor; with HINDSIGHT_LLM_BASE_URL set, the LLM too (after the rules)."""
+    """The rule extractor; with HINDSIGHT_LLM__BASE_URL set, the LLM too (after the rules)."""
     rules = build_rule_extractor(settings)
     extractor = build_llm_extractor(settings, engine, gate=gate)
     if extractor is None:

@@ -198,9 +198,9 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
                 matches,
                 card_id=lambda m: m.entry.card_id,
                 pinned=lambda m: m.entry.pinned,
-                seed=self.settings.holdout_seed,
+                seed=self.settings.holdout.seed,
                 key=request.run_id or query_id.hex,
-                rate=self.settings.holdout_for(ns),
+                rate=self.settings.holdout.rate_for(ns),
             )
         rows = self._served_rows(snap, [m.entry.card_id for m in matches])
         matches = [m for m in matches if m.entry.card_id in rows]

@@ -61,7 +61,7 @@ def test_consolidate_and_history_commands(env_for, engine) -> None:
     pre = ['tool == "x"']
     a = _card(engine, scenario="s1", pre=pre, tools=["x"], evidence=2)
     b = _card(engine, scenario="s2", pre=pre, tools=["x"])
-    env = {**env_for, "HINDSIGHT_EMBEDDER": "none"}
+    env = {**env_for, "HINDSIGHT_EMBEDDING__PROVIDER": "none"}
     plan = json.loads(hindsight(env, "consolidate", "--dry-run", "-f", "json").stdout)
     assert plan["dry_run"] and plan["absorbed"] == 1
     assert plan["plan"][0]["survivor"] == str(a)

@@ -70,7 +70,7 @@ def test_compose_runs_what_the_code_expects() -> None:
     for name in ("setup", "worker", "api", "mcp"):
         env = services[name]["environment"]
         assert env["HINDSIGHT_DATABASE_URL"].startswith("postgresql://")
-        assert env["HINDSIGHT_QDRANT_URL"] == "http://qdrant:6333"
+        assert env["HINDSIGHT_QDRANT__URL"] == "http://qdrant:6333"
         assert env["PREFECT_API_URL"] == "http://prefect-server:4200/api"
         for ef in services[name].get("env_file", []):
             assert ef["required"] is False  # optional: the stack starts without an LLM
@@ -89,7 +89,7 @@ def test_compose_settings_parse_as_the_containers_read_them(monkeypatch) -> None
             if key.startswith("HINDSIGHT_"):
                 monkeypatch.setenv(key, _interpolated(str(value)))
         settings = FlowSettings()  # raises on a value pydantic cannot read
-        assert settings.qdrant_url == "http://qdrant:6333", name
+        assert settings.qdrant.url == "http://qdrant:6333", name
         assert settings.nightly_cron == "0 2 * * *"
         if name == "mcp":
             assert "mcp:*" in settings.serve.allowed_hosts

@@ -27,14 +27,15 @@ def _respond(body, n):
     return fake_model.respond(body, n)
 
 
+def _keyed(llm_key: str) -> Settings:
+    return Settings(llm={"api_key": llm_key}, embedding={"api_key": "e1"}, qdrant={"api_key": "q1"})
+
+
 def test_cache_key_tells_secrets_apart_without_holding_them() -> None:
-    a = Settings(llm_api_key=KEY, embed_api_key="e1", qdrant_api_key="q1")
-    b = Settings(llm_api_key=KEY + "x", embed_api_key="e1", qdrant_api_key="q1")
+    a = _keyed(KEY)
+    b = _keyed(KEY + "x")
     assert a.cache_key() != b.cache_key()
-    assert (
-        a.cache_key()
-        == Settings(llm_api_key=KEY, embed_api_key="e1", qdrant_api_key="q1").cache_key()
-    )
+    assert a.cache_key() == _keyed(KEY).cache_key()
     for s in (a, b):
         assert KEY not in s.cache_key() and "q1" not in s.cache_key()
         assert "**********" not in s.cache_key()
@@ -44,14 +45,14 @@ def test_cache_key_tells_secrets_apart_without_holding_them() -> None:
 def _keyed_nightly(flow_env, engine, monkeypatch, key: str) -> tuple[ScriptedLLM, object]:
     server = ScriptedLLM(_respond, api_key=KEY).__enter__()
     env = {
-        "HINDSIGHT_LLM_BASE_URL": server.url,
-        "HINDSIGHT_LLM_MODEL": "scripted-1",
-        "HINDSIGHT_LLM_API_KEY": key,
-        "HINDSIGHT_LLM_RETRY_DELAYS_S": "[0.05]",
-        "HINDSIGHT_EMBEDDER": "openai",
-        "HINDSIGHT_EMBED_BASE_URL": server.url,
-        "HINDSIGHT_EMBED_MODEL": "scripted-embed",
-        "HINDSIGHT_EMBED_API_KEY": key,
+        "HINDSIGHT_LLM__BASE_URL": server.url,
+        "HINDSIGHT_LLM__MODEL": "scripted-1",
+        "HINDSIGHT_LLM__API_KEY": key,
+        "HINDSIGHT_LLM__RETRY_DELAYS_S": "[0.05]",
+        "HINDSIGHT_EMBEDDING__PROVIDER": "openai",
+        "HINDSIGHT_EMBEDDING__BASE_URL": server.url,
+        "HINDSIGHT_EMBEDDING__MODEL": "scripted-embed",
+        "HINDSIGHT_EMBEDDING__API_KEY": key,
     }
     for k, v in env.items():
         monkeypatch.setenv(k, v)

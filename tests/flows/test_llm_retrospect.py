@@ -118,7 +118,7 @@ def test_bad_preconditions_are_rejected_with_the_reason(llm_env, engine) -> None
 
 
 def test_calls_run_in_parallel_within_the_limit(llm_env, engine) -> None:
-    server = llm_env(latency="0.3", llm_concurrency="4")
+    server = llm_env(latency="0.3", llm__concurrency="4")
     ingest_lines(
         engine,
         [

@@ -43,7 +43,7 @@ def responder(*, fix: bool):
 def test_one_regeneration_then_active_or_rejected(flow_env, engine, monkeypatch, fix) -> None:
     with ScriptedLLM(responder(fix=fix)) as server:
         for k, v in {"BASE_URL": server.url, "MODEL": "scripted-1", "MODE": "instead"}.items():
-            monkeypatch.setenv(f"HINDSIGHT_LLM_{k}", v)
+            monkeypatch.setenv(f"HINDSIGHT_LLM__{k}", v)
         ingest(
             engine=engine,
             records=iter(

@@ -82,13 +82,13 @@ def llama_server(tmp_path_factory) -> Iterator[str]:
 def test_the_local_model_runs_the_llm_extractor_end_to_end(
     llama_server, flow_env, engine, monkeypatch
 ) -> None:
-    monkeypatch.setenv("HINDSIGHT_LLM_BASE_URL", llama_server)
-    monkeypatch.setenv("HINDSIGHT_LLM_MODEL", "gemma3-270m")
-    monkeypatch.setenv("HINDSIGHT_LLM_MODE", "instead")
-    monkeypatch.setenv("HINDSIGHT_LLM_MAX_TOKENS", "512")
-    monkeypatch.setenv("HINDSIGHT_LLM_TIMEOUT_S", "240")
-    monkeypatch.setenv("HINDSIGHT_LLM_CONCURRENCY", "1")
-    monkeypatch.setenv("HINDSIGHT_LLM_RETRY_DELAYS_S", "[1]")
+    monkeypatch.setenv("HINDSIGHT_LLM__BASE_URL", llama_server)
+    monkeypatch.setenv("HINDSIGHT_LLM__MODEL", "gemma3-270m")
+    monkeypatch.setenv("HINDSIGHT_LLM__MODE", "instead")
+    monkeypatch.setenv("HINDSIGHT_LLM__MAX_TOKENS", "512")
+    monkeypatch.setenv("HINDSIGHT_LLM__TIMEOUT_S", "240")
+    monkeypatch.setenv("HINDSIGHT_LLM__CONCURRENCY", "1")
+    monkeypatch.setenv("HINDSIGHT_LLM__RETRY_DELAYS_S", "[1]")
     runs = list(iter_sources([str(REPO / "examples" / "deploy_runs.jsonl")]))[:3]
     ingest(engine=engine, records=iter(runs), namespace="default", task_type="default")
     summary = retrospect(RetrospectParams())

@@ -96,7 +96,7 @@ def test_three_workers_split_the_decay_backlog(pg_url, tmp_path) -> None:
         {
             "HINDSIGHT_DATA_DIR": str(settings.data_dir),
             "HINDSIGHT_DATABASE_URL": pg_url,
-            "HINDSIGHT_EMBEDDER": "none",
+            "HINDSIGHT_EMBEDDING__PROVIDER": "none",
             # this checkout's flows, wherever the package is installed
             "PYTHONPATH": str(REPO),
             "PREFECT_HOME": str(tmp_path / "prefect"),

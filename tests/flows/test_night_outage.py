@@ -34,7 +34,7 @@ def _artifacts(flow_run_id) -> dict:
 
 def test_outage_costs_llm_cards_never_rule_cards(llm_env, engine, monkeypatch) -> None:
     server = llm_env(
-        lambda body, n: Reply(status=500, error="model crashed"), llm_mode="after_rules"
+        lambda body, n: Reply(status=500, error="model crashed"), llm__mode="after_rules"
     )
     state = nightly(NightlyParams(input=[str(REPO / "examples")]), return_state=True)
     summary = state.result(raise_on_failure=False)
@@ -83,7 +83,7 @@ def test_a_healthy_night_completes(llm_env, engine) -> None:
             return Reply(json.dumps({"facts": []}))
         return fake_model.respond(body, n)
 
-    llm_env(respond, llm_mode="after_rules")
+    llm_env(respond, llm__mode="after_rules")
     state = nightly(NightlyParams(input=[str(REPO / "examples")]), return_state=True)
     assert state.is_completed(), state.message
     assert re.fullmatch(r"all stages ran", state.message or "")

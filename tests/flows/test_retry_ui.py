@@ -60,14 +60,14 @@ def _env(settings: Settings, llm: ScriptedLLM, tmp: Path) -> dict[str, str]:
         {
             "HINDSIGHT_DATA_DIR": str(settings.data_dir),
             # the embeddings endpoint checks the key too: consolidation on the worker uses it
-            "HINDSIGHT_EMBEDDER": "openai",
-            "HINDSIGHT_EMBED_BASE_URL": llm.url,
-            "HINDSIGHT_EMBED_MODEL": "scripted-embed",
-            "HINDSIGHT_EMBED_API_KEY": KEY,
-            "HINDSIGHT_LLM_BASE_URL": llm.url,
-            "HINDSIGHT_LLM_MODEL": "scripted-1",
-            "HINDSIGHT_LLM_API_KEY": KEY,
-            "HINDSIGHT_LLM_RETRY_DELAYS_S": "[0.05]",
+            "HINDSIGHT_EMBEDDING__PROVIDER": "openai",
+            "HINDSIGHT_EMBEDDING__BASE_URL": llm.url,
+            "HINDSIGHT_EMBEDDING__MODEL": "scripted-embed",
+            "HINDSIGHT_EMBEDDING__API_KEY": KEY,
+            "HINDSIGHT_LLM__BASE_URL": llm.url,
+            "HINDSIGHT_LLM__MODEL": "scripted-1",
+            "HINDSIGHT_LLM__API_KEY": KEY,
+            "HINDSIGHT_LLM__RETRY_DELAYS_S": "[0.05]",
             "PREFECT_HOME": str(tmp / "prefect"),
             "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
             "PREFECT_WORKER_QUERY_SECONDS": "1",
@@ -112,7 +112,7 @@ def _reference(env: dict[str, str], tmp: Path, monkeypatch) -> set[tuple[str, st
     from flows.nightly import nightly
     from flows.params import NightlyParams
 
-    ref = Settings(data_dir=tmp / "ref", embedder="none")
+    ref = Settings(data_dir=tmp / "ref", embedding={"provider": "none"})
     db.upgrade(ref)
     for k, v in env.items():
         if k.startswith("HINDSIGHT_"):
@@ -128,7 +128,9 @@ def test_retry_in_the_ui_recovers_the_night(
     settings, tmp_path, monkeypatch, prefect_harness
 ) -> None:
     settings = Settings(
-        data_dir=settings.data_dir, database_url=settings.database_url, embedder="none"
+        data_dir=settings.data_dir,
+        database_url=settings.database_url,
+        embedding={"provider": "none"},
     )
     engine = db.make_engine(settings)
     ingest(

@@ -52,7 +52,7 @@ def test_dask_cluster_retrospects_like_one_process(flow_env, engine, monkeypatch
             "MODE": "instead",
             "RETRY_DELAYS_S": "[0.05]",
         }.items():
-            monkeypatch.setenv(f"HINDSIGHT_LLM_{key}", value)
+            monkeypatch.setenv(f"HINDSIGHT_LLM__{key}", value)
 
         _fresh_input(engine)
         single = retrospect(RetrospectParams())

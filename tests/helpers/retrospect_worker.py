@@ -1,5 +1,5 @@
 """A retrospect worker process for the crash tests: the stage until nothing is pending
-(rules, or the LLM when HINDSIGHT_LLM_BASE_URL is set).
+(rules, or the LLM when HINDSIGHT_LLM__BASE_URL is set).
 
 EXTRACT_DELAY_S (test-only) makes each extraction that much slower: rule extraction takes
 microseconds, so without it a worker could finish all the work between two looks of the

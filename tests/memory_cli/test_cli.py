@@ -116,10 +116,10 @@ def test_llm_failures_become_dead_letters_an_operator_can_redrive(env_for) -> No
     with ScriptedLLM(lambda body, n: Reply(status=500, error="down")) as server:
         env = {
             **env_for,
-            "HINDSIGHT_LLM_BASE_URL": server.url,
-            "HINDSIGHT_LLM_MODEL": "m",
-            "HINDSIGHT_LLM_RETRY_DELAYS_S": "[0.05]",
-            "HINDSIGHT_LLM_MODE": "instead",
+            "HINDSIGHT_LLM__BASE_URL": server.url,
+            "HINDSIGHT_LLM__MODEL": "m",
+            "HINDSIGHT_LLM__RETRY_DELAYS_S": "[0.05]",
+            "HINDSIGHT_LLM__MODE": "instead",
         }
         failed = hindsight(env, "retrospect", "-f", "json", check=False)
         assert failed.returncode == 1, failed.stderr[-2000:]  # a dead letter: cron notices

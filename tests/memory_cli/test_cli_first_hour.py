@@ -166,9 +166,9 @@ def test_flow_runs_print_no_prefect_chatter_on_success(env_for, command) -> None
         with ScriptedLLM(fake_model.respond) as server:
             env = {
                 **env_for,
-                "HINDSIGHT_LLM_BASE_URL": server.url,
-                "HINDSIGHT_LLM_MODEL": "m",
-                "HINDSIGHT_LLM_MODE": "instead",
+                "HINDSIGHT_LLM__BASE_URL": server.url,
+                "HINDSIGHT_LLM__MODEL": "m",
+                "HINDSIGHT_LLM__MODE": "instead",
             }
             proc = ok(env, "retrospect", "-f", "json")
         assert json.loads(proc.stdout)["llm_calls"] > 0  # it did run as a flow with the LLM

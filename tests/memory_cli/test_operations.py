@@ -66,7 +66,7 @@ class Ops:
 @pytest.fixture(scope="module")
 def ops(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ops]:
     tmp = tmp_path_factory.mktemp("ops")
-    settings = Settings(data_dir=tmp / "data", embedder="none")
+    settings = Settings(data_dir=tmp / "data", embedding={"provider": "none"})
     db.upgrade(settings)
     engine = db.make_engine(settings)
     ingest(
@@ -100,12 +100,13 @@ def ops(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ops]:
     env.update(
         {
             "HINDSIGHT_DATA_DIR": str(settings.data_dir),
-            "HINDSIGHT_EMBEDDER": "none",  # keep the model's 6 s import out of every flow run
-            "HINDSIGHT_LLM_BASE_URL": llm.url,
-            "HINDSIGHT_LLM_MODEL": "scripted-1",
-            "HINDSIGHT_LLM_API_KEY": "sk-test",
-            "HINDSIGHT_LLM_MODE": "instead",
-            "HINDSIGHT_LLM_RETRY_DELAYS_S": "[0.05]",
+            # keep the model's 6 s import out of every flow run
+            "HINDSIGHT_EMBEDDING__PROVIDER": "none",
+            "HINDSIGHT_LLM__BASE_URL": llm.url,
+            "HINDSIGHT_LLM__MODEL": "scripted-1",
+            "HINDSIGHT_LLM__API_KEY": "sk-test",
+            "HINDSIGHT_LLM__MODE": "instead",
+            "HINDSIGHT_LLM__RETRY_DELAYS_S": "[0.05]",
             "HINDSIGHT_LOG_FORMAT": "json",
             "PREFECT_HOME": str(tmp / "prefect"),
             "PREFECT_SERVER_ANALYTICS_ENABLED": "false",

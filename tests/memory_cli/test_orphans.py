@@ -68,7 +68,7 @@ KILLED = {
     "nightly": (lambda tmp: ["nightly"], {}, "uvicorn"),
     "retrospect with an LLM": (
         lambda tmp: ["retrospect"],
-        {"HINDSIGHT_LLM_BASE_URL": "http://127.0.0.1:9/v1", "HINDSIGHT_LLM_MODEL": "m"},
+        {"HINDSIGHT_LLM__BASE_URL": "http://127.0.0.1:9/v1", "HINDSIGHT_LLM__MODEL": "m"},
         "uvicorn",
     ),
     "up": (_up, {}, "worker start"),

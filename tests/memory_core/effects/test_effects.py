@@ -23,7 +23,7 @@ STATE = {"tool": "search"}
 
 
 def _service(engine, rate: float = 0.5, seed: str = "s1") -> MemoryService:
-    return MemoryService(engine=engine, settings=Settings(holdout_rate=rate, holdout_seed=seed))
+    return MemoryService(engine=engine, settings=Settings(holdout={"rate": rate, "seed": seed}))
 
 
 def _who(engine, svc: MemoryService, scopes=("read",)):

@@ -231,7 +231,7 @@ def test_rebuild_refuses_vectors_of_another_dim(engine: Engine, tmp_path: Path) 
 def test_cli_rebuild_and_check(engine: Engine, env_for: dict[str, str]) -> None:
     kept = add_card(engine, unit(1))
     gone = add_card(engine, unit(0, 1))
-    env = env_for | {"HINDSIGHT_EMBEDDER": "none"}
+    env = env_for | {"HINDSIGHT_EMBEDDING__PROVIDER": "none"}
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return hindsight(env, "index", *args, "--format", "json", check=False)

@@ -54,7 +54,7 @@ def test_memory_search_command(env_for, tmp_path) -> None:
     assert hits[0]["turn_id"] == "D1:2" and hits[0]["speaker"] == "Bob"
     assert hits[0]["said_at"].startswith("2023-05-08T13:56")
     assert hits[0]["text"] == "I went sailing on the lake." and hits[0]["score"] > 0
-    keywords_only = {**env_for, "HINDSIGHT_EMBEDDER": "none"}
+    keywords_only = {**env_for, "HINDSIGHT_EMBEDDING__PROVIDER": "none"}
     shown = hindsight(keywords_only, "memory", "search", "new job", "--namespace", "talk")
     assert shown.stderr.count("keywords only") == 1
     assert "9:00 am on 20 June, 2023" in shown.stdout and "My new job starts" in shown.stdout

@@ -147,10 +147,10 @@ def test_sigkill_with_the_llm_extractor_pays_no_call_twice(engine, env_for, tmp_
     runs = 140
     records = [(f"r{i}", r) for i, r in enumerate(replicate(tau_runs(), runs))]
     ingest(engine=engine, records=iter(records), namespace="default", task_type="default")
-    llm = {"llm_model": "scripted-1", "llm_mode": "instead"}
+    llm = {"model": "scripted-1", "mode": "instead"}
     if "llm" not in _REFERENCES:
         with ScriptedLLM(fake_model.respond) as ref_server:
-            fingerprint = _reference(tmp_path, records, llm_base_url=ref_server.url, **llm)
+            fingerprint = _reference(tmp_path, records, llm={"base_url": ref_server.url, **llm})
         _REFERENCES["llm"] = (fingerprint, len(ref_server.requests))
     expected, prompts = _REFERENCES["llm"]
     assert any(sig for sig in expected)  # the model had something to say
@@ -160,9 +160,9 @@ def test_sigkill_with_the_llm_extractor_pays_no_call_twice(engine, env_for, tmp_
             "HINDSIGHT_LEASE_SECONDS": str(LEASE_S),
             "HINDSIGHT_RETROSPECT_BATCH_SIZE": "8",
             "PYTHONPATH": str(REPO),
-            "HINDSIGHT_LLM_BASE_URL": server.url,
-            "HINDSIGHT_LLM_MODEL": "scripted-1",
-            "HINDSIGHT_LLM_MODE": "instead",
+            "HINDSIGHT_LLM__BASE_URL": server.url,
+            "HINDSIGHT_LLM__MODEL": "scripted-1",
+            "HINDSIGHT_LLM__MODE": "instead",
         }
         kills = _kill_until_caught_mid_batch(engine, env, runs, step=8)
         _finish(env)

@@ -67,7 +67,7 @@ def _contrast_only(mangle):
 
 
 def test_wins_and_losses_give_a_grounded_contrast_card_with_reasons(llm_env, engine) -> None:
-    server = llm_env(llm_mode="after_rules")
+    server = llm_env(llm__mode="after_rules")
     ingest_lines(engine, GROUP)
     summary = run_retrospect()
     assert summary.dead_letters == 0
@@ -202,7 +202,7 @@ def test_an_outage_leaves_the_group_for_the_next_run(llm_env, engine) -> None:
 
 
 def test_the_setting_turns_it_off(llm_env, engine) -> None:
-    server = llm_env(llm_contrast="false")
+    server = llm_env(llm__contrast="false")
     ingest_lines(engine, GROUP)
     run_retrospect()
     assert server.calls(MARK) == 0 and _insights(engine)[0] == []
@@ -222,7 +222,7 @@ def test_the_prompt_is_budgeted(engine) -> None:
         return TrajectoryView(uuid.uuid4(), "default", "default", None, Outcome(outcome), steps)
 
     runs = [view(i, "success") for i in range(5)] + [view(i, "failure") for i in range(4)]
-    llm = build_llm(Settings(llm_base_url="http://127.0.0.1:9"))  # never called here
+    llm = build_llm(Settings(llm={"base_url": "http://127.0.0.1:9"}))  # never called here
     assert llm is not None
     c = LLMContrast(llm=llm, cache=SQLAnswerCache(engine), engine=engine, max_trials=3)
     trials, shown = c.trials(runs)
@@ -251,7 +251,7 @@ def test_the_trials_shown_do_not_depend_on_run_ids(engine) -> None:
             )
         return out
 
-    llm = build_llm(Settings(llm_base_url="http://127.0.0.1:9"))  # never called here
+    llm = build_llm(Settings(llm={"base_url": "http://127.0.0.1:9"}))  # never called here
     assert llm is not None
     c = LLMContrast(llm=llm, cache=SQLAnswerCache(engine), engine=engine, max_trials=2)
     # the same runs stored twice (other random ids, other order): the same prompt
@@ -264,7 +264,7 @@ def test_the_trials_shown_do_not_depend_on_run_ids(engine) -> None:
 def test_runs_the_prompt_had_no_room_for_count_and_a_later_run_adds_to_the_card(
     llm_env, engine
 ) -> None:
-    llm_env(llm_contrast_trials="1")
+    llm_env(llm__contrast_trials="1")
     ingest_lines(engine, [*GROUP, _run("e", "failure", "business")])
     run_retrospect()
     [card], by_card = _insights(engine)
@@ -295,7 +295,7 @@ def test_the_budget_estimate_counts_the_contrast_prompt_of_the_run_that_holds_it
     [holder] = [r for r in rows if r.id in holders]  # the group's newest run, and only it
     assert holders[holder.id] == (4, 2)
     assert holder.created_at == max(r.created_at for r in rows)
-    on, off = Settings(llm_contrast=True), Settings(llm_contrast=False)
+    on, off = Settings(llm={"contrast": True}), Settings(llm={"contrast": False})
     plain = _estimate(holder, on)
     with_contrast = _estimate(holder, on, holders[holder.id])
     run = estimate_tokens(render(view_of(holder).steps, header="", limits=FilterLimits()).text)
@@ -304,6 +304,6 @@ def test_the_budget_estimate_counts_the_contrast_prompt_of_the_run_that_holds_it
     assert with_contrast - plain > prompt + 5 * run + CONTRAST_ANSWER_TOKENS
     assert _estimate(holder, off, holders[holder.id]) == plain
     assert _likely_calls(holder, holds=True) == _likely_calls(holder) + 1
-    capped = _estimate(holder, Settings(llm_contrast=True, llm_contrast_max_tokens=500), (4, 2))
+    capped = _estimate(holder, Settings(llm={"contrast": True, "contrast_max_tokens": 500}), (4, 2))
     assert 5 * run > 500 and capped == with_contrast - 5 * run + 500
     assert contrast_holders(engine=engine, rows=[r for r in rows if r.id != holder.id]) == {}

@@ -62,7 +62,11 @@ def _obedient(body: dict[str, Any], n: int) -> Reply:
 def _learn(settings, engine, extractor_of) -> None:
     with ScriptedLLM(_obedient) as server:
         llm_settings = settings.model_copy(
-            update={"llm_base_url": server.url, "llm_model": "scripted-1"}
+            update={
+                "llm": settings.llm.model_copy(
+                    update={"base_url": server.url, "model": "scripted-1"}
+                )
+            }
         )
         retrospect_all(engine, extractor=extractor_of(llm_settings, engine))
     validate_drafts(engine=engine, reports_dir=None, namespace="default")
@@ -86,7 +90,11 @@ def test_an_llm_restating_a_real_tool_order_is_never_served(
     settings, engine, where, text, mode
 ) -> None:
     ingest_lines(engine, [_run(where, text)])
-    _learn(settings.model_copy(update={"llm_mode": mode}), engine, build_extractor)
+    _learn(
+        settings.model_copy(update={"llm": settings.llm.model_copy(update={"mode": mode})}),
+        engine,
+        build_extractor,
+    )
     cards = all_cards(engine)
     llm = [c for c in cards if c.provenance.get("producer") == "llm"]
     assert len(llm) == 1 + len(fake_model.PLACES)  # the careful card, one per placement
@@ -116,7 +124,11 @@ def test_clean_runs_keep_their_llm_cards(settings, engine, mode) -> None:
     # the same run without the injection (its error names its own call's tool): served
     clean = _run("error", "get_booking: service busy")
     ingest_lines(engine, [clean])
-    _learn(settings.model_copy(update={"llm_mode": mode}), engine, build_extractor)
+    _learn(
+        settings.model_copy(update={"llm": settings.llm.model_copy(update={"mode": mode})}),
+        engine,
+        build_extractor,
+    )
     llm = [c for c in all_cards(engine) if c.provenance.get("producer") == "llm"]
     assert llm and all(c.status == "active" for c in llm), [(c.status, c.provenance) for c in llm]
     served = served_cards(engine, state={"tool": "get_booking", "last_error": "service busy"})

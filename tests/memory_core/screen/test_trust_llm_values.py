@@ -91,7 +91,11 @@ def test_an_obedient_llm_never_serves_the_order(settings, engine, kind: str) -> 
     ingest_lines(engine, [_run(kind)])
     with ScriptedLLM(_obedient) as server:
         llm_settings = settings.model_copy(
-            update={"llm_base_url": server.url, "llm_model": "scripted-1", "llm_mode": "instead"}
+            update={
+                "llm": settings.llm.model_copy(
+                    update={"base_url": server.url, "model": "scripted-1", "mode": "instead"}
+                )
+            }
         )
         retrospect_all(engine, extractor=build_extractor(llm_settings, engine))
     validate_drafts(engine=engine, reports_dir=None, namespace="default")

@@ -1,0 +1,99 @@
+"""Settings grouped by concern: the LLM, the embedder, the Qdrant index, the holdout.
+
+Each group is one nested model of Settings (HINDSIGHT_LLM__BASE_URL, ...). The flat names
+they replace (HINDSIGHT_LLM__BASE_URL, ...) still work: memory_core.settings_legacy maps them."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+
+class LLMSettings(BaseModel):
+    """The OpenAI-compatible LLM of retrospection and fact extraction (HINDSIGHT_LLM__...)."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    base_url: str | None = None
+    """an OpenAI-compatible endpoint turns the LLM on (unset: rules only)"""
+    model: str = "gpt-4o-mini"
+    """the model asked"""
+    api_key: SecretStr | None = None
+    """the endpoint's key"""
+    mode: Literal["after_rules", "instead"] = "after_rules"
+    """instead: the LLM only"""
+    structured_output: Literal["auto", "json_schema", "json_object"] = "auto"
+    """how answers are asked to be JSON"""
+    timeout_s: float = Field(default=60.0, gt=0)
+    """per call"""
+    max_tokens: int = Field(default=2048, ge=64)
+    """completion tokens per call"""
+    concurrency: int = Field(default=8, ge=1, description="LLM calls in flight at once")
+    prefect_limit: bool = False
+    """also hold a slot of the Prefect global concurrency limit `hindsight-llm` per call
+    (several workers, one LLM server; slower: Prefect polls for free slots)"""
+    retry_delays_s: list[float] = Field(default_factory=lambda: [2.0, 8.0, 30.0])
+    """seconds between tries of a failed call"""
+    token_budget: int | None = Field(
+        default=None, ge=1, description="prompt + completion tokens per run; None: no limit"
+    )
+    max_observation_chars: int = 600
+    """a tool result in a prompt is cut to this"""
+    max_system_chars: int = 600
+    """a run's system prompt in a prompt is cut to this"""
+    # its result is a function of the stored runs, however they were batched or a worker was
+    # killed (tests/test_crash.py)
+    contrast: bool = True
+    """a task's successful and failed trials side by side in one prompt (off: the rule
+    contrast alone)"""
+    contrast_trials: int = Field(default=3, ge=1, le=9, description="trials per side")
+    contrast_max_tokens: int = Field(
+        default=8000, ge=500, description="estimated prompt tokens of the trials, at most"
+    )
+
+
+class EmbeddingSettings(BaseModel):
+    """The embedder of cards, facts and messages (HINDSIGHT_EMBEDDING__...)."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    provider: Literal["auto", "local", "local-torch", "openai", "none"] = "auto"
+    """auto: an endpoint when base_url is set, else the local ONNX MiniLM, else the
+    PyTorch one"""
+    base_url: str | None = None
+    """an OpenAI-compatible embeddings endpoint"""
+    model: str = "text-embedding-3-small"
+    """the endpoint's model"""
+    api_key: SecretStr | None = None
+    """the endpoint's key"""
+
+
+class QdrantSettings(BaseModel):
+    """Where the cards' vectors are indexed (HINDSIGHT_QDRANT__...)."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    url: str | None = None
+    """a Qdrant server instead of the embedded engine under the data dir"""
+    api_key: SecretStr | None = None
+    """the Qdrant server's key"""
+    collection: str = "hindsight_cards"
+    """the collection the cards' vectors go to"""
+
+
+class HoldoutSettings(BaseModel):
+    """Cards withheld from some queries, to measure their effect (HINDSIGHT_HOLDOUT__...)."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    rate: float = Field(default=0.05, ge=0.0, le=0.5)
+    """share of matching cards withheld per query, to measure their effect (0: off)"""
+    rates: dict[str, float] = Field(default_factory=dict)
+    """per namespace, as JSON: `{"team-a": 0.1}`"""
+    seed: str = Field(default="hindsight", max_length=256)
+    """the holdout's hash seed (same seed, run id and card: same arm)"""
+
+    def rate_for(self, namespace: str) -> float:
+        """The share of matching cards withheld in this namespace."""
+        return min(0.5, max(0.0, self.rates.get(namespace, self.rate)))
