@@ -1,0 +1,150 @@
+"""Top k without scoring every match: candidates in order of the highest score they can have.
+
+A card's score is its standing (confidence, recency, uses, specificity, times trust), blended
+with text similarity, plus its support (evidence against the best-supported match, at most 1).
+Each part only falls as time passes and as the namespace's most used card gains uses, so the
+score a card would have at the start of an epoch (`Bounds`), with full support, bounds its
+score at any later query. Candidates are checked from the highest bound down, and the check
+stops once a bound falls a whole tie step (retrieval.TIE) below the k-th best match found: no
+card left can enter the top k, nor tie with it. The result is exactly the exhaustive ranking.
+
+The support term divides by the most evidence among all matches, so that is found first: the
+candidates with the most evidence are checked until one holds.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from operator import attrgetter
+from typing import TYPE_CHECKING
+
+from memory_core.cards.score import ranking_terms
+from memory_core.keywords import term_set
+from memory_core.settings import RankingWeights
+
+if TYPE_CHECKING:
+    from memory_core.serve.retrieval import Ranked
+    from memory_core.serve.snapshot import Entry, Snapshot
+
+EPOCH = timedelta(hours=1)  # bounds computed this long ago are recomputed (recency decays)
+SLACK = 1e-9  # above every bound: float rounding of pow and sums never crosses it
+
+_evidence = attrgetter("evidence_count")
+
+
+@dataclass(frozen=True, eq=False)
+class Bounds:
+    """An epoch of score bounds: the weights, start time and most uses they assume."""
+
+    weights: RankingWeights
+    at: datetime
+    max_uses: int
+
+
+def usable(w: RankingWeights) -> bool:
+    """Every weight non-negative: the score then grows with each of its parts."""
+    return min(w.confidence, w.recency, w.use_frequency, w.specificity, w.support) >= 0
+
+
+def epoch(snapshot: Snapshot, w: RankingWeights, now: datetime) -> Bounds:
+    """The snapshot's current epoch, a new one when the weights, time or uses moved it."""
+    b: Bounds | None = snapshot.bounds
+    if (
+        b is None
+        or (b.weights is not w and b.weights != w)
+        or now < b.at
+        or now - b.at > EPOCH
+        or snapshot.max_uses < b.max_uses
+    ):
+        b = Bounds(w, now, snapshot.max_uses)
+        snapshot.bounds = b
+    return b
+
+
+def base_bound(e: Entry, b: Bounds, specificity: Callable[[int], float]) -> float:
+    """The card's highest standing (times trust) at any time after b.at: retrieval's formula
+    at b.at, with its use count against no more uses than it has or b assumed."""
+    w = b.weights
+    terms = ranking_terms(
+        confidence=e.confidence,
+        seen_at=e.seen_at,
+        use_count=e.use_count,
+        now=b.at,
+        max_uses=max(b.max_uses, e.use_count),
+        w=w,
+    )
+    return (terms.score + w.specificity * specificity(len(e.compiled))) * max(e.trust, 0.0)
+
+
+def top_matches(
+    pool: Sequence[Entry],
+    *,
+    snapshot: Snapshot,
+    now: datetime,
+    w: RankingWeights,
+    query: frozenset[str] | None,
+    top_k: int,
+    holds: Callable[[Entry], bool],
+    score: Callable[[Entry], Ranked],
+    specificity: Callable[[int], float],
+    tie: float,
+) -> tuple[list[Ranked], int]:
+    """(the pool's best matches as retrieval scores them, unsorted, with support; how many
+    were checked): every match that can rank in the top k, and any number of others."""
+    b = epoch(snapshot, w, now)
+    for e in pool:
+        if e.bound[0] is not b:
+            parts = (e.confidence, e.seen_at, e.use_count)
+            e.bound = (b, base_bound(e, b, specificity))
+            # a use or feedback changing the card meanwhile (`touched` may have run before
+            # the line above): computed again next time
+            if (e.confidence, e.seen_at, e.use_count) != parts:
+                e.bound = (None, 0.0)
+    if query is None:
+        bounds = [e.bound[1] for e in pool]
+    else:
+        wt = w.text_similarity
+        size = len(query)
+        bounds = []
+        for e in pool:
+            if e.words is None:  # split once per snapshot, as retrieval does
+                e.words = term_set(e.text)
+            sim = len(query & e.words) / size if query else 0.0
+            bounds.append((1 - wt) * e.bound[1] + wt * sim)
+    if w.support:
+        bounds = [x + w.support * max(e.trust, 0.0) for x, e in zip(bounds, pool, strict=True)]
+    seen: dict[int, bool] = {}
+
+    def check(i: int) -> bool:
+        if (held := seen.get(i)) is None:
+            held = seen[i] = holds(pool[i])
+        return held
+
+    top = 1
+    if w.support:  # the most evidence among the matches: what support is relative to
+        order = sorted(range(len(pool)), key=lambda i: _evidence(pool[i]), reverse=True)
+        first = next((i for i in order if check(i)), None)
+        if first is None:
+            return [], len(seen)
+        top = pool[first].evidence_count or 1
+    matches: list[Ranked] = []
+    kth: list[int] = []  # the k best matches' scores in tie steps (a min-heap)
+    for i in sorted(range(len(pool)), key=bounds.__getitem__, reverse=True):
+        if len(kth) >= top_k and round((bounds[i] + SLACK) / tie) < kth[0]:
+            break
+        if not check(i):
+            continue
+        m = score(pool[i])
+        if w.support:
+            m.score.support = m.entry.evidence_count / top
+            m.score.score += w.support * m.score.support * m.entry.trust
+        matches.append(m)
+        step = round(m.score.score / tie)
+        if len(kth) < top_k:
+            heapq.heappush(kth, step)
+        elif step > kth[0]:
+            heapq.heapreplace(kth, step)
+    return matches, len(seen)
