@@ -15,13 +15,13 @@ candidates with the most evidence are checked until one holds.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
-from memory_core.cards.score import ranking_terms
 from memory_core.keywords import term_set
 from memory_core.settings import RankingWeights
 
@@ -66,17 +66,15 @@ def epoch(snapshot: Snapshot, w: RankingWeights, now: datetime) -> Bounds:
 
 def base_bound(e: Entry, b: Bounds, specificity: Callable[[int], float]) -> float:
     """The card's highest standing (times trust) at any time after b.at: retrieval's formula
-    at b.at, with its use count against no more uses than it has or b assumed."""
+    (cards/score.py) at b.at, its use count against no more uses than it has or b assumed;
+    inlined, as the first query of an epoch computes it for each of its candidates."""
     w = b.weights
-    terms = ranking_terms(
-        confidence=e.confidence,
-        seen_at=e.seen_at,
-        use_count=e.use_count,
-        now=b.at,
-        max_uses=max(b.max_uses, e.use_count),
-        w=w,
-    )
-    return (terms.score + w.specificity * specificity(len(e.compiled))) * max(e.trust, 0.0)
+    age_days = max((b.at - e.seen_at).total_seconds(), 0.0) / 86400
+    rec = math.pow(0.5, age_days / w.recency_half_life_days)
+    most = max(b.max_uses, e.use_count)
+    freq = e.use_count / most if most else 0.0
+    score = w.confidence * e.confidence + w.recency * rec + w.use_frequency * freq
+    return (score + w.specificity * specificity(len(e.compiled))) * max(e.trust, 0.0)
 
 
 def top_matches(
