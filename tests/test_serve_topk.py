@@ -122,7 +122,8 @@ def test_bounds_check_fewer_cards_when_many_match() -> None:
     ctx, keys = make_context(norm), frozenset(norm)
     pool = [e for e in entries if e.kind == "experience"]
     found, checked = top_matches(
-        pool,
+        entries,
+        kinds=("experience",),
         snapshot=snap,
         now=now,
         w=w,

@@ -145,9 +145,9 @@ def retrieve(
     matches: list[Ranked] = []
     failed: list[Entry] = []  # candidates that do not hold: the first near misses
     if not explain and top_k > 0 and len(candidates) > bounded_from and usable(w):
-        pool = [e for e in candidates if not e.broken and e.kind in kinds]
         matches, _ = top_matches(
-            pool,
+            candidates,
+            kinds=kinds,
             snapshot=snapshot,
             now=now,
             w=w,

@@ -19,7 +19,6 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from memory_core.keywords import term_set
@@ -30,9 +29,8 @@ if TYPE_CHECKING:
     from memory_core.serve.snapshot import Entry, Snapshot
 
 EPOCH = timedelta(hours=1)  # bounds computed this long ago are recomputed (recency decays)
+UNBOUNDED = 1e9  # a bound no score reaches (finite: it is rounded to tie steps)
 SLACK = 1e-9  # above every bound: float rounding of pow and sums never crosses it
-
-_evidence = attrgetter("evidence_count")
 
 
 @dataclass(frozen=True, eq=False)
@@ -78,8 +76,9 @@ def base_bound(e: Entry, b: Bounds, specificity: Callable[[int], float]) -> floa
 
 
 def top_matches(
-    pool: Sequence[Entry],
+    candidates: Sequence[Entry],
     *,
+    kinds: Sequence[str],
     snapshot: Snapshot,
     now: datetime,
     w: RankingWeights,
@@ -90,30 +89,34 @@ def top_matches(
     specificity: Callable[[int], float],
     tie: float,
 ) -> tuple[list[Ranked], int]:
-    """(the pool's best matches as retrieval scores them, unsorted, with support; how many
-    were checked): every match that can rank in the top k, and any number of others."""
+    """(the best servable matches among the candidates as retrieval scores them, unsorted,
+    with support; how many were checked): every match that can rank in the top k, and maybe
+    others. One pass over the candidates, then checks from the highest bound down."""
     b = epoch(snapshot, w, now)
-    for e in pool:
-        if e.bound[0] is not b:
+    wt, sup, size = w.text_similarity, w.support, len(query) if query else 0
+    pool: list[Entry] = []
+    bases: list[float] = []  # each card's standing bound, as read once here
+    bounds: list[float] = []
+    for e in candidates:
+        if e.broken or e.kind not in kinds:
+            continue
+        bound = e.bound
+        if bound[0] is not b:
             parts = (e.confidence, e.seen_at, e.use_count)
-            e.bound = (b, base_bound(e, b, specificity))
+            e.bound = bound = (b, base_bound(e, b, specificity))
             # a use or feedback changing the card meanwhile (`touched` may have run before
-            # the line above): computed again next time
+            # the line above): no bound this time, computed again next time
             if (e.confidence, e.seen_at, e.use_count) != parts:
-                e.bound = (None, 0.0)
-    if query is None:
-        bounds = [e.bound[1] for e in pool]
-    else:
-        wt = w.text_similarity
-        size = len(query)
-        bounds = []
-        for e in pool:
-            if e.words is None:  # split once per snapshot, as retrieval does
-                e.words = term_set(e.text)
-            sim = len(query & e.words) / size if query else 0.0
-            bounds.append((1 - wt) * e.bound[1] + wt * sim)
-    if w.support:
-        bounds = [x + w.support * max(e.trust, 0.0) for x, e in zip(bounds, pool, strict=True)]
+                e.bound, bound = (None, 0.0), (b, UNBOUNDED)
+        x = bound[1]
+        if query is not None:  # a card's words not split yet: its similarity is at most 1
+            sim = 1.0 if e.words is None else len(query & e.words) / size if query else 0.0
+            x = (1 - wt) * x + wt * sim
+        if sup:  # support is at most 1
+            x += sup * max(e.trust, 0.0)
+        pool.append(e)
+        bases.append(bound[1])
+        bounds.append(x)
     seen: dict[int, bool] = {}
 
     def check(i: int) -> bool:
@@ -122,23 +125,36 @@ def top_matches(
         return held
 
     top = 1
-    if w.support:  # the most evidence among the matches: what support is relative to
-        order = sorted(range(len(pool)), key=lambda i: _evidence(pool[i]), reverse=True)
-        first = next((i for i in order if check(i)), None)
-        if first is None:
+    if sup:  # the most evidence among the matches: what support is relative to
+        evidence = [e.evidence_count for e in pool]
+        for level in sorted(set(evidence), reverse=True):
+            if any(check(i) for i, n in enumerate(evidence) if n == level):
+                top = level or 1
+                break
+        else:
             return [], len(seen)
-        top = pool[first].evidence_count or 1
+    # highest bound first; a card whose words are not split yet is split when it comes up
+    # (as retrieval would, once per snapshot) and goes back in at its exact bound
+    heap = [(-x, i) for i, x in enumerate(bounds)]
+    heapq.heapify(heap)
     matches: list[Ranked] = []
     kth: list[int] = []  # the k best matches' scores in tie steps (a min-heap)
-    for i in sorted(range(len(pool)), key=bounds.__getitem__, reverse=True):
-        if len(kth) >= top_k and round((bounds[i] + SLACK) / tie) < kth[0]:
+    while heap:
+        neg, i = heapq.heappop(heap)
+        if len(kth) >= top_k and round((SLACK - neg) / tie) < kth[0]:
             break
+        if query is not None and (e := pool[i]).words is None:
+            e.words = term_set(e.text)
+            sim = len(query & e.words) / size if query else 0.0
+            x = (1 - wt) * bases[i] + wt * sim + (sup * max(e.trust, 0.0) if sup else 0.0)
+            heapq.heappush(heap, (-x, i))
+            continue
         if not check(i):
             continue
         m = score(pool[i])
-        if w.support:
+        if sup:
             m.score.support = m.entry.evidence_count / top
-            m.score.score += w.support * m.score.support * m.entry.trust
+            m.score.score += sup * m.score.support * m.entry.trust
         matches.append(m)
         step = round(m.score.score / tie)
         if len(kth) < top_k:
