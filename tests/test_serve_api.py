@@ -399,3 +399,50 @@ def test_every_error_body_has_a_code_and_keeps_its_fields(api, engine, monkeypat
         r = c.get("/readyz")
         assert r.status_code == 503 and r.json()["code"] == "database_unavailable"
         assert r.json()["database"] and r.json()["detail"]  # the old field stays
+
+
+def test_direct_query_path_answers_as_the_declared_route(settings, engine) -> None:
+    from memory_api.routes.deps import service_of
+
+    svc = MemoryService(engine=engine, settings=settings)
+    app = create_app(svc)
+    keys = keys_for(engine)
+    for i in range(12):
+        add_card(engine, scenario=f"card {i}", preconditions=[f"retry_count >= {i % 4}"])
+    bodies: list[object] = [
+        {"task_state": {"retry_count": n}, "top_k": 3, "record_use": False, "query": q}
+        for n in range(4)
+        for q in (None, "card 3", "")
+    ]
+    bad = [
+        b'{"task_state": {"retry_count": NaN}, "record_use": false}',  # json.loads takes NaN
+        b'{"task_state": ',
+        b'{"task_state": {}, "top_k": 0}',
+        b'{"task_state": {}, "surprise": 1}',
+        b"",
+        b"[]",
+    ]
+
+    def answers(c: httpx.Client) -> list[tuple[int, object]]:
+        out: list[tuple[int, object]] = []
+        for b in bodies:  # the recency term moves between the calls: all but the score
+            r = c.post("/v1/cards/query", json=b)
+            out.append((r.status_code, [{**h, "score": None} for h in r.json()["cards"]]))
+        for raw in bad:
+            for kind in ("application/json", "text/plain"):
+                r = c.post("/v1/cards/query", content=raw, headers={"content-type": kind})
+                out.append((r.status_code, r.content))
+        return out
+
+    async def same_service() -> MemoryService:  # any override: every request is declared
+        return svc
+
+    with LiveServer(app) as server, _c(server, keys["read"]) as c:
+        c.post("/v1/cards/query", json={"task_state": {}})  # the key cached: the direct path
+        direct = answers(c)
+        app.dependency_overrides[service_of] = same_service
+        declared = answers(c)
+    assert [s for s, _ in direct[: len(bodies)]] == [200] * len(bodies)
+    assert any(len(cards) == 3 for _, cards in direct[: len(bodies)])  # type: ignore[arg-type]
+    assert {s for s, _ in direct[len(bodies) :]} >= {422}
+    assert direct == declared
