@@ -54,14 +54,14 @@ class Entry:
     filed: Need | None = None  # where the index holds it (memory_core.serve.index)
     indexed: bool = False
     words: frozenset[str] | None = None  # the content words of text, for free-text queries
-    # (epoch, the highest score the card can have in it): one attribute so that threads
-    # computing it for different epochs never mix (memory_core.serve.topk)
-    bound: tuple[object, float] = (None, 0.0)
+    # (epoch, the highest standing the card can have in it, the most support can add): one
+    # attribute so that threads computing it for different epochs never mix (serve/topk.py)
+    bound: tuple[object, float, float] = (None, 0.0, 0.0)
 
 
 def touched(e: Entry) -> None:
     """After a change of the card's score parts in place: its score bound is computed again."""
-    e.bound = (None, 0.0)
+    e.bound = (None, 0.0, 0.0)
 
 
 # A served card as JSON: (the other fields as a JSON object without its closing brace,

@@ -19,6 +19,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from memory_core.keywords import term_set
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
 EPOCH = timedelta(hours=1)  # bounds computed this long ago are recomputed (recency decays)
 UNBOUNDED = 1e9  # a bound no score reaches (finite: it is rounded to tie steps)
 SLACK = 1e-9  # above every bound: float rounding of pow and sums never crosses it
+
+_evidence = attrgetter("evidence_count")
 
 
 @dataclass(frozen=True, eq=False)
@@ -95,7 +98,7 @@ def top_matches(
     b = epoch(snapshot, w, now)
     wt, sup, size = w.text_similarity, w.support, len(query) if query else 0
     pool: list[Entry] = []
-    bases: list[float] = []  # each card's standing bound, as read once here
+    bases: list[tuple[object, float, float]] = []  # each card's bound, as read once here
     bounds: list[float] = []
     for e in candidates:
         if e.broken or e.kind not in kinds:
@@ -103,19 +106,19 @@ def top_matches(
         bound = e.bound
         if bound[0] is not b:
             parts = (e.confidence, e.seen_at, e.use_count)
-            e.bound = bound = (b, base_bound(e, b, specificity))
+            most = sup * max(e.trust, 0.0)  # support is at most 1
+            e.bound = bound = (b, base_bound(e, b, specificity), most)
             # a use or feedback changing the card meanwhile (`touched` may have run before
             # the line above): no bound this time, computed again next time
             if (e.confidence, e.seen_at, e.use_count) != parts:
-                e.bound, bound = (None, 0.0), (b, UNBOUNDED)
+                e.bound, bound = (None, 0.0, 0.0), (b, UNBOUNDED, most)
         x = bound[1]
         if query is not None:  # a card's words not split yet: its similarity is at most 1
             sim = 1.0 if e.words is None else len(query & e.words) / size if query else 0.0
             x = (1 - wt) * x + wt * sim
-        if sup:  # support is at most 1
-            x += sup * max(e.trust, 0.0)
+        x += bound[2]
         pool.append(e)
-        bases.append(bound[1])
+        bases.append(bound)
         bounds.append(x)
     seen: dict[int, bool] = {}
 
@@ -126,9 +129,15 @@ def top_matches(
 
     top = 1
     if sup:  # the most evidence among the matches: what support is relative to
-        evidence = [e.evidence_count for e in pool]
-        for level in sorted(set(evidence), reverse=True):
-            if any(check(i) for i, n in enumerate(evidence) if n == level):
+        most = max(map(_evidence, pool), default=0)
+        # usually a card of the most evidence holds, and soon
+        levels = (
+            [most]
+            if any(check(i) for i, e in enumerate(pool) if e.evidence_count == most)
+            else sorted(set(map(_evidence, pool)), reverse=True)
+        )
+        for level in levels:
+            if any(check(i) for i, e in enumerate(pool) if e.evidence_count == level):
                 top = level or 1
                 break
         else:
@@ -146,7 +155,8 @@ def top_matches(
         if query is not None and (e := pool[i]).words is None:
             e.words = term_set(e.text)
             sim = len(query & e.words) / size if query else 0.0
-            x = (1 - wt) * bases[i] + wt * sim + (sup * max(e.trust, 0.0) if sup else 0.0)
+            x = (1 - wt) * bases[i][1] + wt * sim
+            x += bases[i][2]
             heapq.heappush(heap, (-x, i))
             continue
         if not check(i):
