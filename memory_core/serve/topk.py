@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from memory_core.serve.retrieval import Ranked
     from memory_core.serve.snapshot import Entry, Snapshot
 
+REUSE = 1.25  # bounds assuming a most-used count this much below the snapshot's are renewed
 EPOCH = timedelta(hours=1)  # bounds computed this long ago are recomputed (recency decays)
 UNBOUNDED = 1e9  # a bound no score reaches (finite: it is rounded to tie steps)
 SLACK = 1e-9  # above every bound: float rounding of pow and sums never crosses it
@@ -59,6 +60,8 @@ def epoch(snapshot: Snapshot, w: RankingWeights, now: datetime) -> Bounds:
         or now < b.at
         or now - b.at > EPOCH
         or snapshot.max_uses < b.max_uses
+        # uses against a most-used count since grown: every bound too loose to stop early
+        or snapshot.max_uses > b.max_uses * REUSE + 1
     ):
         b = Bounds(w, now, snapshot.max_uses)
         snapshot.bounds = b
