@@ -15,6 +15,7 @@ from memory_core.effects.runs import record_query_outcome
 from memory_core.models.card import CardPublic, CardStatus
 from memory_core.serve.keys import Principal
 from memory_core.serve.schemas import OutcomeRequest
+from memory_core.serve.snapshot import touched
 from memory_core.serve.snapshot_cache import SnapshotCache
 from memory_core.serve.uses import UseRecorder
 from memory_core.settings import Settings
@@ -42,6 +43,7 @@ class EffectOperations:
             if entry is not None:
                 entry.confidence = fb.confidence
                 entry.broken = entry.broken or fb.status != CardStatus.active.value
+                touched(entry)
 
         return record_query_outcome(
             engine=self.engine,

@@ -27,9 +27,13 @@ from memory_core.preconditions import (
 from memory_core.screen.provenance import label
 from memory_core.serve.schemas import PreconditionCheck, Score
 from memory_core.serve.snapshot import Entry, Snapshot
+from memory_core.serve.topk import top_matches, usable
 from memory_core.settings import RankingWeights
 
 NEAR_MISS_SAMPLE = 128  # near-miss cards explain evaluates, at most
+# more candidates than this: checked best bound first, stopping once none can enter the top k
+# (memory_core.serve.topk); fewer cost less than ordering them
+BOUNDED_FROM = 32
 
 
 @dataclass
@@ -129,6 +133,7 @@ def retrieve(
     explain: bool = False,
     near_misses: int = 10,
     kinds: Sequence[str] = ("experience",),
+    bounded_from: int = BOUNDED_FROM,
 ) -> Retrieval:
     """Cards of the snapshot whose preconditions all hold on the state, best first."""
     w = weights or RankingWeights()
@@ -139,6 +144,24 @@ def retrieve(
     qwords = term_set(query) if query and query.strip() else None
     matches: list[Ranked] = []
     failed: list[Entry] = []  # candidates that do not hold: the first near misses
+    if not explain and top_k > 0 and len(candidates) > bounded_from and usable(w):
+        matches, _ = top_matches(
+            candidates,
+            kinds=kinds,
+            snapshot=snapshot,
+            now=now,
+            w=w,
+            query=qwords,
+            top_k=top_k,
+            holds=lambda e: holds(e.compiled, context, keys),
+            score=lambda e: Ranked(
+                e, score_entry(e, now=now, max_uses=snapshot.max_uses, w=w, query=qwords)
+            ),
+            specificity=specificity,
+            tie=TIE,
+        )
+        _order(matches)
+        return Retrieval(matches[:top_k], len(candidates), len(snapshot.entries))
     for e in candidates:  # no card twice (the index says so)
         if e.broken or e.kind not in kinds:
             continue
@@ -153,16 +176,7 @@ def retrieve(
         for m in matches:
             m.score.support = m.entry.evidence_count / top
             m.score.score += w.support * m.score.support * m.entry.trust
-    # scores within TIE of each other are a tie (a card written minutes later is no better a
-    # lesson): the one with more evidence first, then by content, never by the random id
-    matches.sort(
-        key=lambda m: (
-            -round(m.score.score / TIE),
-            -m.entry.evidence_count,
-            m.entry.text,
-            str(m.entry.card_id),
-        )
-    )
+    _order(matches)
     misses: list[tuple[int, Ranked]] = []
     if explain:
         for m in matches[:top_k]:  # the verdicts of what is served
@@ -194,6 +208,19 @@ def retrieve(
         candidates=len(candidates),
         active_cards=len(snapshot.entries),
         near_misses=[m for _, m in misses[:near_misses]],
+    )
+
+
+def _order(matches: list[Ranked]) -> None:
+    """Best first. Scores within TIE of each other are a tie (a card written minutes later is
+    no better a lesson): the one with more evidence first, then by content, never by the id."""
+    matches.sort(
+        key=lambda m: (
+            -round(m.score.score / TIE),
+            -m.entry.evidence_count,
+            m.entry.text,
+            str(m.entry.card_id),
+        )
     )
 
 

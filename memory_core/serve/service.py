@@ -34,7 +34,14 @@ from memory_core.serve.schemas import (
     QueryRequest,
     QueryResult,
 )
-from memory_core.serve.snapshot import USE_FIELDS, ServedRow, Snapshot, row_json, served_row
+from memory_core.serve.snapshot import (
+    USE_FIELDS,
+    ServedRow,
+    Snapshot,
+    row_json,
+    served_row,
+    touched,
+)
 from memory_core.serve.snapshot_cache import SnapshotCache
 from memory_core.serve.uses import UseRecorder, use_context
 from memory_core.serve.writes import WriteOperations
@@ -221,6 +228,7 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
                 h.use_id = use_ids.get(e.card_id)
                 e.use_count += 1
                 e.seen_at = now
+                touched(e)
                 snap.max_uses = max(snap.max_uses, e.use_count)
                 # what the use writer is about to write, so the served row stays current
                 head, n, _, _ = rows[e.card_id]

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from sqlalchemy.engine import Engine
@@ -26,6 +26,9 @@ from memory_core.screen.provenance import trust
 from memory_core.serve.atoms import Need
 from memory_core.serve.changes import Fingerprint, active_rows, last_seq
 from memory_core.serve.index import CardIndex, Stats, build, card_needs, choose
+
+if TYPE_CHECKING:
+    from memory_core.serve.topk import Bounds
 
 LOOKBACK_S = 60.0  # a change committed this long after a later-numbered one is still applied
 
@@ -51,6 +54,14 @@ class Entry:
     filed: Need | None = None  # where the index holds it (memory_core.serve.index)
     indexed: bool = False
     words: frozenset[str] | None = None  # the content words of text, for free-text queries
+    # (epoch, the highest standing the card can have in it, the most support can add): one
+    # attribute so that threads computing it for different epochs never mix (serve/topk.py)
+    bound: tuple[object, float, float] = (None, 0.0, 0.0)
+
+
+def touched(e: Entry) -> None:
+    """After a change of the card's score parts in place: its score bound is computed again."""
+    e.bound = (None, 0.0, 0.0)
 
 
 # A served card as JSON: (the other fields as a JSON object without its closing brace,
@@ -96,6 +107,7 @@ class Snapshot:
     seen: set[int] = field(default_factory=set)
     marks: list[tuple[float, int]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)  # one writer at a time
+    bounds: Bounds | None = None  # the epoch of the cards' score bounds
 
     @property
     def unindexed(self) -> list[Entry]:

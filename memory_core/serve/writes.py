@@ -17,6 +17,7 @@ from memory_core.ingest.store import IngestReport, ingest
 from memory_core.models.card import CardPublic, CardStatus
 from memory_core.serve.keys import Principal
 from memory_core.serve.schemas import CardIn, FeedbackRequest
+from memory_core.serve.snapshot import touched
 from memory_core.serve.snapshot_cache import SnapshotCache
 from memory_core.serve.store import store_card
 from memory_core.serve.uses import UseRecorder
@@ -57,6 +58,7 @@ class WriteOperations:
         if entry is not None:
             entry.confidence = fb.confidence
             entry.broken = entry.broken or fb.status != CardStatus.active.value
+            touched(entry)
         return fb
 
     def store_card(self, *, principal: Principal, card: CardIn, via: str = "api") -> CardPublic:

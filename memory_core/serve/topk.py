@@ -1,0 +1,177 @@
+"""Top k without scoring every match: candidates in order of the highest score they can have.
+
+A card's score is its standing (confidence, recency, uses, specificity, times trust), blended
+with text similarity, plus its support (evidence against the best-supported match, at most 1).
+Each part only falls as time passes and as the namespace's most used card gains uses, so the
+score a card would have at the start of an epoch (`Bounds`), with full support, bounds its
+score at any later query. Candidates are checked from the highest bound down, and the check
+stops once a bound falls a whole tie step (retrieval.TIE) below the k-th best match found: no
+card left can enter the top k, nor tie with it. The result is exactly the exhaustive ranking.
+
+The support term divides by the most evidence among all matches, so that is found first: the
+candidates with the most evidence are checked until one holds.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from operator import attrgetter
+from typing import TYPE_CHECKING
+
+from memory_core.keywords import term_set
+from memory_core.settings import RankingWeights
+
+if TYPE_CHECKING:
+    from memory_core.serve.retrieval import Ranked
+    from memory_core.serve.snapshot import Entry, Snapshot
+
+REUSE = 1.25  # bounds assuming a most-used count this much below the snapshot's are renewed
+EPOCH = timedelta(hours=1)  # bounds computed this long ago are recomputed (recency decays)
+UNBOUNDED = 1e9  # a bound no score reaches (finite: it is rounded to tie steps)
+SLACK = 1e-9  # above every bound: float rounding of pow and sums never crosses it
+
+_evidence = attrgetter("evidence_count")
+
+
+@dataclass(frozen=True, eq=False)
+class Bounds:
+    """An epoch of score bounds: the weights, start time and most uses they assume."""
+
+    weights: RankingWeights
+    at: datetime
+    max_uses: int
+
+
+def usable(w: RankingWeights) -> bool:
+    """Every weight non-negative: the score then grows with each of its parts."""
+    return min(w.confidence, w.recency, w.use_frequency, w.specificity, w.support) >= 0
+
+
+def epoch(snapshot: Snapshot, w: RankingWeights, now: datetime) -> Bounds:
+    """The snapshot's current epoch, a new one when the weights, time or uses moved it."""
+    b: Bounds | None = snapshot.bounds
+    if (
+        b is None
+        or (b.weights is not w and b.weights != w)
+        or now < b.at
+        or now - b.at > EPOCH
+        or snapshot.max_uses < b.max_uses
+        # uses against a most-used count since grown: every bound too loose to stop early
+        or snapshot.max_uses > b.max_uses * REUSE + 1
+    ):
+        b = Bounds(w, now, snapshot.max_uses)
+        snapshot.bounds = b
+    return b
+
+
+def base_bound(e: Entry, b: Bounds, specificity: Callable[[int], float]) -> float:
+    """The card's highest standing (times trust) at any time after b.at: retrieval's formula
+    (cards/score.py) at b.at, its use count against no more uses than it has or b assumed;
+    inlined, as the first query of an epoch computes it for each of its candidates."""
+    w = b.weights
+    age_days = max((b.at - e.seen_at).total_seconds(), 0.0) / 86400
+    rec = math.pow(0.5, age_days / w.recency_half_life_days)
+    most = max(b.max_uses, e.use_count)
+    freq = e.use_count / most if most else 0.0
+    score = w.confidence * e.confidence + w.recency * rec + w.use_frequency * freq
+    return (score + w.specificity * specificity(len(e.compiled))) * max(e.trust, 0.0)
+
+
+def top_matches(
+    candidates: Sequence[Entry],
+    *,
+    kinds: Sequence[str],
+    snapshot: Snapshot,
+    now: datetime,
+    w: RankingWeights,
+    query: frozenset[str] | None,
+    top_k: int,
+    holds: Callable[[Entry], bool],
+    score: Callable[[Entry], Ranked],
+    specificity: Callable[[int], float],
+    tie: float,
+) -> tuple[list[Ranked], int]:
+    """(the best servable matches among the candidates as retrieval scores them, unsorted,
+    with support; how many were checked): every match that can rank in the top k, and maybe
+    others. One pass over the candidates, then checks from the highest bound down."""
+    b = epoch(snapshot, w, now)
+    wt, sup, size = w.text_similarity, w.support, len(query) if query else 0
+    pool: list[Entry] = []
+    bases: list[tuple[object, float, float]] = []  # each card's bound, as read once here
+    bounds: list[float] = []
+    for e in candidates:
+        if e.broken or e.kind not in kinds:
+            continue
+        bound = e.bound
+        if bound[0] is not b:
+            parts = (e.confidence, e.seen_at, e.use_count)
+            most = sup * max(e.trust, 0.0)  # support is at most 1
+            e.bound = bound = (b, base_bound(e, b, specificity), most)
+            # a use or feedback changing the card meanwhile (`touched` may have run before
+            # the line above): no bound this time, computed again next time
+            if (e.confidence, e.seen_at, e.use_count) != parts:
+                e.bound, bound = (None, 0.0, 0.0), (b, UNBOUNDED, most)
+        x = bound[1]
+        if query is not None:  # a card's words not split yet: its similarity is at most 1
+            sim = 1.0 if e.words is None else len(query & e.words) / size if query else 0.0
+            x = (1 - wt) * x + wt * sim
+        x += bound[2]
+        pool.append(e)
+        bases.append(bound)
+        bounds.append(x)
+    seen: dict[int, bool] = {}
+
+    def check(i: int) -> bool:
+        if (held := seen.get(i)) is None:
+            held = seen[i] = holds(pool[i])
+        return held
+
+    top = 1
+    if sup:  # the most evidence among the matches: what support is relative to
+        most = max(map(_evidence, pool), default=0)
+        # usually a card of the most evidence holds, and soon
+        levels = (
+            [most]
+            if any(check(i) for i, e in enumerate(pool) if e.evidence_count == most)
+            else sorted(set(map(_evidence, pool)), reverse=True)
+        )
+        for level in levels:
+            if any(check(i) for i, e in enumerate(pool) if e.evidence_count == level):
+                top = level or 1
+                break
+        else:
+            return [], len(seen)
+    # highest bound first; a card whose words are not split yet is split when it comes up
+    # (as retrieval would, once per snapshot) and goes back in at its exact bound
+    heap = [(-x, i) for i, x in enumerate(bounds)]
+    heapq.heapify(heap)
+    matches: list[Ranked] = []
+    kth: list[int] = []  # the k best matches' scores in tie steps (a min-heap)
+    while heap:
+        neg, i = heapq.heappop(heap)
+        if len(kth) >= top_k and round((SLACK - neg) / tie) < kth[0]:
+            break
+        if query is not None and (e := pool[i]).words is None:
+            e.words = term_set(e.text)
+            sim = len(query & e.words) / size if query else 0.0
+            x = (1 - wt) * bases[i][1] + wt * sim
+            x += bases[i][2]
+            heapq.heappush(heap, (-x, i))
+            continue
+        if not check(i):
+            continue
+        m = score(pool[i])
+        if sup:
+            m.score.support = m.entry.evidence_count / top
+            m.score.score += sup * m.score.support * m.entry.trust
+        matches.append(m)
+        step = round(m.score.score / tie)
+        if len(kth) < top_k:
+            heapq.heappush(kth, step)
+        elif step > kth[0]:
+            heapq.heapreplace(kth, step)
+    return matches, len(seen)
