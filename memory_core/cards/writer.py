@@ -144,7 +144,7 @@ def _bump(
     redone: set[uuid.UUID],
     now: Any,
 ) -> None:
-    """Count new evidence and set each card's confidence from the evidence estimate
+    """Count new evidence rows and the distinct runs, and set each card's confidence from the evidence estimate
     (memory_core.cards.confidence): a card untouched since retrospection wrote it gets the
     estimate over all its runs plus its draft's offset; a card validated, reviewed or used
     since moves by what the new runs change, so feedback and decay offsets are kept."""
@@ -184,12 +184,17 @@ def _bump(
             shift = confidence_of(every[cid]) - confidence_of(before[cid]) if before[cid] else 0.0
             value = current + shift
         value = min(max(value, 0.0), 1.0)
-        params.append({"cid": cid, "n": added.get(cid, 0), "now": now, "conf": round(value, 6)})
+        # set from the rows, not incremented: a re-run finds the same runs (idempotent)
+        runs = len({tid for tid, _ in every[cid]})
+        params.append(
+            {"cid": cid, "n": added.get(cid, 0), "runs": runs, "now": now, "conf": round(value, 6)}
+        )
     stmt = (
         update(Card)
         .where(col(Card.card_id) == bindparam("cid"))
         .values(
             evidence_count=col(Card.evidence_count) + bindparam("n"),
+            run_count=bindparam("runs"),
             confidence=bindparam("conf"),
             updated_at=bindparam("now"),
         )

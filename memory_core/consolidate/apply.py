@@ -42,7 +42,12 @@ def apply_plan(session: Session, plan: MergePlan, now: datetime) -> MergePlan:
             "failure_modes": redact_value(m.failure_modes),  # a merge derives no secret
             "confidence": m.confidence,
             "evidence_count": max(
-                counts.get(s.card_id, 0), s.evidence_count + sum(a.evidence_count for a in absorbed)
+                counts.get(s.card_id, (0, 0))[0],
+                s.evidence_count + sum(a.evidence_count for a in absorbed),
+            ),
+            # the union of the runs (a run behind both cards counts once), never a sum
+            "run_count": max(
+                counts.get(s.card_id, (0, 0))[1], s.run_count, *(a.run_count for a in absorbed)
             ),
             "use_count": s.use_count + sum(a.use_count for a in absorbed),
             "success_count": s.success_count + sum(a.success_count for a in absorbed),
@@ -199,12 +204,18 @@ def _copy_evidence(session: Session, into: dict[uuid.UUID, uuid.UUID], now: date
             session.execute(ins.on_conflict_do_nothing(), copies)
 
 
-def _evidence_counts(session: Session, ids: list[uuid.UUID]) -> dict[uuid.UUID, int]:
-    out: dict[uuid.UUID, int] = {}
+def _evidence_counts(session: Session, ids: list[uuid.UUID]) -> dict[uuid.UUID, tuple[int, int]]:
+    """(evidence rows, distinct runs) per card."""
+    out: dict[uuid.UUID, tuple[int, int]] = {}
     for i in range(0, len(ids), 5000):
         out.update(
-            session.execute(
-                select(col(CardEvidence.card_id), func.count())
+            (cid, (int(rows), int(runs)))
+            for cid, rows, runs in session.execute(
+                select(
+                    col(CardEvidence.card_id),
+                    func.count(),
+                    func.count(func.distinct(col(CardEvidence.trajectory_id))),
+                )
                 .where(col(CardEvidence.card_id).in_(ids[i : i + 5000]))
                 .group_by(col(CardEvidence.card_id))
             ).all()

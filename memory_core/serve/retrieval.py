@@ -149,15 +149,17 @@ def retrieve(
         elif explain and len(failed) < NEAR_MISS_SAMPLE:
             failed.append(e)
     if w.support and matches:  # relative to this state's matches: known only once all are
-        top = max(m.entry.evidence_count for m in matches) or 1
+        # in distinct runs: a run repeating one failure twenty times is still one run
+        top = max(m.entry.run_count for m in matches) or 1
         for m in matches:
-            m.score.support = m.entry.evidence_count / top
+            m.score.support = m.entry.run_count / top
             m.score.score += w.support * m.score.support * m.entry.trust
     # scores within TIE of each other are a tie (a card written minutes later is no better a
-    # lesson): the one with more evidence first, then by content, never by the random id
+    # lesson): the one seen in more runs first, then by content, never by the random id
     matches.sort(
         key=lambda m: (
             -round(m.score.score / TIE),
+            -m.entry.run_count,
             -m.entry.evidence_count,
             m.entry.text,
             str(m.entry.card_id),

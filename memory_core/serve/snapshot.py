@@ -51,6 +51,7 @@ class Entry:
     filed: Need | None = None  # where the index holds it (memory_core.serve.index)
     indexed: bool = False
     words: frozenset[str] | None = None  # the content words of text, for free-text queries
+    run_count: int = 0  # distinct runs among the evidence: what support and ties count
 
 
 # A served card as JSON: (the other fields as a JSON object without its closing brace,
@@ -167,6 +168,7 @@ def entry_of(r: Any) -> Entry:
         bool(r.pinned),
         r.version,
         r.updated_at,
+        run_count=r.run_count,
     )
 
 

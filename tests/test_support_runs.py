@@ -1,0 +1,117 @@
+"""Support counts distinct runs (issue 16): a run that repeats one failure many times keeps a
+row of evidence per repeat, but weighs as one run in the ranking, the tie rule, the
+consolidation survivor and the other "most evidence first" orderings."""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import select
+from sqlmodel import Session
+
+from memory_core.cards.writer import write_drafts
+from memory_core.models.card import ActionStep, Card, CardStatus, EvidenceTriple, FailureMode
+from memory_core.models.columns import utcnow
+from memory_core.models.drafts import DraftCard
+from memory_core.models.trajectory import Trajectory
+from memory_core.serve.retrieval import retrieve
+from memory_core.serve.snapshot_cache import SnapshotCache
+
+NS = "team-a"
+STATE = {"tool": "book", "args": {}}
+
+
+def _runs(engine, n: int) -> list[uuid.UUID]:
+    """n stored failed runs (the evidence rows point at them)."""
+    with Session(engine) as s, s.begin():
+        runs = [
+            Trajectory(
+                namespace=NS,
+                key=f"run-{uuid.uuid4().hex}",
+                content_hash=uuid.uuid4().hex,
+                source_format="steps",
+                task_type="default",
+                outcome="failure",
+            )
+            for _ in range(n)
+        ]
+        s.add_all(runs)
+        s.flush()
+        return [r.id for r in runs]
+
+
+def _draft(mode: str, evidence: list[tuple[uuid.UUID, int]]) -> DraftCard:
+    return DraftCard(
+        pattern="pre_call_warning",
+        scenario=f"book can fail with {mode}",
+        preconditions=['tool == "book"'],
+        action_sequence=[ActionStep(tool="book")],
+        expected_outcome="booked",
+        actual_outcome=mode,
+        failure_modes=[FailureMode(mode=mode, handling="check first")],
+        confidence=0.7,
+        evidence=[
+            EvidenceTriple(
+                trajectory_id=t,
+                step=step,
+                condition={"tool": "book"},
+                action={"tool": "book"},
+                result={"outcome": "failure", "error": mode, "confirms": True},
+            )
+            for t, step in evidence
+        ],
+    )
+
+
+def _write(engine, *drafts: DraftCard) -> None:
+    with Session(engine) as s, s.begin():
+        write_drafts(
+            session=s,
+            namespace=NS,
+            drafts=list(drafts),
+            status=CardStatus.active,
+            provenance={"source": "agent_run"},
+        )
+
+
+def _cards(engine) -> dict[str, Card]:
+    with Session(engine) as s:
+        return {c.actual_outcome: c for c in s.execute(select(Card)).scalars()}
+
+
+def _mode(scenario: str) -> str:
+    return scenario.removeprefix("book can fail with ")
+
+
+def test_one_run_repeating_a_failure_weighs_as_one_run(engine) -> None:
+    three = _runs(engine, 3)
+    (looping,) = _runs(engine, 1)
+    spread = _draft("seat gone", [(t, 2) for t in three])
+    repeated = _draft("card declined", [(looping, step) for step in range(20)])
+    _write(engine, spread, repeated)
+    cards = _cards(engine)
+    # every repeat stays a row of evidence (it explains the card), the run counts once
+    assert (cards["seat gone"].evidence_count, cards["seat gone"].run_count) == (3, 3)
+    assert (cards["card declined"].evidence_count, cards["card declined"].run_count) == (20, 1)
+    assert cards["seat gone"].confidence == cards["card declined"].confidence
+
+    cache = SnapshotCache(engine=engine, refresh_s=0.0)
+    served = retrieve(snapshot=cache.get(NS), state=STATE, now=utcnow()).matches
+    assert [(_mode(m.entry.scenario), round(m.score.support, 3)) for m in served] == [
+        ("seat gone", 1.0),
+        ("card declined", 0.333),
+    ]
+
+    # changed after the snapshot: the looping run loops on, and a second run meets the error;
+    # a re-run of the same drafts adds nothing (the writer is idempotent)
+    (second,) = _runs(engine, 1)
+    more = _draft("card declined", [(looping, step) for step in range(20, 40)] + [(second, 0)])
+    _write(engine, more, repeated, spread)
+    snap = cache.get(NS)
+    assert cache.reloads == 0  # applied from the change feed
+    by_mode = {_mode(e.scenario): e for e in snap.entries.values()}
+    assert (by_mode["card declined"].evidence_count, by_mode["card declined"].run_count) == (41, 2)
+    assert (by_mode["seat gone"].evidence_count, by_mode["seat gone"].run_count) == (3, 3)
+    served = retrieve(snapshot=snap, state=STATE, now=utcnow()).matches
+    assert [_mode(m.entry.scenario) for m in served] == ["seat gone", "card declined"]
+    assert served[1].score.support == 2 / 3
