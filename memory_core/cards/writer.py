@@ -144,10 +144,11 @@ def _bump(
     redone: set[uuid.UUID],
     now: Any,
 ) -> None:
-    """Count new evidence rows and the distinct runs, and set each card's confidence from the evidence estimate
-    (memory_core.cards.confidence): a card untouched since retrospection wrote it gets the
-    estimate over all its runs plus its draft's offset; a card validated, reviewed or used
-    since moves by what the new runs change, so feedback and decay offsets are kept."""
+    """Count new evidence rows and the distinct runs, and set each card's confidence from the
+    evidence estimate (memory_core.cards.confidence): a card untouched since retrospection
+    wrote it gets the estimate over all its runs plus its draft's offset; a card validated,
+    reviewed or used since moves by what the new runs change, so feedback and decay offsets
+    are kept."""
     touched = set(added) | redone
     if not touched:
         return
