@@ -19,6 +19,7 @@ def card_row(c: Card | CardPublic, rules: EffectRules | None = None) -> list[obj
         origin_of(c.provenance).value,
         f"{c.confidence:.2f}",
         c.evidence_count,
+        c.run_count,  # the runs behind the rows: what ranking counts
         c.scenario,
         "\n".join(c.preconditions) or "(always)",
         " → ".join(a.get("tool", "") for a in c.action_sequence),
@@ -57,6 +58,7 @@ COLUMNS = [
     "origin",
     "conf",
     "evidence",
+    "runs",
     "scenario",
     "preconditions",
     "actions",

@@ -9,6 +9,7 @@ import uuid
 from sqlalchemy import select
 from sqlmodel import Session
 
+from memory_core.cards.query import get_card
 from memory_core.cards.writer import write_drafts
 from memory_core.models.card import ActionStep, Card, CardStatus, EvidenceTriple, FailureMode
 from memory_core.models.columns import utcnow
@@ -94,6 +95,9 @@ def test_one_run_repeating_a_failure_weighs_as_one_run(engine) -> None:
     assert (cards["seat gone"].evidence_count, cards["seat gone"].run_count) == (3, 3)
     assert (cards["card declined"].evidence_count, cards["card declined"].run_count) == (20, 1)
     assert cards["seat gone"].confidence == cards["card declined"].confidence
+    with Session(engine) as s:  # readers (API, `cards show`) see both
+        shown = get_card(session=s, namespace=NS, card_id=cards["card declined"].card_id)
+    assert (shown.evidence_count, shown.run_count) == (20, 1)
 
     cache = SnapshotCache(engine=engine, refresh_s=0.0)
     served = retrieve(snapshot=cache.get(NS), state=STATE, now=utcnow()).matches
@@ -115,3 +119,65 @@ def test_one_run_repeating_a_failure_weighs_as_one_run(engine) -> None:
     served = retrieve(snapshot=snap, state=STATE, now=utcnow()).matches
     assert [_mode(m.entry.scenario) for m in served] == ["seat gone", "card declined"]
     assert served[1].score.support == 2 / 3
+
+
+def test_a_merge_unions_the_runs_and_the_runs_choose_the_survivor(engine) -> None:
+    from memory_core.consolidate.stage import consolidate
+    from memory_core.settings import ConsolidateRules
+
+    looping, other, third = _runs(engine, 3)
+    # the same lesson twice: one card from a run looping 20 times, one from three runs, one
+    # of them the looping run
+    _write(
+        engine,
+        _draft("card declined", [(looping, step) for step in range(20)]),
+        _draft("card refused", [(looping, 30), (other, 1), (third, 1)]),
+    )
+    report = consolidate(engine=engine, namespace=NS, rules=ConsolidateRules())
+    assert (report.merges, report.absorbed) == (1, 1)
+    cards = _cards(engine)
+    survivor, absorbed = cards["card refused"], cards["card declined"]
+    assert survivor.status == "active" and absorbed.superseded_by == survivor.card_id
+    assert survivor.run_count == 3  # the union: the looping run counts once, not a sum (4)
+    assert survivor.evidence_count == 23  # every row still explains the card
+    again = consolidate(engine=engine, namespace=NS, rules=ConsolidateRules())
+    assert again.merges == 0 and _cards(engine)["card refused"].run_count == 3
+
+
+def test_the_migration_backfills_runs_and_the_feed_watches_them(settings, engine) -> None:
+    from alembic import command
+    from sqlalchemy import func, text
+
+    from memory_core import db
+    from memory_core.models.card_change import CardChange
+
+    db.upgrade(settings, "head")
+    three, (looping,) = _runs(engine, 3), _runs(engine, 1)
+    _write(
+        engine,
+        _draft("seat gone", [(t, 2) for t in three]),
+        _draft("card declined", [(looping, step) for step in range(20)]),
+    )
+    command.downgrade(db.alembic_config(settings.sqlalchemy_url), "0014")
+    with engine.begin() as conn:  # the downgrade kept the feed's triggers (SQLite rewrote card)
+        seq = conn.execute(text("SELECT COUNT(*) FROM card_change")).scalar_one()
+        conn.execute(text("UPDATE card SET confidence = 0.5"))
+        assert conn.execute(text("SELECT COUNT(*) FROM card_change")).scalar_one() == seq + 2
+    db.upgrade(settings, "head")
+    cards = _cards(engine)
+    assert {m: (c.evidence_count, c.run_count) for m, c in cards.items()} == {
+        "seat gone": (3, 3),
+        "card declined": (20, 1),
+    }
+
+    def feed() -> int:
+        with Session(engine) as s:
+            return int(s.execute(select(func.count()).select_from(CardChange)).scalar_one())
+
+    before = feed()
+    with engine.begin() as conn:  # a change of the runs alone is a change of the served set
+        conn.execute(text("UPDATE card SET run_count = 7"))
+    assert feed() == before + 2
+    with engine.begin() as conn:  # a use is not
+        conn.execute(text("UPDATE card SET use_count = use_count + 1"))
+    assert feed() == before + 2
