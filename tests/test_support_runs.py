@@ -152,12 +152,13 @@ def test_the_migration_backfills_runs_and_the_feed_watches_them(settings, engine
     from memory_core.models.card_change import CardChange
 
     db.upgrade(settings, "head")
-    three, (looping,) = _runs(engine, 3), _runs(engine, 1)
-    _write(
-        engine,
-        _draft("seat gone", [(t, 2) for t in three]),
-        _draft("card declined", [(looping, step) for step in range(20)]),
-    )
+    three, (looping,), (shown, against) = _runs(engine, 3), _runs(engine, 1), _runs(engine, 2)
+    seat = _draft("seat gone", [(t, 2) for t in three])
+    # a run shown for contrast and one that contradicts the lesson support nothing
+    for tid, role in ((shown, "contrast"), (against, "contradicts")):
+        seat.evidence.append(EvidenceTriple(trajectory_id=tid, step=1, result={"role": role}))
+    _write(engine, seat, _draft("card declined", [(looping, step) for step in range(20)]))
+    assert _cards(engine)["seat gone"].run_count == 3
     command.downgrade(db.alembic_config(settings.sqlalchemy_url), "0014")
     with engine.begin() as conn:  # the downgrade kept the feed's triggers (SQLite rewrote card)
         seq = conn.execute(text("SELECT COUNT(*) FROM card_change")).scalar_one()
@@ -166,7 +167,7 @@ def test_the_migration_backfills_runs_and_the_feed_watches_them(settings, engine
     db.upgrade(settings, "head")
     cards = _cards(engine)
     assert {m: (c.evidence_count, c.run_count) for m, c in cards.items()} == {
-        "seat gone": (3, 3),
+        "seat gone": (5, 3),
         "card declined": (20, 1),
     }
 

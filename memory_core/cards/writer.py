@@ -13,7 +13,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session, col
 
-from memory_core.cards.confidence import confidence_of
+from memory_core.cards.confidence import confidence_of, supporting_runs
 from memory_core.cards.draft_rows import (
     OFFSET,
     RowSpec,
@@ -185,8 +185,7 @@ def _bump(
             shift = confidence_of(every[cid]) - confidence_of(before[cid]) if before[cid] else 0.0
             value = current + shift
         value = min(max(value, 0.0), 1.0)
-        # set from the rows, not incremented: a re-run finds the same runs (idempotent)
-        runs = len({tid for tid, _ in every[cid]})
+        runs = supporting_runs(every[cid])  # recounted, not incremented: re-runs are idempotent
         params.append(
             {"cid": cid, "n": added.get(cid, 0), "runs": runs, "now": now, "conf": round(value, 6)}
         )

@@ -2,7 +2,8 @@
 
 A run that repeats a failure adds an evidence row per repeat (the rows explain the card), so
 evidence_count let one looping or hostile run inflate its card's support, its tie-breaks and
-its survival in a merge. run_count counts each run once; it is backfilled from the evidence
+its survival in a merge. run_count counts each supporting run once (contrast and
+contradicting runs not at all, as confidence counts them); it is backfilled from the evidence
 rows and watched by the change feed's update trigger (0013), so a served snapshot follows it.
 
 Revision ID: 0015
@@ -11,6 +12,7 @@ Create Date: 2026-12-02 10:40:00
 """
 
 import importlib.util
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
@@ -23,11 +25,27 @@ down_revision: str | None = "0014"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-_BACKFILL = (
-    "UPDATE card SET run_count = (SELECT COUNT(DISTINCT e.trajectory_id) FROM card_evidence e "
-    "WHERE e.card_id = card.card_id) "
-    "WHERE EXISTS (SELECT 1 FROM card_evidence e WHERE e.card_id = card.card_id)"
-)
+# a run's bearing as memory_core.cards.confidence reads it then: contrast rows count neither
+# way, a run with any contradicting row contradicts (frozen here, as a migration must be)
+_NEITHER, _AGAINST = "contrast", "contradicts"
+
+
+def _backfill() -> None:
+    """run_count = the distinct runs supporting each card, read from its evidence rows."""
+    conn = op.get_bind()
+    runs: dict[object, dict[object, bool]] = {}
+    for cid, tid, result in conn.execute(
+        sa.text("SELECT card_id, trajectory_id, result FROM card_evidence")
+    ):
+        r = json.loads(result) if isinstance(result, str) else (result or {})
+        role = r.get("role", "supports") if isinstance(r, dict) else "supports"
+        if role == _NEITHER:
+            continue
+        per_card = runs.setdefault(cid, {})
+        per_card[tid] = per_card.get(tid, True) and role != _AGAINST
+    rows = [{"n": sum(v.values()), "cid": cid} for cid, v in runs.items() if any(v.values())]
+    if rows:
+        conn.execute(sa.text("UPDATE card SET run_count = :n WHERE card_id = :cid"), rows)
 
 
 def _feed() -> ModuleType:
@@ -48,7 +66,7 @@ def upgrade() -> None:
     )
     # before the trigger watches the column: no feed row per card (a served snapshot is built
     # afresh by the code that reads the column)
-    op.execute(_BACKFILL)
+    _backfill()
     feed.drop_triggers()
     feed.create_triggers(f"{feed.WATCHED}, run_count")
 
