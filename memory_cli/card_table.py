@@ -25,6 +25,7 @@ def card_row(
         origin_of(c.provenance).value,
         f"{c.confidence:.2f}",
         c.evidence_count,
+        c.run_count,  # the runs behind the rows: what ranking counts
         c.scenario,
         "\n".join(c.preconditions) or "(always)",
         " → ".join(a.get("tool", "") for a in c.action_sequence),
@@ -68,6 +69,7 @@ COLUMNS = [
     "origin",
     "conf",
     "evidence",
+    "runs",
     "scenario",
     "preconditions",
     "actions",

@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -54,7 +54,10 @@ class RankingWeights(BaseModel):
     """a card testing more of the state than the tool alone ranks above a general one"""
     support: float = 0.3
     """score weight of a card's evidence, against the best-supported card matching the same
-    state (a lesson seen in more runs first, as an error seen more often is likelier again)"""
+    state (a lesson seen more often first, as an error seen more often is likelier again)"""
+    support_counts: Literal["rows", "runs"] = "rows"
+    """what support counts: evidence rows (an error hit again within a run counts again) or
+    distinct runs (a run that loops on one failure counts once)"""
     recency_half_life_days: float = 30.0
     """days for recency to halve"""
     text_similarity: float = Field(default=0.3, ge=0.0, le=1.0)

@@ -121,3 +121,9 @@ def runs_of_pair(old: RunEvidence | None, new: RunEvidence) -> RunEvidence:
     return RunEvidence(
         supports=supports, confirms=supports and (old.confirms or new.confirms), outcome=old.outcome
     )
+
+
+def supporting_runs(triples: Iterable[tuple[uuid.UUID, Mapping[str, Any]]]) -> int:
+    """The distinct runs that support the lesson (a card's run_count, what ranking's support
+    counts): a run repeating a failure counts once; contrast and contradicting runs not at all."""
+    return sum(r.supports for r in runs_of(triples).values())

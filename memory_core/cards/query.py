@@ -131,7 +131,7 @@ def example_state(*, session: Session, namespace: str) -> dict[str, Any] | None:
     card = session.execute(
         select(Card)
         .where(col(Card.namespace) == namespace, col(Card.status) == CardStatus.active.value)
-        .order_by(col(Card.evidence_count).desc(), col(Card.card_id))
+        .order_by(col(Card.run_count).desc(), col(Card.evidence_count).desc(), col(Card.card_id))
         .limit(1)
     ).scalar_one_or_none()
     if card is None:

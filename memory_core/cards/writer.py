@@ -13,7 +13,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session, col
 
-from memory_core.cards.confidence import confidence_of
+from memory_core.cards.confidence import confidence_of, supporting_runs
 from memory_core.cards.draft_rows import (
     OFFSET,
     RowSpec,
@@ -144,10 +144,11 @@ def _bump(
     redone: set[uuid.UUID],
     now: Any,
 ) -> None:
-    """Count new evidence and set each card's confidence from the evidence estimate
-    (memory_core.cards.confidence): a card untouched since retrospection wrote it gets the
-    estimate over all its runs plus its draft's offset; a card validated, reviewed or used
-    since moves by what the new runs change, so feedback and decay offsets are kept."""
+    """Count new evidence rows and the distinct runs, and set each card's confidence from the
+    evidence estimate (memory_core.cards.confidence): a card untouched since retrospection
+    wrote it gets the estimate over all its runs plus its draft's offset; a card validated,
+    reviewed or used since moves by what the new runs change, so feedback and decay offsets
+    are kept."""
     touched = set(added) | redone
     if not touched:
         return
@@ -184,12 +185,16 @@ def _bump(
             shift = confidence_of(every[cid]) - confidence_of(before[cid]) if before[cid] else 0.0
             value = current + shift
         value = min(max(value, 0.0), 1.0)
-        params.append({"cid": cid, "n": added.get(cid, 0), "now": now, "conf": round(value, 6)})
+        runs = supporting_runs(every[cid])  # recounted, not incremented: re-runs are idempotent
+        params.append(
+            {"cid": cid, "n": added.get(cid, 0), "runs": runs, "now": now, "conf": round(value, 6)}
+        )
     stmt = (
         update(Card)
         .where(col(Card.card_id) == bindparam("cid"))
         .values(
             evidence_count=col(Card.evidence_count) + bindparam("n"),
+            run_count=bindparam("runs"),
             confidence=bindparam("conf"),
             updated_at=bindparam("now"),
         )

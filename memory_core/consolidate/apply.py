@@ -6,12 +6,13 @@ import uuid
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import bindparam, func, insert, select, update
+from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import CursorResult
 from sqlmodel import Session, col
 
+from memory_core.cards.confidence import supporting_runs
 from memory_core.cards.draft_rows import card_snapshot
 from memory_core.consolidate.plan import MergePlan
 from memory_core.consolidate.rows import CardRow
@@ -42,7 +43,14 @@ def apply_plan(session: Session, plan: MergePlan, now: datetime) -> MergePlan:
             "failure_modes": redact_value(m.failure_modes),  # a merge derives no secret
             "confidence": m.confidence,
             "evidence_count": max(
-                counts.get(s.card_id, 0), s.evidence_count + sum(a.evidence_count for a in absorbed)
+                counts.get(s.card_id, (0, 0))[0],
+                s.evidence_count + sum(a.evidence_count for a in absorbed),
+            ),
+            # the union of the supporting runs (one behind both cards counts once), not a sum
+            "run_count": (
+                counts[s.card_id][1]
+                if s.card_id in counts
+                else max(s.run_count, *(a.run_count for a in absorbed))
             ),
             "use_count": s.use_count + sum(a.use_count for a in absorbed),
             "success_count": s.success_count + sum(a.success_count for a in absorbed),
@@ -199,17 +207,17 @@ def _copy_evidence(session: Session, into: dict[uuid.UUID, uuid.UUID], now: date
             session.execute(ins.on_conflict_do_nothing(), copies)
 
 
-def _evidence_counts(session: Session, ids: list[uuid.UUID]) -> dict[uuid.UUID, int]:
-    out: dict[uuid.UUID, int] = {}
+def _evidence_counts(session: Session, ids: list[uuid.UUID]) -> dict[uuid.UUID, tuple[int, int]]:
+    """(evidence rows, supporting runs) per card."""
+    triples: dict[uuid.UUID, list[tuple[uuid.UUID, dict[str, Any]]]] = {}
     for i in range(0, len(ids), 5000):
-        out.update(
-            session.execute(
-                select(col(CardEvidence.card_id), func.count())
-                .where(col(CardEvidence.card_id).in_(ids[i : i + 5000]))
-                .group_by(col(CardEvidence.card_id))
-            ).all()
-        )
-    return out
+        for cid, tid, result in session.execute(
+            select(
+                col(CardEvidence.card_id), col(CardEvidence.trajectory_id), col(CardEvidence.result)
+            ).where(col(CardEvidence.card_id).in_(ids[i : i + 5000]))
+        ).all():
+            triples.setdefault(cid, []).append((tid, result or {}))
+    return {cid: (len(t), supporting_runs(t)) for cid, t in triples.items()}
 
 
 def _supersede(session: Session, plan: MergePlan, now: datetime) -> None:

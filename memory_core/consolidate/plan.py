@@ -26,11 +26,18 @@ _WORD = re.compile(r"[a-z0-9_]+")
 
 
 def stable_key(row: CardRow) -> tuple[Any, ...]:
-    """Who survives a merge (the smallest key): the most evidence, then the most used, then
-    the content's hash. Not created_at nor card_id: within a night they record the order in
+    """Who survives a merge (the smallest key): seen in the most runs, then the most evidence
+    rows, then the most used, then the content's hash. Runs first: one run repeating a failure
+    gives a row per repeat. Not created_at nor card_id: within a night they record the order in
     which workers happened to finish (and ids are random), so two runs on the same data chose
     different survivors (9 of 136 cards differed); use_count and evidence are the data's."""
-    return (-row.evidence_count, -row.use_count, row.signature, str(row.card_id))
+    return (
+        -row.run_count,
+        -row.evidence_count,
+        -row.use_count,
+        row.signature,
+        str(row.card_id),
+    )
 
 
 @dataclass

@@ -29,6 +29,7 @@ class CardRow:
     version: int
     created_at: Any
     signature: str = ""  # a hash of the lesson's content: the same in every run on the same data
+    run_count: int = 0  # distinct runs among the evidence (evidence_count counts rows)
 
 
 class PairJudgement(BaseModel):

@@ -53,6 +53,7 @@ def _rows(engine: Engine, namespace: str) -> list[CardRow]:
                 c.version,
                 c.created_at,
                 c.signature,
+                c.run_count,
             )
             for c in cards
         ]

@@ -132,6 +132,7 @@ def plan_cap(
             CARD.c.status,
             CARD.c.use_count,
             CARD.c.evidence_count,
+            CARD.c.run_count,
             CARD.c.confidence,
             CARD.c.decay_tier,
             CARD.c.version,
@@ -175,7 +176,14 @@ def plan_cap(
             func.row_number(),
             partition_by=s.namespace,
             # a card proven to help is evicted last, whatever its score
-            order_by=(s.protected.desc(), score.desc(), s.evidence_count.desc(), s.card_id),
+            # ties as retrieval breaks them: seen in more runs, then more evidence rows
+            order_by=(
+                s.protected.desc(),
+                score.desc(),
+                s.run_count.desc(),
+                s.evidence_count.desc(),
+                s.card_id,
+            ),
         ).label("rank"),
     ).subquery("ranked")
     r = ranked.c

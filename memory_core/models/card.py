@@ -131,7 +131,10 @@ class Card(CardBase, table=True):
     status: str = Field(default=CardStatus.draft.value, max_length=16)
     signature: str = Field(max_length=64)
     provenance: dict[str, Any] = Field(default_factory=dict, sa_column=json_column())
-    evidence_count: int = 0
+    evidence_count: int = 0  # evidence rows: a run that repeats a failure gives one per repeat
+    # distinct runs among the evidence: what support and "more evidence first" orderings count,
+    # so one looping (or hostile) run weighs as one run (migration 0015)
+    run_count: int = Field(default=0, sa_column_kwargs={"server_default": text("0")})
     created_at: datetime = Field(default_factory=utcnow, sa_column=utc_column())
     updated_at: datetime = Field(default_factory=utcnow, sa_column=utc_column())
     last_used_at: datetime | None = Field(default=None, sa_column=utc_column(nullable=True))
@@ -166,6 +169,7 @@ class CardPublic(CardBase):
     status: str
     provenance: dict[str, Any]
     evidence_count: int
+    run_count: int = 0
     evidence: list[EvidenceTriple] = []
     created_at: datetime
     updated_at: datetime

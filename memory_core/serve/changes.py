@@ -25,6 +25,7 @@ COLUMNS: tuple[Any, ...] = (
     Card.updated_at,
     Card.use_count,
     Card.evidence_count,
+    Card.run_count,
     Card.preconditions,
     Card.scenario,
     Card.action_sequence,

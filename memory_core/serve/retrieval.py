@@ -26,7 +26,7 @@ from memory_core.preconditions import (
 )
 from memory_core.screen.provenance import label
 from memory_core.serve.schemas import PreconditionCheck, Score
-from memory_core.serve.snapshot import Entry, Snapshot
+from memory_core.serve.snapshot import Entry, Snapshot, support_of
 from memory_core.serve.topk import top_matches, usable
 from memory_core.settings import RankingWeights
 
@@ -160,7 +160,7 @@ def retrieve(
             specificity=specificity,
             tie=TIE,
         )
-        _order(matches)
+        _order(matches, w.support_counts)
         return Retrieval(matches[:top_k], len(candidates), len(snapshot.entries))
     for e in candidates:  # no card twice (the index says so)
         if e.broken or e.kind not in kinds:
@@ -172,11 +172,11 @@ def retrieve(
         elif explain and len(failed) < NEAR_MISS_SAMPLE:
             failed.append(e)
     if w.support and matches:  # relative to this state's matches: known only once all are
-        top = max(m.entry.evidence_count for m in matches) or 1
+        top = max(support_of(m.entry, w.support_counts) for m in matches) or 1
         for m in matches:
-            m.score.support = m.entry.evidence_count / top
+            m.score.support = support_of(m.entry, w.support_counts) / top
             m.score.score += w.support * m.score.support * m.entry.trust
-    _order(matches)
+    _order(matches, w.support_counts)
     misses: list[tuple[int, Ranked]] = []
     if explain:
         for m in matches[:top_k]:  # the verdicts of what is served
@@ -211,13 +211,15 @@ def retrieve(
     )
 
 
-def _order(matches: list[Ranked]) -> None:
-    """Best first. Scores within TIE of each other are a tie (a card written minutes later is
-    no better a lesson): the one with more evidence first, then by content, never by the id."""
+def _order(matches: list[Ranked], counts: str) -> None:
+    """Best first; scores within TIE tie (a card written minutes later is no better a lesson):
+    more support, evidence rows and runs first, then by content, never by the random id."""
     matches.sort(
         key=lambda m: (
             -round(m.score.score / TIE),
+            -support_of(m.entry, counts),
             -m.entry.evidence_count,
+            -m.entry.run_count,
             m.entry.text,
             str(m.entry.card_id),
         )

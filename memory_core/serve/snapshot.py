@@ -54,9 +54,16 @@ class Entry:
     filed: Need | None = None  # where the index holds it (memory_core.serve.index)
     indexed: bool = False
     words: frozenset[str] | None = None  # the content words of text, for free-text queries
+    run_count: int = 0  # distinct runs supporting the lesson (see support_of)
     # (epoch, the highest standing the card can have in it, the most support can add): one
     # attribute so that threads computing it for different epochs never mix (serve/topk.py)
     bound: tuple[object, float, float] = (None, 0.0, 0.0)
+
+
+def support_of(e: Entry, counts: str) -> int:
+    """What the support term and ties count (RankingWeights.support_counts): the card's
+    evidence rows, or the distinct runs behind it."""
+    return e.run_count if counts == "runs" else e.evidence_count
 
 
 def touched(e: Entry) -> None:
@@ -179,6 +186,7 @@ def entry_of(r: Any) -> Entry:
         bool(r.pinned),
         r.version,
         r.updated_at,
+        run_count=r.run_count,
     )
 
 

@@ -19,10 +19,10 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from memory_core.keywords import term_set
+from memory_core.serve.snapshot import support_of
 from memory_core.settings import RankingWeights
 
 if TYPE_CHECKING:
@@ -33,8 +33,6 @@ REUSE = 1.25  # bounds assuming a most-used count this much below the snapshot's
 EPOCH = timedelta(hours=1)  # bounds computed this long ago are recomputed (recency decays)
 UNBOUNDED = 1e9  # a bound no score reaches (finite: it is rounded to tie steps)
 SLACK = 1e-9  # above every bound: float rounding of pow and sums never crosses it
-
-_evidence = attrgetter("evidence_count")
 
 
 @dataclass(frozen=True, eq=False)
@@ -100,6 +98,7 @@ def top_matches(
     others. One pass over the candidates, then checks from the highest bound down."""
     b = epoch(snapshot, w, now)
     wt, sup, size = w.text_similarity, w.support, len(query) if query else 0
+    unit = w.support_counts
     pool: list[Entry] = []
     bases: list[tuple[object, float, float]] = []  # each card's bound, as read once here
     bounds: list[float] = []
@@ -132,15 +131,15 @@ def top_matches(
 
     top = 1
     if sup:  # the most evidence among the matches: what support is relative to
-        most = max(map(_evidence, pool), default=0)
+        most = max((support_of(e, unit) for e in pool), default=0)
         # usually a card of the most evidence holds, and soon
         levels = (
             [most]
-            if any(check(i) for i, e in enumerate(pool) if e.evidence_count == most)
-            else sorted(set(map(_evidence, pool)), reverse=True)
+            if any(check(i) for i, e in enumerate(pool) if support_of(e, unit) == most)
+            else sorted({support_of(e, unit) for e in pool}, reverse=True)
         )
         for level in levels:
-            if any(check(i) for i, e in enumerate(pool) if e.evidence_count == level):
+            if any(check(i) for i, e in enumerate(pool) if support_of(e, unit) == level):
                 top = level or 1
                 break
         else:
@@ -166,7 +165,7 @@ def top_matches(
             continue
         m = score(pool[i])
         if sup:
-            m.score.support = m.entry.evidence_count / top
+            m.score.support = support_of(m.entry, unit) / top
             m.score.score += sup * m.score.support * m.entry.trust
         matches.append(m)
         step = round(m.score.score / tie)

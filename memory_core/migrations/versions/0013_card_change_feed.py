@@ -34,12 +34,12 @@ WATCHED = (
 _LOG = "INSERT INTO card_change (namespace, card_id) VALUES ({0}.namespace, {0}.card_id)"
 
 
-def create_triggers() -> None:
-    """The triggers that fill card_change (both dialects)."""
+def create_triggers(watched: str = WATCHED) -> None:
+    """The triggers that fill card_change (both dialects), on updates of `watched` columns."""
     if op.get_bind().dialect.name == "sqlite":
         for name, event, row in (
             ("card_change_insert", "INSERT", "NEW"),
-            ("card_change_update", f"UPDATE OF {WATCHED}", "NEW"),
+            ("card_change_update", f"UPDATE OF {watched}", "NEW"),
             ("card_change_delete", "DELETE", "OLD"),
         ):
             op.execute(f"CREATE TRIGGER {name} AFTER {event} ON card BEGIN {_LOG.format(row)}; END")
@@ -54,7 +54,7 @@ def create_triggers() -> None:
         "FOR EACH ROW EXECUTE FUNCTION card_change_log()"
     )
     op.execute(
-        f"CREATE TRIGGER card_change_update AFTER UPDATE OF {WATCHED} ON card "
+        f"CREATE TRIGGER card_change_update AFTER UPDATE OF {watched} ON card "
         "FOR EACH ROW EXECUTE FUNCTION card_change_log()"
     )
 

@@ -231,7 +231,7 @@ def test_near_equal_scores_are_ordered_by_evidence_then_content_never_by_id(engi
             assert row is not None
             # written a few minutes apart, as batches of one nightly run are
             row.updated_at = now - timedelta(minutes=len(name))
-            row.evidence_count = 5 if name.startswith("older") else 2
+            row.evidence_count = row.run_count = 5 if name.startswith("older") else 2
             s.add(row)
         s.commit()
     snap = load_snapshot(engine=engine, namespace="team-a")
