@@ -42,6 +42,7 @@ def _entry(rnd: random.Random, now, i: int) -> Entry:
         f"card {i}",
         rnd.choice([text, "same words"]),  # equal texts: the tie goes to the id
         trust=rnd.choice([1.0, 1.0, 0.8, 0.5]),
+        run_count=rnd.choice([0, 1, 1, 2, 4]),
     )
 
 
@@ -64,6 +65,7 @@ def _weights(rnd: random.Random) -> RankingWeights:
         use_frequency=pick(),
         specificity=pick(),
         support=rnd.choice([0.0, 0.3, 1.0]),
+        support_counts=rnd.choice(["rows", "runs"]),
         text_similarity=rnd.choice([0.0, 0.3, 0.9]),
     )
 
