@@ -35,7 +35,8 @@ def _needs_process(env: dict[str, str], args: tuple[str, ...]) -> bool:
     if stage and env.get("PREFECT_API_URL"):
         return True
     # retrospect with an LLM runs as a flow: its LLM calls are tasks
-    return args[0] == "retrospect" and bool(env.get("HINDSIGHT_LLM_BASE_URL"))
+    llm = env.get("HINDSIGHT_LLM__BASE_URL") or env.get("HINDSIGHT_LLM_BASE_URL")  # old name
+    return args[0] == "retrospect" and bool(llm)
 
 
 @contextmanager
