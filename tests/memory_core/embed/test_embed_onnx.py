@@ -9,6 +9,7 @@ from memory_core.embed.factory import build_embedder
 from memory_core.embed.onnx import MODEL_NAME, OnnxMiniLM
 from memory_core.embed.store import ensure_embeddings, load_vectors
 from memory_core.models.card import Card
+from memory_core.settings import Settings
 
 TEXTS = [
     "After pay failed with HTTP 429, wait and retry the payment",
@@ -37,9 +38,13 @@ def test_vectors_are_unit_length_ordered_and_deterministic(onnx) -> None:
 
 
 def test_auto_picks_the_onnx_model_and_local_torch_is_a_separate_choice(settings) -> None:
-    auto = build_embedder(settings.model_copy(update={"embedder": "auto"}))
+    def provider(name: str) -> Settings:  # model_copy skips validation: nested, by hand
+        embedding = settings.embedding.model_copy(update={"provider": name})
+        return settings.model_copy(update={"embedding": embedding})
+
+    auto = build_embedder(provider("auto"))
     assert auto is not None and auto.model == MODEL_NAME
-    assert build_embedder(settings.model_copy(update={"embedder": "none"})) is None
+    assert build_embedder(provider("none")) is None
 
 
 def test_agrees_with_the_torch_model(onnx) -> None:
