@@ -24,8 +24,7 @@ def card_row(
         c.status,
         origin_of(c.provenance).value,
         f"{c.confidence:.2f}",
-        c.evidence_count,
-        c.run_count,  # the runs behind the rows: what ranking counts
+        f"{c.evidence_count}/{c.run_count}",  # evidence rows / the runs behind them
         c.scenario,
         "\n".join(c.preconditions) or "(always)",
         " → ".join(a.get("tool", "") for a in c.action_sequence),
@@ -68,8 +67,7 @@ COLUMNS = [
     "status",
     "origin",
     "conf",
-    "evidence",
-    "runs",
+    "rows/runs",
     "scenario",
     "preconditions",
     "actions",
