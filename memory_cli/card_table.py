@@ -6,9 +6,12 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from memory_cli.output import console, shown_of, table
 from memory_core.screen.provenance import origin_of
 
 if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
     from memory_core.effects.estimate import HarmsTest
     from memory_core.models.card import Card, CardPublic
     from memory_core.settings import EffectRules
@@ -87,3 +90,24 @@ def columns_and_rows(
     if any(r[-1] != "-" for r in rows):
         return COLUMNS, rows
     return COLUMNS[:-1], [r[:-1] for r in rows]
+
+
+def show_cards_table(
+    engine: Engine, namespace: str, *, title: str, limit: int, rules: EffectRules | None = None
+) -> None:
+    """Print the most recently updated cards of a namespace."""
+    from sqlmodel import Session
+
+    from memory_core.cards.query import count_cards, list_cards
+    from memory_core.effects.cards import tests_for
+    from memory_core.settings import EffectRules
+
+    with Session(engine) as session:
+        cards = list_cards(session=session, namespace=namespace, limit=limit)
+        total = count_cards(session=session, namespace=namespace)
+    tests = tests_for(engine=engine, namespaces=[namespace], rules=rules or EffectRules())
+    columns, rows = columns_and_rows(list(cards), rules=rules, tests=tests)
+    table(f"{title}: {shown_of(len(cards), total)}", columns, rows)
+    if len(cards) < total:
+        ns = "" if namespace == "default" else f" --namespace {namespace}"
+        console.print(f"all of them: hindsight cards list{ns} --limit {total}", markup=False)

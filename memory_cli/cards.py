@@ -17,33 +17,10 @@ from memory_core.errors import InvalidInput
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
-    from memory_core.settings import EffectRules
-
 
 app = typer.Typer(help="Inspect and query experience cards.", no_args_is_help=True)
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
 NamespaceOpt = Annotated[str | None, typer.Option(help="namespace (default: the setting)")]
-
-
-def show_cards_table(
-    engine: Engine, namespace: str, *, title: str, limit: int, rules: EffectRules | None = None
-) -> None:
-    """Print the most recently updated cards of a namespace."""
-    from sqlmodel import Session
-
-    from memory_core.cards.query import count_cards, list_cards
-    from memory_core.effects.cards import tests_for
-    from memory_core.settings import EffectRules
-
-    with Session(engine) as session:
-        cards = list_cards(session=session, namespace=namespace, limit=limit)
-        total = count_cards(session=session, namespace=namespace)
-    tests = tests_for(engine=engine, namespaces=[namespace], rules=rules or EffectRules())
-    columns, rows = columns_and_rows(list(cards), rules=rules, tests=tests)
-    table(f"{title}: {shown_of(len(cards), total)}", columns, rows)
-    if len(cards) < total:
-        ns = "" if namespace == "default" else f" --namespace {namespace}"
-        console.print(f"all of them: hindsight cards list{ns} --limit {total}", markup=False)
 
 
 @app.command("list")

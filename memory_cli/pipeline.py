@@ -9,8 +9,8 @@ from typing import Annotated
 
 import typer
 
-from memory_cli import cards as cards_cmd
 from memory_cli import stages
+from memory_cli.card_table import show_cards_table
 from memory_cli.context import fail_on_errors, flush_prefect, load, prefect_defaults
 from memory_cli.output import Format, console, literal, polled_progress, print_json, table
 
@@ -100,7 +100,7 @@ def nightly(
             f"{d.archived_cap} archived over the cap"
         )
         ns = namespace or settings.namespace
-        cards_cmd.show_cards_table(
+        show_cards_table(
             engine,
             ns,
             title=f"cards in namespace {ns!r}",
