@@ -76,3 +76,15 @@ def decay_params(**kw) -> DecayParams:
 
 def decay_at(engine, namespace=None, **kw):
     return run_decay(engine=engine, params=decay_params(**kw), weights=W, namespace=namespace)
+
+
+def arms(served: int, served_ok: int, withheld: int, withheld_ok: int) -> dict:
+    """Card columns for outcomes in each holdout arm (served, withheld), used at NOW."""
+    return {
+        "served_outcomes": served,
+        "served_successes": served_ok,
+        "withheld_outcomes": withheld,
+        "withheld_successes": withheld_ok,
+        "use_count": served,
+        "last_used_at": NOW,
+    }

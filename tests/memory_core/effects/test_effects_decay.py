@@ -13,18 +13,7 @@ from memory_core.effects.estimate import estimate
 from memory_core.effects.sql import effect_sql
 from memory_core.models.card import CardVersion
 from memory_core.settings import EffectRules
-from tests.helpers.decay import NOW, card_row, cards_by_id, decay_at, insert_cards
-
-
-def _arms(served: int, served_ok: int, withheld: int, withheld_ok: int) -> dict:
-    return {
-        "served_outcomes": served,
-        "served_successes": served_ok,
-        "withheld_outcomes": withheld,
-        "withheld_successes": withheld_ok,
-        "use_count": served,
-        "last_used_at": NOW,
-    }
+from tests.helpers.decay import NOW, arms, card_row, cards_by_id, decay_at, insert_cards
 
 
 def _history(engine, cid) -> list[CardVersion]:
@@ -37,9 +26,9 @@ def test_a_harmful_card_goes_to_review_and_its_history_says_why(engine) -> None:
     harmful, thin, fine = insert_cards(
         engine,
         [
-            card_row(1, **_arms(200, 80, 40, 28)),  # 0.40 served vs 0.70 withheld
-            card_row(1, **_arms(200, 80, 5, 4)),  # the same rates, too few withheld
-            card_row(1, **_arms(200, 140, 40, 28)),  # no difference, wide interval
+            card_row(1, **arms(200, 80, 40, 28)),  # 0.40 served vs 0.70 withheld
+            card_row(1, **arms(200, 80, 5, 4)),  # the same rates, too few withheld
+            card_row(1, **arms(200, 140, 40, 28)),  # no difference, wide interval
         ],
     )
     report = decay_at(engine)
@@ -58,7 +47,7 @@ def test_a_harmful_card_goes_to_review_and_its_history_says_why(engine) -> None:
 
 
 def test_without_effect_awareness_only_the_feedback_rule_remains(engine) -> None:
-    (cid,) = insert_cards(engine, [card_row(1, **_arms(200, 80, 40, 28))])
+    (cid,) = insert_cards(engine, [card_row(1, **arms(200, 80, 40, 28))])
     off = EffectRules(aware=False)
     assert decay_at(engine, effects=off).total == 0
     assert cards_by_id(engine)[cid].status == "active"
@@ -68,11 +57,11 @@ def test_no_effect_fades_once_a_night_and_carries_the_time_decay(engine) -> None
     null, idle_null = insert_cards(
         engine,
         [
-            card_row(1, **_arms(3000, 1500, 3000, 1500)),
+            card_row(1, **arms(3000, 1500, 3000, 1500)),
             # used long ago (time decay tier 1 is due) and measured to do nothing
             {
                 **card_row(40),
-                **_arms(3000, 1500, 3000, 1510),
+                **arms(3000, 1500, 3000, 1510),
                 "last_used_at": NOW.replace(year=2026, month=4, day=1),
             },
         ],
@@ -99,7 +88,7 @@ def test_a_card_proven_to_help_survives_the_cap(engine) -> None:
     helpful, *others = insert_cards(
         engine,
         [
-            card_row(1, confidence=0.1, **_arms(200, 160, 40, 12)),  # low score, helps
+            card_row(1, confidence=0.1, **arms(200, 160, 40, 12)),  # low score, helps
             *[card_row(1, confidence=0.9) for _ in range(3)],
         ],
     )
@@ -146,7 +135,7 @@ def test_cli_reports_effects_shows_them_on_a_card_and_pins(env_for, engine, tmp_
 
     harmful, helpful = insert_cards(
         engine,
-        [card_row(1, **_arms(200, 80, 40, 28)), card_row(1, **_arms(200, 160, 40, 12))],
+        [card_row(1, **arms(200, 80, 40, 28)), card_row(1, **arms(200, 160, 40, 12))],
     )
     env = env_for
     out = json.loads(hindsight(env, "effects", "report", "--format", "json").stdout)

@@ -21,22 +21,11 @@ from memory_core.effects.report import effects_report
 from memory_core.models.card import Card, CardVersion
 from memory_core.serve.browse import list_page
 from memory_core.settings import EffectRules
-from tests.helpers.decay import NOW, card_row, cards_by_id, decay_at, insert_cards
+from tests.helpers.decay import arms, card_row, cards_by_id, decay_at, insert_cards
 
 # served 80/200 against withheld 25/40: the 99% interval lies just below 0 (one-sided p 0.0043)
 BORDERLINE = (200, 80, 40, 25)
 NULL = (200, 100, 40, 20)  # the same rate in both arms
-
-
-def _arms(served: int, served_ok: int, withheld: int, withheld_ok: int) -> dict:
-    return {
-        "served_outcomes": served,
-        "served_successes": served_ok,
-        "withheld_outcomes": withheld,
-        "withheld_successes": withheld_ok,
-        "use_count": served,
-        "last_used_at": NOW,
-    }
 
 
 def test_benjamini_hochberg_by_hand() -> None:
@@ -72,9 +61,9 @@ def test_a_namespace_of_many_cards_takes_back_a_per_card_harms_verdict(engine) -
     alone, crowded, *_ = insert_cards(
         engine,
         [
-            card_row(1, namespace="alone", **_arms(n, k, wn, wk)),
-            card_row(1, namespace="crowd", **_arms(n, k, wn, wk)),
-            *[card_row(1, namespace="crowd", **_arms(*NULL)) for _ in range(30)],
+            card_row(1, namespace="alone", **arms(n, k, wn, wk)),
+            card_row(1, namespace="crowd", **arms(n, k, wn, wk)),
+            *[card_row(1, namespace="crowd", **arms(*NULL)) for _ in range(30)],
         ],
     )
     per_card = EffectRules(fdr=0)
@@ -132,8 +121,8 @@ def test_per_card_rule_when_fdr_is_zero(engine) -> None:
     ids = insert_cards(
         engine,
         [
-            card_row(1, **_arms(n, k, wn, wk)),
-            *[card_row(1, **_arms(*NULL)) for _ in range(30)],
+            card_row(1, **arms(n, k, wn, wk)),
+            *[card_row(1, **arms(*NULL)) for _ in range(30)],
         ],
     )
     assert decay_at(engine).counts["harms"] == 0  # BH over 31 cards: not harmful
