@@ -103,11 +103,16 @@ def test_a_change_the_feed_missed_is_found_by_the_fingerprint_check(engine) -> N
     cache = SnapshotCache(engine=engine, refresh_s=0.0)
     first = cache.get("team-a")
     with engine.begin() as conn:  # a writer the feed does not see (its trigger is gone)
-        if engine.dialect.name == "sqlite":
+        if engine.dialect.name == "sqlite":  # a file of this test's own
             conn.execute(text("DROP TRIGGER card_change_update"))
         else:
             conn.execute(text("ALTER TABLE card DISABLE TRIGGER card_change_update"))
-    _edit(engine, a1.card_id, status="archived")
+    try:
+        _edit(engine, a1.card_id, status="archived")
+    finally:  # PostgreSQL's database serves the whole session: the tests after need the feed
+        if engine.dialect.name != "sqlite":
+            with engine.begin() as conn:
+                conn.execute(text("ALTER TABLE card ENABLE TRIGGER card_change_update"))
     assert _served(cache, "team-a", {"tool": "search"}) == {"a1"}  # the feed said nothing
     time.sleep(first.load_s / LOAD_SHARE)  # reloads are spaced by their own cost
     cache._verify("team-a")  # what runs in the background every VERIFY_S
