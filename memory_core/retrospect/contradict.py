@@ -24,9 +24,10 @@ from sqlmodel import Session, col, select
 
 from memory_core.cards.confidence import confidence_of
 from memory_core.models.card import LIVE_STATUSES, ActionStep, Card, EvidenceTriple, FailureMode
-from memory_core.models.drafts import DraftCard, TrajectoryView, view_of
+from memory_core.models.drafts import DraftCard, TrajectoryView
 from memory_core.models.trajectory import Outcome, Trajectory, TrajectoryStatus
 from memory_core.preconditions import CompiledPrecondition, compile_stored, holds_all, make_context
+from memory_core.retrospect.view_cache import VIEWS
 from memory_core.task_state import CONDITION_KEYS, states_before_calls
 
 PATTERN = "contrast_caution"
@@ -135,7 +136,7 @@ def _stored_wins(engine: Engine, namespace: str) -> list[TrajectoryView]:
             .order_by(col(Trajectory.created_at).desc(), col(Trajectory.id))
             .limit(MAX_SCANNED)
         ).all()
-        return [view_of(r) for r in rows]
+        return [VIEWS.view(r) for r in rows]
 
 
 def _check(

@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,6 +89,7 @@ def contrast_group(
     group: str,
     default_task_type: str = "default",
     skip_tainted: bool = True,
+    tainted_of: Callable[[TrajectoryView], Collection[int]] | None = None,
 ) -> list[DraftCard]:
     """Cautions separating the failed runs of one task from its successful runs.
 
@@ -120,7 +121,9 @@ def contrast_group(
     cautions: dict[tuple[str, tuple[str, ...], tuple[str, ...]], _Caution] = {}
     for r in losses:
         calls, states = _calls(r)
-        tainted = tainted_calls(r.steps) if skip_tainted else set()
+        tainted: Collection[int] = set()
+        if skip_tainted:
+            tainted = tainted_calls(r.steps) if tainted_of is None else tainted_of(r)
         for i, (c, st) in enumerate(zip(calls, states, strict=True)):
             if c.error or c.index in tainted:
                 continue  # an error teaches through its own warning card

@@ -20,10 +20,11 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from memory_core.db import session_scope
-from memory_core.models.drafts import DraftCard, TrajectoryView, view_of
+from memory_core.models.drafts import DraftCard, TrajectoryView
 from memory_core.models.trajectory import Outcome, Step, Trajectory, TrajectoryStatus
 from memory_core.retrospect.contradict import contradicting
 from memory_core.retrospect.contrast import contrast_group, task_group
+from memory_core.retrospect.view_cache import VIEWS
 
 GROUP_KEY = "hindsight_task_group"
 T = Trajectory
@@ -50,7 +51,7 @@ def contrast_batch(
     members: dict[tuple[str, str], dict[uuid.UUID, TrajectoryView]] = defaultdict(dict)
     wins: dict[str, dict[uuid.UUID, TrajectoryView]] = defaultdict(dict)
     for row in rows:
-        view = view_of(row)
+        view = VIEWS.view(row)
         if row.id in keys:
             members[keys[row.id]][row.id] = view
         if view.outcome is Outcome.success:
@@ -67,12 +68,16 @@ def contrast_batch(
                 )
             ).all()
             for s in stored:
-                views.setdefault(s.id, view_of(s))
+                if s.id not in views:
+                    views[s.id] = VIEWS.view(s)
             wins[namespace].update(
                 {rid: v for rid, v in views.items() if v.outcome is Outcome.success}
             )
             found = contrast_group(
-                sorted(views.values(), key=lambda v: str(v.id)), group=key, skip_tainted=screen
+                sorted(views.values(), key=lambda v: str(v.id)),
+                group=key,
+                skip_tainted=screen,
+                tainted_of=VIEWS.tainted,
             )
             if found:
                 holder = min((rid for rid in views if rid in keys), key=str)

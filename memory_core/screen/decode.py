@@ -17,6 +17,8 @@ import urllib.parse
 from collections.abc import Iterator
 from typing import Any
 
+from memory_core.text_memo import text_memo
+
 _B64 = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/_-]{16,}={0,2}(?![A-Za-z0-9+/=_-])")
 _B32 = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Z2-7]{16,}={0,6}(?![A-Za-z0-9+/=_-])")
 _HEX = re.compile(r"(?<![0-9a-fA-F])(?:[0-9a-fA-F]{2}[\s:]?){8,}(?![0-9a-fA-F])")
@@ -125,7 +127,8 @@ def _layers(text: str) -> Iterator[str]:
             yield from _json_strings(parsed)
 
 
-def readings(text: str) -> list[str]:
+@text_memo(2048)
+def readings(text: str) -> tuple[str, ...]:
     """The text and every decoded reading of it (normalised, de-duplicated, depth-bounded)."""
     seen: dict[str, None] = {}
     frontier = [text[:MAX_CHARS]]
@@ -139,7 +142,7 @@ def readings(text: str) -> list[str]:
         frontier = nxt
         if not frontier:
             break
-    return list(seen)
+    return tuple(seen)
 
 
 def obfuscated(text: str) -> list[str]:

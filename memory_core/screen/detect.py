@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 from memory_core.screen.decode import readings
+from memory_core.text_memo import text_memo
 
 _W = r"(?:\s+\S+){0,6}?\s+"  # up to six words between two cues
 
@@ -165,13 +166,15 @@ def clause_directive(clause: str, sentence: str = "") -> str | None:
     return None
 
 
+@text_memo(4096)
 def directive(text: str) -> str | None:
     """Why a text (or any decoded reading of it) reads as an instruction to the agent, or None."""
-    for reading in readings(text):
+    read = readings(text)
+    for reading in read:
         if STANDING.search(reading) and (AGENT.search(reading) or TOOL_CALL.search(reading)):
             return "sets a standing rule for the agent"
         for clause, sentence in clauses(reading):
             why = clause_directive(clause, sentence)
             if why:
-                return why if reading == readings(text)[0] else f"{why} (encoded)"
+                return why if reading == read[0] else f"{why} (encoded)"
     return None

@@ -13,7 +13,7 @@ text by text as before, since they only quote what the run said.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from memory_core.models.trajectory import Step
 from memory_core.screen.decode import obfuscated, readings
@@ -87,10 +87,11 @@ def _result_pointer(text: str, known: frozenset[str]) -> str | None:
     return None
 
 
-def exposures(steps: Sequence[Step]) -> list[str]:
+def exposures(steps: Sequence[Step], *, tainted: Collection[int] | None = None) -> list[str]:
     """Each untrusted text of the run (a tool's result or error, a user turn after the first)
     that carries an instruction, with its step and the reason; each call the agent made on one
-    (taint.py); each value an error or a result's prose handed the agent (values.py)."""
+    (taint.py, or `tainted` when the caller has it); each value an error or a result's prose
+    handed the agent (values.py)."""
     first_user = next((s.index for s in steps if s.type == "message" and s.role == "user"), None)
     known = known_identifiers(steps)
     tools = run_tools(steps)
@@ -116,7 +117,7 @@ def exposures(steps: Sequence[Step]) -> list[str]:
             out.append(f"step {s.index}: {why}")
     out += [
         f"step {i}: the agent made this call on an instruction from a tool or a user"
-        for i in sorted(tainted_calls(steps))
+        for i in sorted(tainted_calls(steps) if tainted is None else tainted)
     ]
     # an order that names only a value: an error or a result's prose handed the agent a value
     # (not a number: an error may state the right amount) that it then passed

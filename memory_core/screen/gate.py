@@ -149,13 +149,13 @@ def _untaint_own(drafts: Sequence[DraftCard], steps: Sequence[Step]) -> list[Dra
         )
     }
     drafts = [_quarantine_pointers(d, known, pointed) for d in drafts]
-    exposed = exposures(steps)
+    bad = tainted_calls(steps)
+    exposed = exposures(steps, tainted=bad)
     if exposed:  # an LLM that read an injection may have restated it in any words
         drafts = [_quarantine_exposed(d, exposed) for d in drafts]
     split = split_orders(steps)
     if split:
         drafts = [_quarantine_split(d, split) for d in drafts]
-    bad = tainted_calls(steps)
     if not bad:
         return list(drafts)
     tools = {s.tool for s in steps if s.index in bad and s.tool}

@@ -15,14 +15,20 @@ from typing import Any
 from memory_core.models.trajectory import Step
 from memory_core.screen.decode import obfuscated, readings
 from memory_core.screen.detect import directive
+from memory_core.text_memo import text_memo
 
 WINDOW = 6  # untrusted texts this many steps back can have prompted a call
 
 
+_CAMEL = re.compile(r"([a-z])([A-Z])")
+_WORD = re.compile(r"[a-z0-9]+")
+_IDENT = re.compile(r"[a-z0-9_]+")
+
+
+@text_memo(8192)
 def words_of(text: str) -> str:
     """Lower-case words joined by single spaces (snake_case and camelCase split)."""
-    text = re.sub(r"([a-z])([A-Z])", r"\1 \2", text)
-    return " " + " ".join(re.findall(r"[a-z0-9]+", text.lower())) + " "
+    return " " + " ".join(_WORD.findall(_CAMEL.sub(r"\1 \2", text).lower())) + " "
 
 
 def _values(args: dict[str, Any] | None) -> list[str]:
@@ -35,22 +41,43 @@ def _values(args: dict[str, Any] | None) -> list[str]:
     return out
 
 
-def _untrusted(step: Step, first_user: int | None) -> list[tuple[str, str]]:
-    """(raw reading, its words) of the untrusted texts of a step."""
+class _Text:
+    """One reading of an untrusted text, with what the checks against each call need."""
+
+    __slots__ = ("_idents", "_order", "raw", "words")
+
+    def __init__(self, reading: str) -> None:
+        self.raw = reading.lower()
+        self.words = words_of(reading)
+        self._idents: frozenset[str] | None = None
+        self._order: bool | None = None
+
+    def names(self, tool: str, tool_words: str) -> bool:
+        """The text names the tool: as written (an identifier), or in words inside an order."""
+        low = tool.lower()
+        if _IDENT.fullmatch(low):  # as an identifier token: a set lookup, not a regex per call
+            if self._idents is None:
+                self._idents = frozenset(_IDENT.findall(self.raw))
+            if low in self._idents:
+                return True
+        elif re.search(rf"(?<![a-z0-9_]){re.escape(low)}(?![a-z0-9_])", self.raw):
+            return True
+        if tool_words not in self.words:
+            return False
+        if self._order is None:
+            self._order = directive(self.raw) is not None
+        return self._order
+
+
+def _untrusted(step: Step, first_user: int | None) -> list[_Text]:
+    """The readings of the untrusted texts of a step."""
     texts: list[str] = []
     if step.type == "tool_call":
         texts += [t for t in (step.observation, step.error) if t]
     elif step.role == "user" and step.index != first_user and step.text:
         texts.append(step.text)
     # a model reads rot13 or reversed text as easily as plain: so does the taint
-    return [(r.lower(), words_of(r)) for t in texts for o in obfuscated(t) for r in readings(o)]
-
-
-def _names(raw: str, words: str, tool: str) -> bool:
-    """The text names the tool: as written (an identifier), or in words inside an order."""
-    if re.search(rf"(?<![a-z0-9_]){re.escape(tool.lower())}(?![a-z0-9_])", raw):
-        return True
-    return words_of(tool) in words and directive(raw) is not None
+    return [_Text(r) for t in texts for o in obfuscated(t) for r in readings(o)]
 
 
 def tainted_calls(steps: Sequence[Step]) -> set[int]:
@@ -61,15 +88,16 @@ def tainted_calls(steps: Sequence[Step]) -> set[int]:
         for s in steps
         if s.type == "message" and (s.role == "system" or s.index == first_user)
     )
-    recent: list[tuple[int, list[tuple[str, str]]]] = []  # (position, texts) of untrusted steps
+    recent: list[tuple[int, list[_Text]]] = []  # (position, texts) of untrusted steps
     called: set[str] = set()
     out: set[int] = set()
     for pos, step in enumerate(steps):
         if step.type == "tool_call" and step.tool:
             vals = _values(step.args)
             near = [t for p, ts in recent if pos - p <= WINDOW for t in ts]
-            named = [w for raw, w in near if _names(raw, w, step.tool)]
-            fresh = step.tool not in called and words_of(step.tool) not in trusted_words
+            tool_words = words_of(step.tool)
+            named = [t.words for t in near if t.names(step.tool, tool_words)]
+            fresh = step.tool not in called and tool_words not in trusted_words
             if named and (fresh or any(v in w for w in named for v in vals)):
                 out.add(step.index)
             called.add(step.tool)

@@ -114,7 +114,7 @@ def test_base32_is_a_reading() -> None:
     encoded = "diag=" + base64.b32encode(said.encode()).decode()
     assert said in readings(encoded)
     assert directive(encoded) is not None
-    assert readings("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567") == ["ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"]
+    assert readings("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567") == ("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567",)
 
 
 def test_scrub_keeps_conditions_compiling() -> None:
