@@ -117,6 +117,16 @@ def prefect_harness() -> Iterator[None]:
 
 
 @pytest.fixture
+def prefect_api(prefect_harness) -> dict[str, str]:
+    """The session's Prefect API for a subprocess: a command that runs a flow uses it instead
+    of starting a temporary server of its own (10-20 s a call; the temporary server's own
+    path is tested in tests/memory_cli/test_cli_first_hour.py)."""
+    from prefect.settings import PREFECT_API_URL
+
+    return {"PREFECT_API_URL": str(PREFECT_API_URL.value())}
+
+
+@pytest.fixture
 def flow_env(settings, monkeypatch, prefect_harness):
     """Point the flows' Settings() at the test database."""
     monkeypatch.setenv("HINDSIGHT_DATA_DIR", str(settings.data_dir))

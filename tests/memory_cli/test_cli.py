@@ -56,8 +56,8 @@ def test_bad_input_exits_2_and_names_record_and_field(env_for, tmp_path) -> None
     assert bad_id.returncode == 2 and "not a card id" in bad_id.stderr
 
 
-def test_nightly_then_list_show_and_query(env_for, engine, settings) -> None:
-    out = hindsight(env_for, "nightly", "--input", str(REPO / "examples"))
+def test_nightly_then_list_show_and_query(env_for, engine, settings, prefect_api) -> None:
+    out = hindsight({**env_for, **prefect_api}, "nightly", "--input", str(REPO / "examples"))
     assert "hindsight cards query --state" in out.stdout
     assert "deploy_service" in out.stdout  # the learned cards' table
     listed = json.loads(hindsight(env_for, "cards", "list", "-f", "json").stdout)
@@ -107,7 +107,7 @@ def test_retrospect_command_on_tau(env_for) -> None:
     assert out["trajectories"] == 140 and out["cards_created"] > 5
 
 
-def test_llm_failures_become_dead_letters_an_operator_can_redrive(env_for) -> None:
+def test_llm_failures_become_dead_letters_an_operator_can_redrive(env_for, prefect_api) -> None:
     from tests.helpers import fake_model
     from tests.helpers.scripted_llm import Reply, ScriptedLLM
 
@@ -116,6 +116,7 @@ def test_llm_failures_become_dead_letters_an_operator_can_redrive(env_for) -> No
     with ScriptedLLM(lambda body, n: Reply(status=500, error="down")) as server:
         env = {
             **env_for,
+            **prefect_api,
             "HINDSIGHT_LLM__BASE_URL": server.url,
             "HINDSIGHT_LLM__MODEL": "m",
             "HINDSIGHT_LLM__RETRY_DELAYS_S": "[0.05]",
