@@ -314,7 +314,7 @@ def main() -> None:
                 "HINDSIGHT_LLM__TIMEOUT_S": str(TIMEOUT_S),
                 "HINDSIGHT_LLM__RETRY_DELAYS_S": "[0.05, 0.1]",
                 "HINDSIGHT_EMBEDDING__PROVIDER": "none",
-                "HINDSIGHT_LEASE_SECONDS": str(LEASE_S),
+                "HINDSIGHT_RETROSPECT__LEASE_SECONDS": str(LEASE_S),
             }
         )
         for backend in args.backends:

@@ -64,7 +64,7 @@ def _learn(
         if cost is not None:
             for name in ("llm_calls", "tokens_sent", "tokens_received", "dead_letters"):
                 cost[name] = cost.get(name, 0) + getattr(done, name)
-    validate_drafts(engine=engine, reports_dir=None, review_below=settings.review_below)
+    validate_drafts(engine=engine, reports_dir=None, review_below=settings.review.below)
     consolidate(engine=engine, namespace="bench", rules=settings.consolidate)
     return engine
 

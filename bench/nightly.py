@@ -98,8 +98,8 @@ def one(backend: str, size: int) -> dict[str, float]:
                     engine=engine,
                     extractor=extractor,
                     worker=worker,
-                    batch_size=settings.retrospect_batch_size,
-                    lease=timedelta(seconds=settings.lease_seconds),
+                    batch_size=settings.retrospect.batch_size,
+                    lease=timedelta(seconds=settings.retrospect.lease_seconds),
                 )
                 if not b.claimed:
                     break

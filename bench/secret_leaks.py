@@ -194,7 +194,7 @@ def _pipeline(
     t0 = time.perf_counter()
     rep = ingest(engine=engine, records=records, namespace=namespace, task_type="default")
     retro = retrospect_all(engine)
-    validate_drafts(engine=engine, reports_dir=None, review_below=settings.review_below)
+    validate_drafts(engine=engine, reports_dir=None, review_below=settings.review.below)
     facts = extract_facts(engine=engine, namespace=namespace)
     consolidate(engine=engine, namespace=namespace, rules=settings.consolidate)
     return {

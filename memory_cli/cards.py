@@ -211,7 +211,7 @@ def feedback(
             outcome=outcome.value,
             use_id=_use_id(use_id, engine) if use_id else None,
             actor=by,
-            failures_to_review=settings.failures_to_review,
+            failures_to_review=settings.review.failures_in_a_row,
         )
         if fmt is Format.json:
             print_json(result)

@@ -93,7 +93,7 @@ def ingest(
                 records=iter_sources(paths),
                 namespace=namespace or settings.namespace,
                 task_type=task_type or settings.default_task_type,
-                max_observation_chars=settings.max_observation_chars,
+                max_observation_chars=settings.limits.max_observation_chars,
                 on_progress=bump,
                 limits=settings.limits,
             )

@@ -99,7 +99,7 @@ def replay_cmd(
             iter_sources(paths),
             namespace=ns,
             task_type=task_type or settings.default_task_type,
-            max_observation_chars=settings.max_observation_chars,
+            max_observation_chars=settings.limits.max_observation_chars,
             limits=settings.limits,
         )
         report = replay(

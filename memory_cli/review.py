@@ -181,7 +181,7 @@ def edit_cmd(
             card_id=cid,
             changes=changes,
             actor=_actor(by),
-            registry=frozenset(settings.tool_registry) if settings.tool_registry else None,
+            registry=settings.review.registry,
         )
         console.print(f"saved {card.card_id} (version {card.version}); still in review")
 

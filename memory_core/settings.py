@@ -19,6 +19,8 @@ from memory_core.settings_groups import (
     HoldoutSettings,
     LLMSettings,
     QdrantSettings,
+    RetrospectSettings,
+    ReviewRules,
 )
 from memory_core.settings_legacy import LegacyEnvSource, LegacyInitSource, move_flat_kwargs
 
@@ -136,6 +138,8 @@ class DecayRules(BaseModel):
     archive_after_days: float = Field(default=90.0, gt=0)
     """unused this long: to the archive"""
     cap: int = Field(default=5000, ge=0, description="active cards per namespace")
+    use_retention_days: float = Field(default=30.0, ge=0)
+    """use rows older than this are deleted (the card keeps its counts); 0 keeps all"""
     effects: EffectRules = EffectRules()
 
     @field_validator("tiers")
@@ -172,31 +176,12 @@ class Settings(BaseSettings):
     """namespace for runs and queries that name none"""
     default_task_type: str = "default"
     """task type for runs that name none"""
-    lease_seconds: float = 300.0
-    """a claimed batch returns to the pool after this (a crashed worker)"""
-    retrospect_batch_size: int = 200
-    """trajectories claimed per batch"""
-    max_observation_chars: int = 4000
-    """longer tool results are truncated with a marker"""
-    max_expression_chars: int = 512
-    """a precondition longer than this is refused"""
-    max_expression_depth: int = 8
-    """a precondition nested deeper than this is refused"""
-    max_preconditions: int = 12
-    """preconditions per card, at most"""
     limits: InputLimits = InputLimits()
-    use_retention_days: float = Field(default=30.0, ge=0)
-    """the decay stage deletes use rows older than this (the card keeps its counts); 0 keeps all"""
+    retrospect: RetrospectSettings = RetrospectSettings()
     ranking: RankingWeights = RankingWeights()
     serve: ServeSettings = ServeSettings()
-    review_below: float = Field(default=0.5, ge=0.0, le=1.0)
-    """passing drafts below this confidence go to review"""
-    tool_registry: list[str] | None = None
-    """JSON list of known tool names; a card's actions must use them"""
+    review: ReviewRules = ReviewRules()
     decay: DecayRules = DecayRules()
-    failures_to_review: int = Field(
-        default=3, ge=1, description="failures in a row that send a card to review"
-    )
     holdout: HoldoutSettings = HoldoutSettings()
 
     # trust: content that reads as an instruction is quarantined and calls made on an

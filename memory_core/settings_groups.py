@@ -97,3 +97,32 @@ class HoldoutSettings(BaseModel):
     def rate_for(self, namespace: str) -> float:
         """The share of matching cards withheld in this namespace."""
         return min(0.5, max(0.0, self.rates.get(namespace, self.rate)))
+
+
+class RetrospectSettings(BaseModel):
+    """How retrospection claims its work (HINDSIGHT_RETROSPECT__...)."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    batch_size: int = Field(default=200, ge=1)
+    """trajectories claimed per batch"""
+    lease_seconds: float = Field(default=300.0, gt=0)
+    """a claimed batch returns to the pool after this (a crashed worker)"""
+
+
+class ReviewRules(BaseModel):
+    """What sends a card to a person's review queue (HINDSIGHT_REVIEW__...)."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    below: float = Field(default=0.5, ge=0.0, le=1.0)
+    """passing drafts below this confidence go to review"""
+    failures_in_a_row: int = Field(default=3, ge=1)
+    """failures reported in a row that send a served card to review"""
+    tool_registry: list[str] | None = None
+    """JSON list of known tool names; a card's actions must use them"""
+
+    @property
+    def registry(self) -> frozenset[str] | None:
+        """The known tools as a set; None when no registry is configured."""
+        return None if self.tool_registry is None else frozenset(self.tool_registry)

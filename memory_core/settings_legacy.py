@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import types
 import typing
 import warnings
 from typing import Any
@@ -48,6 +49,16 @@ RENAMED: dict[str, tuple[str, str]] = {
     "holdout_rate": ("holdout", "rate"),
     "holdout_rates": ("holdout", "rates"),
     "holdout_seed": ("holdout", "seed"),
+    "lease_seconds": ("retrospect", "lease_seconds"),
+    "retrospect_batch_size": ("retrospect", "batch_size"),
+    "max_observation_chars": ("limits", "max_observation_chars"),
+    "max_expression_chars": ("limits", "max_expression_chars"),
+    "max_expression_depth": ("limits", "max_expression_depth"),
+    "max_preconditions": ("limits", "max_preconditions"),
+    "use_retention_days": ("decay", "use_retention_days"),
+    "review_below": ("review", "below"),
+    "failures_to_review": ("review", "failures_in_a_row"),
+    "tool_registry": ("review", "tool_registry"),
 }
 
 
@@ -75,8 +86,10 @@ def _warn(old: str, new: str) -> None:
 
 def _is_json(field: FieldInfo) -> bool:
     """Lists and dicts come as JSON in a variable, as pydantic-settings reads them."""
-    kind = field.annotation
-    return typing.get_origin(kind) in (list, dict) or kind in (list, dict)
+    kinds = [field.annotation]
+    if typing.get_origin(field.annotation) in (typing.Union, types.UnionType):  # X | None
+        kinds = list(typing.get_args(field.annotation))
+    return any(typing.get_origin(k) in (list, dict) or k in (list, dict) for k in kinds)
 
 
 class LegacyEnvSource(PydanticBaseSettingsSource):

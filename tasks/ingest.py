@@ -19,7 +19,7 @@ def ingest_source(source: str, namespace: str, task_type: str, settings: Setting
         records=iter_sources([source]),
         namespace=namespace,
         task_type=task_type,
-        max_observation_chars=settings.max_observation_chars,
+        max_observation_chars=settings.limits.max_observation_chars,
         limits=settings.limits,
     )
     for name, why in report.refused:

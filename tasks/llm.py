@@ -142,8 +142,8 @@ def claim_refs(
     rows = claim_batch(
         engine=engine,
         worker=worker,
-        batch_size=settings.retrospect_batch_size,
-        lease=timedelta(seconds=settings.lease_seconds),
+        batch_size=settings.retrospect.batch_size,
+        lease=timedelta(seconds=settings.retrospect.lease_seconds),
         namespace=namespace,
     )
     rules = build_rule_extractor(settings)

@@ -39,8 +39,8 @@ def validate_run(
         engine=engine_for(settings),
         reports_dir=settings.reports_dir,
         namespace=namespace,
-        registry=frozenset(settings.tool_registry) if settings.tool_registry else None,
-        review_below=settings.review_below,
+        registry=settings.review.registry,
+        review_below=settings.review.below,
         on_progress=on_progress,
     )
     log.info(
@@ -89,7 +89,7 @@ def decay_run(
     if not params.dry_run:  # the use log stays bounded (counts stay on the cards)
         pruned = prune_use_log(
             engine=engine,
-            retention_days=settings.use_retention_days,
+            retention_days=settings.decay.use_retention_days,
             namespace=namespace,
             now=params.now,
         )
@@ -124,8 +124,8 @@ def retrospect_rule_batch(
         engine=engine_for(settings),
         extractor=RuleExtractor(default_task_type=settings.default_task_type),
         worker=worker,
-        batch_size=settings.retrospect_batch_size,
-        lease=timedelta(seconds=settings.lease_seconds),
+        batch_size=settings.retrospect.batch_size,
+        lease=timedelta(seconds=settings.retrospect.lease_seconds),
         namespace=namespace,
         run_id=run_id,
         screen=settings.screen,

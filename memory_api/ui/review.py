@@ -75,9 +75,7 @@ def router(console: Console) -> APIRouter:
             card_id=card_id,
             changes=changes,
             actor=principal.actor,
-            registry=frozenset(svc.settings.tool_registry)
-            if svc.settings.tool_registry is not None
-            else None,
+            registry=svc.settings.review.registry,
         )
 
     @r.post("/review/{card_id}/edit")

@@ -27,6 +27,16 @@ class InputLimits(BaseModel):
     max_metadata_bytes: int = Field(default=65_536, ge=256, description="metadata as JSON")
     max_field_chars: int = Field(default=200_000, ge=1000, description="any other string")
     max_json_depth: int = Field(default=64, ge=4, le=500, description="nesting of a record")
+    max_observation_chars: int = Field(
+        default=4000, ge=1, description="longer tool results are cut, with a marker"
+    )
+    max_expression_chars: int = Field(
+        default=512, ge=16, description="a longer precondition is refused"
+    )
+    max_expression_depth: int = Field(
+        default=8, ge=1, description="a precondition nested deeper is refused"
+    )
+    max_preconditions: int = Field(default=12, ge=1, description="preconditions per card")
 
 
 DEFAULT_LIMITS = InputLimits()

@@ -51,7 +51,7 @@ class EffectOperations:
             query_id=query_id,
             outcome=request.outcome,
             actor=principal.actor,
-            failures_to_review=self.settings.failures_to_review,
+            failures_to_review=self.settings.review.failures_in_a_row,
             on_feedback=follow,
         )
 

@@ -15,7 +15,7 @@ from memory_core.cards.draft_rows import card_snapshot
 from memory_core.db import session_scope
 from memory_core.errors import Conflict, InvalidInput
 from memory_core.models.card import LIVE_STATUSES, Card, CardStatus, CardVersion
-from memory_core.preconditions import compile_all, normalise_text
+from memory_core.preconditions import MAX_PRECONDITIONS, compile_all, normalise_text
 from memory_core.screen.gate import screen_card
 from memory_core.screen.provenance import Origin, with_origin
 from memory_core.serve.keys import Principal
@@ -45,6 +45,7 @@ def store_card(
     registry: frozenset[str] | None = None,
     max_expression_chars: int = 512,
     max_expression_depth: int = 8,
+    max_preconditions: int = MAX_PRECONDITIONS,
     screen: bool = True,
 ) -> Card:
     """Validate and store one card: active when an admin key wrote it, else in review (and
@@ -54,7 +55,10 @@ def store_card(
     sources = [
         c.source
         for c in compile_all(
-            card.preconditions, max_chars=max_expression_chars, max_depth=max_expression_depth
+            card.preconditions,
+            max_chars=max_expression_chars,
+            max_depth=max_expression_depth,
+            max_count=max_preconditions,
         )
     ]
     normalised = card.model_copy(update={"preconditions": sources})

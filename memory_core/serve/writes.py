@@ -50,7 +50,7 @@ class WriteOperations:
             outcome=request.outcome,
             use_id=request.use_id,
             actor=principal.actor,
-            failures_to_review=self.settings.failures_to_review,
+            failures_to_review=self.settings.review.failures_in_a_row,
         )
         snap = self.snapshots.get(principal.namespace)
         snap.rows.pop(card_id, None)  # counts and confidence changed: read it again
@@ -69,10 +69,11 @@ class WriteOperations:
             principal=principal,
             card=card,
             via=via,
-            review_below=s.review_below,
-            registry=frozenset(s.tool_registry) if s.tool_registry is not None else None,
-            max_expression_chars=s.max_expression_chars,
-            max_expression_depth=s.max_expression_depth,
+            review_below=s.review.below,
+            registry=s.review.registry,
+            max_expression_chars=s.limits.max_expression_chars,
+            max_expression_depth=s.limits.max_expression_depth,
+            max_preconditions=s.limits.max_preconditions,
             screen=s.screen,
         )
         self.snapshots.invalidate([principal.namespace])
@@ -132,7 +133,7 @@ class WriteOperations:
             records=named,
             namespace=ns,
             task_type=self.settings.default_task_type,
-            max_observation_chars=self.settings.max_observation_chars,
+            max_observation_chars=self.settings.limits.max_observation_chars,
             limits=self.settings.limits,
         )
 

@@ -128,7 +128,7 @@ def test_an_empty_answer_means_no_card_and_no_second_call(llm_env, engine) -> No
 
 
 def test_the_token_budget_defers_the_rest(llm_env, engine) -> None:
-    llm_env(llm__token_budget="9000", retrospect_batch_size="4")
+    llm_env(llm__token_budget="9000", retrospect__batch_size="4")
     ingest_examples(engine)
     summary = run_retrospect()
     assert summary.budget_exhausted and summary.deferred > 0

@@ -36,8 +36,8 @@ def main() -> None:
         engine=engine,
         extractor=extractor,
         worker=worker,
-        batch_size=settings.retrospect_batch_size,
-        lease=timedelta(seconds=settings.lease_seconds),
+        batch_size=settings.retrospect.batch_size,
+        lease=timedelta(seconds=settings.retrospect.lease_seconds),
     ).claimed:
         pass
 

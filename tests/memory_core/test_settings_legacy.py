@@ -24,6 +24,16 @@ OLD = {
     "HINDSIGHT_HOLDOUT_RATE": "0.2",
     "HINDSIGHT_HOLDOUT_RATES": '{"team-a": 0.1}',
     "HINDSIGHT_HOLDOUT_SEED": "old-seed",
+    "HINDSIGHT_LEASE_SECONDS": "45",
+    "HINDSIGHT_RETROSPECT_BATCH_SIZE": "7",
+    "HINDSIGHT_MAX_OBSERVATION_CHARS": "900",
+    "HINDSIGHT_MAX_EXPRESSION_CHARS": "300",
+    "HINDSIGHT_MAX_EXPRESSION_DEPTH": "5",
+    "HINDSIGHT_MAX_PRECONDITIONS": "4",
+    "HINDSIGHT_USE_RETENTION_DAYS": "9",
+    "HINDSIGHT_REVIEW_BELOW": "0.7",
+    "HINDSIGHT_FAILURES_TO_REVIEW": "2",
+    "HINDSIGHT_TOOL_REGISTRY": '["search", "book"]',
 }
 
 
@@ -37,6 +47,12 @@ def _check(s: Settings) -> None:
     assert s.qdrant.url == "http://qdrant.test:6333" and s.qdrant.collection == "old_cards"
     assert s.holdout.rate == 0.2 and s.holdout.seed == "old-seed"
     assert s.holdout.rate_for("team-a") == 0.1 and s.holdout.rate_for("other") == 0.2
+    assert (s.retrospect.lease_seconds, s.retrospect.batch_size) == (45, 7)
+    assert (s.limits.max_observation_chars, s.limits.max_preconditions) == (900, 4)
+    assert (s.limits.max_expression_chars, s.limits.max_expression_depth) == (300, 5)
+    assert s.decay.use_retention_days == 9
+    assert (s.review.below, s.review.failures_in_a_row) == (0.7, 2)
+    assert s.review.tool_registry == ["search", "book"]
 
 
 def test_old_and_new_names_set_the_same_fields(monkeypatch) -> None:

@@ -132,8 +132,8 @@ def test_sigkill_mid_batch_loses_nothing_and_duplicates_nothing(engine, env_for,
     expected, _ = _REFERENCES["rules"]
     env = {
         **env_for,
-        "HINDSIGHT_LEASE_SECONDS": str(LEASE_S),
-        "HINDSIGHT_RETROSPECT_BATCH_SIZE": "40",
+        "HINDSIGHT_RETROSPECT__LEASE_SECONDS": str(LEASE_S),
+        "HINDSIGHT_RETROSPECT__BATCH_SIZE": "40",
         "PYTHONPATH": str(REPO),
         "EXTRACT_DELAY_S": "0.004",  # a batch holds its claims for 160 ms or more
     }
@@ -157,8 +157,8 @@ def test_sigkill_with_the_llm_extractor_pays_no_call_twice(engine, env_for, tmp_
     with ScriptedLLM(fake_model.respond, latency_s=0.02) as server:
         env = {
             **env_for,
-            "HINDSIGHT_LEASE_SECONDS": str(LEASE_S),
-            "HINDSIGHT_RETROSPECT_BATCH_SIZE": "8",
+            "HINDSIGHT_RETROSPECT__LEASE_SECONDS": str(LEASE_S),
+            "HINDSIGHT_RETROSPECT__BATCH_SIZE": "8",
             "PYTHONPATH": str(REPO),
             "HINDSIGHT_LLM__BASE_URL": server.url,
             "HINDSIGHT_LLM__MODEL": "scripted-1",

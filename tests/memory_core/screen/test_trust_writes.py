@@ -207,3 +207,21 @@ def test_an_order_in_a_precondition_literal_is_screened_too(engine) -> None:
         update={"preconditions": ['last_error == "rate limited, try again later"']}
     )
     assert store_card(engine=engine, principal=writer, card=benign, via="api").status == "active"
+
+
+def test_the_input_limits_bound_a_written_card(engine, settings) -> None:
+    from memory_core.preconditions import InvalidPrecondition
+    from memory_core.serve.service import MemoryService
+
+    tight = settings.model_copy(
+        update={"limits": settings.limits.model_copy(update={"max_preconditions": 1})}
+    )
+    svc = MemoryService(engine=engine, settings=tight)
+    admin = _principal(engine, ["admin"])
+    card = _card("search 503").model_copy(
+        update={"preconditions": ['tool == "search"', 'task_type == "lookup"']}
+    )
+    with pytest.raises(InvalidPrecondition, match="2 preconditions, the cap is 1"):
+        svc.store_card(principal=admin, card=card)
+    one = card.model_copy(update={"preconditions": ['tool == "search"']})
+    assert svc.store_card(principal=admin, card=one).status == "active"
