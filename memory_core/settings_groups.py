@@ -67,6 +67,8 @@ class EmbeddingSettings(BaseModel):
     """the endpoint's model"""
     api_key: SecretStr | None = None
     """the endpoint's key"""
+    threads: int = Field(default=0, ge=0)
+    """CPU threads of the local ONNX model (0: ONNX Runtime's choice, every core)"""
 
 
 class QdrantSettings(BaseModel):

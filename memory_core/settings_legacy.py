@@ -43,6 +43,7 @@ RENAMED: dict[str, tuple[str, str]] = {
     "embed_base_url": ("embedding", "base_url"),
     "embed_model": ("embedding", "model"),
     "embed_api_key": ("embedding", "api_key"),
+    "embed_threads": ("embedding", "threads"),
     "qdrant_url": ("qdrant", "url"),
     "qdrant_api_key": ("qdrant", "api_key"),
     "qdrant_collection": ("qdrant", "collection"),

@@ -56,4 +56,4 @@ def build_embedder(settings: Settings) -> Embedder | None:
         )
     from memory_core.embed.onnx import OnnxMiniLM
 
-    return OnnxMiniLM()
+    return OnnxMiniLM(threads=settings.embedding.threads or None)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -64,8 +63,7 @@ class OnnxMiniLM:
 
     def _load(self) -> tuple[Any, Any]:
         if self._parts is None:
-            n = self.threads or int(os.environ.get("HINDSIGHT_EMBED_THREADS", "0") or 0)
-            self._parts = _loaded(n)
+            self._parts = _loaded(self.threads or 0)
         return self._parts
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:

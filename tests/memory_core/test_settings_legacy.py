@@ -19,6 +19,7 @@ OLD = {
     "HINDSIGHT_LLM_TOKEN_BUDGET": "9000",
     "HINDSIGHT_EMBEDDER": "none",
     "HINDSIGHT_EMBED_BASE_URL": "http://embed.test/v1",
+    "HINDSIGHT_EMBED_THREADS": "1",
     "HINDSIGHT_QDRANT_URL": "http://qdrant.test:6333",
     "HINDSIGHT_QDRANT_COLLECTION": "old_cards",
     "HINDSIGHT_HOLDOUT_RATE": "0.2",
@@ -50,7 +51,7 @@ def _check(s: Settings) -> None:
     assert (s.retrospect.lease_seconds, s.retrospect.batch_size) == (45, 7)
     assert (s.limits.max_observation_chars, s.limits.max_preconditions) == (900, 4)
     assert (s.limits.max_expression_chars, s.limits.max_expression_depth) == (300, 5)
-    assert s.decay.use_retention_days == 9
+    assert s.decay.use_retention_days == 9 and s.embedding.threads == 1
     assert (s.review.below, s.review.failures_in_a_row) == (0.7, 2)
     assert s.review.tool_registry == ["search", "book"]
 
