@@ -165,6 +165,11 @@ def main() -> None:
         rules=[rules, rules.model_copy(update={"fdr": 0.0})],
     )
     result["estimator_replicates"] = args.replicates
+    result["estimator_note"] = (
+        f"estimator: the harms verdict by the namespace's Benjamini-Hochberg test at fdr "
+        f"{rules.fdr:g}; estimator_per_card: the same simulated outcomes judged by each card's "
+        f"own {rules.z:g}-z interval (fdr 0, the rule before)"
+    )
     print(f"estimator simulated in {time.perf_counter() - t0:.0f} s")
     for key in ("estimator", "estimator_per_card"):
         for rate, by_n in result[key].items():

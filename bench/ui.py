@@ -12,6 +12,8 @@ minute after a bulk load; before, every list read 176k row versions for 100k car
 that fails or times out is recorded with its error and the run goes on. `--skip try_state`
 leaves a page out; `--proposed-indexes` adds the indexes the console's sorts and fact pages
 need (not in the schema: a migration would add them) to measure what they would change.
+`--tested 1000` gives that many cards outcomes in both arms, the rows the namespace's harms
+test (memory_core.effects.fdr) reads and tests on every card page and list.
 """
 
 from __future__ import annotations
@@ -22,21 +24,16 @@ import statistics
 import tempfile
 import time
 import uuid
-from datetime import timedelta
 from pathlib import Path
 
 import httpx
 import psycopg
-from sqlalchemy import insert
 from sqlalchemy.engine import Engine
 
 from bench.retrieval_data import query_states, seed
+from bench.ui_data import outcomes, vary
 from memory_api.app import create_app
 from memory_core import db
-from memory_core.db import session_scope
-from memory_core.models.card import Card
-from memory_core.models.columns import utcnow
-from memory_core.models.trajectory import Trajectory
 from memory_core.serve.keys import create_key
 from memory_core.serve.service import MemoryService
 from memory_core.settings import Settings
@@ -52,51 +49,6 @@ PROPOSED_INDEXES = (
     "CREATE INDEX ix_proposed_card_kind ON card (namespace, kind, status)",
 )
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
-
-
-def _vary(engine, n: int) -> None:
-    """Realistic spread: updated over the last weeks, 2% in review, 3% archived."""
-    from sqlalchemy import bindparam, update
-
-    with session_scope(engine) as session:
-        ids = [
-            r[0] for r in session.execute(Card.__table__.select().with_only_columns(Card.card_id))
-        ]
-        now = utcnow()
-        params = [
-            {
-                "cid": cid,
-                "u": now - timedelta(minutes=i * 7 % 40_000),
-                "s": "review" if i % 50 == 0 else "archived" if i % 33 == 0 else "active",
-            }
-            for i, cid in enumerate(ids)
-        ]
-        stmt = (
-            update(Card.__table__)
-            .where(Card.__table__.c.card_id == bindparam("cid"))
-            .values(updated_at=bindparam("u"), status=bindparam("s"))
-        )
-        session.execute(stmt, params)
-        session.execute(
-            insert(Trajectory),
-            [
-                {
-                    "id": uuid.uuid4(),
-                    "namespace": "bench",
-                    "key": f"dead-{i}",
-                    "content_hash": uuid.uuid4().hex,
-                    "source_format": "steps",
-                    "task_type": "task",
-                    "steps": [{"index": s, "type": "message", "text": f"s{s}"} for s in range(30)],
-                    "extra": {},
-                    "status": "dead_letter",
-                    "error": "LLM answer invalid",
-                    "attempts": 3,
-                    "created_at": now,
-                }
-                for i in range(50)
-            ],
-        )
 
 
 def _analyse(engine: Engine, proposed: bool) -> None:
@@ -135,11 +87,14 @@ def _timed(client: httpx.Client, method: str, url: str, repeat: int, **kw) -> di
     }
 
 
-def run_one(settings: Settings, n: int, repeat: int, skip: set[str], proposed: bool) -> dict:
+def run_one(
+    settings: Settings, n: int, repeat: int, skip: set[str], proposed: bool, tested: int
+) -> dict:
     engine = db.make_engine(settings)
     t0 = time.perf_counter()
     seed(engine, n)
-    _vary(engine, n)
+    vary(engine, n)
+    outcomes(engine, tested)
     _analyse(engine, proposed)
     seeded_s = time.perf_counter() - t0
     secret = create_key(engine=engine, namespace="bench", scopes=["admin"], name="bench")[1]
@@ -148,6 +103,8 @@ def run_one(settings: Settings, n: int, repeat: int, skip: set[str], proposed: b
         "cards": n,
         "seed_s": round(seeded_s, 1),
         "proposed_indexes": proposed,
+        "tested_cards": tested,
+        "harms_fdr": settings.decay.effects.fdr,
         "pages": {},
     }
     with LiveServer(create_app(svc)) as server, httpx.Client(base_url=server.url, timeout=60) as c:
@@ -230,8 +187,11 @@ def main() -> None:
     ap.add_argument("--skip", nargs="*", default=[], help="pages to leave out (try_state, ...)")
     ap.add_argument("--proposed-indexes", action="store_true", help="add PROPOSED_INDEXES")
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument(
+        "--tested", type=int, default=0, help="cards with outcomes in both arms (harms test)"
+    )
     a = ap.parse_args()
-    opts = {"skip": set(a.skip), "proposed": a.proposed_indexes}
+    opts = {"skip": set(a.skip), "proposed": a.proposed_indexes, "tested": a.tested}
     results = []
     for n in a.cards:
         for kind in a.db:

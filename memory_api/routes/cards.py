@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query, status
 from fastapi.responses import Response
 
 from memory_api.routes.deps import Caller, CardId, ServiceDep
-from memory_core.effects.cards import judged, judged_all
+from memory_core.effects.cards import judged_all
 from memory_core.models.card import CardPublic
 from memory_core.serve.schemas import (
     CardIn,
@@ -79,8 +79,7 @@ def recent_cards(
 @router.get("/v1/cards/{card_id}")
 def get_card(card_id: CardId, who: Caller, service: ServiceDep) -> CardPublic:
     """One card with its evidence; its effect judged by the configured rules."""
-    card = service.get_card(principal=who, card_id=card_id)
-    return judged(card, engine=service.engine, rules=service.settings.decay.effects)
+    return service.get_card(principal=who, card_id=card_id)
 
 
 @router.get("/v1/cards/{card_id}/history")

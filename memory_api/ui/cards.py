@@ -14,7 +14,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from memory_api.ui.session import COOKIE, SESSION_S
 from memory_api.ui.web import Console, ConsoleRoute
 from memory_core.cards.filters import MAX_LIMIT, SORTS, CardFilter
-from memory_core.effects.cards import effects_of, judged
+from memory_core.effects.cards import effects_of
 from memory_core.effects.estimate import LABELS, Verdict
 from memory_core.errors import InvalidInput, InvalidPrecondition, Unauthorized
 from memory_core.models.card import CardStatus
@@ -185,8 +185,8 @@ def router(console: Console) -> APIRouter:
             "card.html",
             user,
             card=c,
-            # the namespace's configured rules judge the counts, as the decay stage does
-            effect=judged(c, engine=svc.engine, rules=svc.settings.decay.effects).effect,
+            # judged by the namespace's configured rules (as the decay stage does) in get_card
+            effect=c.effect,
             uses=uses,
             timeline=timeline(history),
             preconditions=[(p, _variables(p)) for p in c.preconditions],

@@ -115,6 +115,8 @@ class Card(CardBase, table=True):
         Index("ix_card_namespace_status", "namespace", "status"),
         # the console lists and counts one kind (facts) per namespace
         Index("ix_card_namespace_kind_status", "namespace", "kind", "status"),
+        # the harms test reads the namespace's cards with enough withheld outcomes (few)
+        Index("ix_card_namespace_withheld", "namespace", "withheld_outcomes"),
         # few cards are superseded: the others need no entry (and no index write per update)
         Index(
             "ix_card_superseded_by",

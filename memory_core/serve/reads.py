@@ -18,6 +18,7 @@ from memory_core.models.card import Card, CardPublic, CardVersion
 from memory_core.redact.fields import redact, redact_fields
 from memory_core.serve.keys import Principal
 from memory_core.serve.schemas import HistoryEntry
+from memory_core.settings import Settings
 
 MAX_PAGE = 200  # cards per listed page
 
@@ -64,12 +65,19 @@ class ReadOperations:
     """Reads of the caller's namespace; each checks the key's read scope."""
 
     engine: Engine
+    settings: Settings
 
     def get_card(self, *, principal: Principal, card_id: uuid.UUID) -> CardPublic:
-        """One card of the caller's namespace, with its evidence."""
+        """One card of the caller's namespace, with its evidence and its effect judged by the
+        configured rules within its namespace."""
         principal.require("read")
         with Session(self.engine) as session:
-            return _get_card(session=session, namespace=principal.namespace, card_id=card_id)
+            return _get_card(
+                session=session,
+                namespace=principal.namespace,
+                card_id=card_id,
+                rules=self.settings.decay.effects,
+            )
 
     def list_cards(
         self,

@@ -1,7 +1,7 @@
 """The harms verdict across a namespace (Benjamini-Hochberg): the adjustment by hand, the
 p-value as the interval inverted, a verdict the per-card test alone would give and the
-namespace's adjustment takes back (the same on every surface), and a harmful card's way to
-review with its p and q in the history."""
+namespace's adjustment takes back (the same on every surface), a harmful card's way to
+review with its p and q in the history, and the memoised tests following every change."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import random
 from statistics import NormalDist
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlmodel import Session
 
 from memory_core.cards.filters import CardFilter
@@ -131,3 +131,24 @@ def test_per_card_rule_when_fdr_is_zero(engine) -> None:
     with Session(engine) as s:
         (h,) = s.execute(select(CardVersion).where(CardVersion.card_id == ids[0])).scalars()
     assert "Benjamini-Hochberg" not in h.reason and "z=2.576 interval" in h.reason
+
+
+def test_the_memoised_tests_follow_every_change_of_the_tested_rows(engine) -> None:
+    n, k, wn, wk = BORDERLINE
+    (cid,) = insert_cards(engine, [card_row(1, namespace="memo", **arms(n, k, wn, wk))])
+
+    def read(rules: EffectRules = EffectRules()) -> dict:
+        with engine.connect() as conn:
+            return harms_tests(conn, rules=rules, namespaces=["memo"])
+
+    first = read()
+    assert first[cid].harms and first[cid].tested == 1
+    assert read()[cid] is first[cid]  # the same rows read: the memoised test
+    assert read(EffectRules(min_withheld=wn + 1)) == {}  # other rules, other tests
+    insert_cards(engine, [card_row(1, namespace="memo", **arms(*NULL)) for _ in range(30)])
+    crowded = read()  # a card joined the tested set: tested again
+    assert crowded[cid].tested == 31 and not crowded[cid].harms
+    with Session(engine) as s:  # the withheld arm falls to the served rate: no harm at all
+        s.execute(update(Card).where(Card.card_id == cid).values(withheld_successes=16))
+        s.commit()
+    assert read()[cid].p == 1.0
