@@ -1,9 +1,9 @@
 """Plan a consolidation: which active cards are the same lesson, and what each merge makes.
 
 Candidates are blocked by the tools a card acts with and the state variables its preconditions
-read, so only cards that could be the same lesson are ever compared: same preconditions
-(normalised) always merge; otherwise cosine similarity of stored vectors (or, without an
-embedder, word overlap) above a threshold.
+read, so only cards that could be the same lesson are ever compared: same preconditions and
+errors warned of (normalised) always merge; otherwise cosine similarity of stored vectors (or,
+without an embedder, word overlap) above a threshold.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from memory_core.cards.confidence import RunEvidence, merged_confidence
 from memory_core.consolidate.rows import CardRow, PairJudge
 from memory_core.errors import HindsightError, InvalidPrecondition
 from memory_core.preconditions import compile_stored, normalise_expression
+from memory_core.task_state import normalise_error
 
 _WORD = re.compile(r"[a-z0-9_]+")
 
@@ -95,8 +96,15 @@ def block_of(row: CardRow) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 def structure(row: CardRow) -> tuple[Any, ...]:
-    """Block and normalised preconditions: equal structure, the same lesson."""
-    return block_of(row), tuple(sorted({normalise_expression(p) for p in row.preconditions}))
+    """Block, normalised preconditions and errors warned of: equal structure, the same lesson."""
+    # two warnings before the same call of different errors are two lessons: merged, the card
+    # would name one error, warn of both and add up the evidence of each
+    modes = {normalise_error(str(m.get("mode", ""))) for m in row.failure_modes}
+    return (
+        block_of(row),
+        tuple(sorted({normalise_expression(p) for p in row.preconditions})),
+        tuple(sorted(modes)),
+    )
 
 
 def _words(row: CardRow) -> set[str]:

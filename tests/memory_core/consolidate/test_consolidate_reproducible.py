@@ -57,7 +57,9 @@ def test_two_runs_on_the_same_data_give_the_same_cards(engine) -> None:
     # and in another order: the runs that teach one lesson arrive in another order, so another
     # draft of it comes first (8 of 36 cards showed another run's handling before)
     second = _night(engine, "night-b", records[::-1], batch_size=7)
-    assert first.merges > 0 and first.absorbed == second.absorbed
+    # no two cards of this data are one lesson: the two merges it had joined warnings of
+    # different errors (issue 16); merge survivors are the next test's
+    assert first.cards_seen == second.cards_seen > 0 and first.absorbed == second.absorbed
     a, b = _content(engine, "night-a"), _content(engine, "night-b")
     assert len(a) == len(b)
     differ = [x for x, y in zip(a, b, strict=True) if x != y]

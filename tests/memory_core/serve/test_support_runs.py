@@ -141,22 +141,22 @@ def test_a_merge_unions_the_runs_and_the_runs_choose_the_survivor(engine) -> Non
     from memory_core.settings import ConsolidateRules
 
     looping, other, third = _runs(engine, 3)
-    # the same lesson twice: one card from a run looping 20 times, one from three runs, one
-    # of them the looping run
+    # the same lesson twice (one error, its card number masked): one card from a run looping
+    # 20 times, one from three runs, one of them the looping run
     _write(
         engine,
-        _draft("card declined", [(looping, step) for step in range(20)]),
-        _draft("card refused", [(looping, 30), (other, 1), (third, 1)]),
+        _draft("card 4111 declined", [(looping, step) for step in range(20)]),
+        _draft("card 5500 declined", [(looping, 30), (other, 1), (third, 1)]),
     )
     report = consolidate(engine=engine, namespace=NS, rules=ConsolidateRules())
     assert (report.merges, report.absorbed) == (1, 1)
     cards = _cards(engine)
-    survivor, absorbed = cards["card refused"], cards["card declined"]
+    survivor, absorbed = cards["card 5500 declined"], cards["card 4111 declined"]
     assert survivor.status == "active" and absorbed.superseded_by == survivor.card_id
     assert survivor.run_count == 3  # the union: the looping run counts once, not a sum (4)
     assert survivor.evidence_count == 23  # every row still explains the card
     again = consolidate(engine=engine, namespace=NS, rules=ConsolidateRules())
-    assert again.merges == 0 and _cards(engine)["card refused"].run_count == 3
+    assert again.merges == 0 and _cards(engine)["card 5500 declined"].run_count == 3
 
 
 def test_the_migration_backfills_runs_and_the_feed_watches_them(settings, engine) -> None:
