@@ -133,18 +133,15 @@ def iter_sources(paths: Iterable[str]) -> Iterator[tuple[str, Any]]:
             yield from read_records(text, name=str(f))
 
 
-def _extra(t: TrajectoryCreate) -> dict[str, Any]:
-    """The record's extra fields, with its task group: the contrast finds every sibling of a
-    run from the moment it is stored, so what it learns does not depend on how the runs were
-    batched (or on a worker killed mid-batch)."""
+def _row(t: TrajectoryCreate) -> dict[str, Any]:
+    # the task group from the moment a run is stored: the contrast finds every sibling, so
+    # what it learns does not depend on how the runs were batched (or on a worker killed
+    # mid-batch); `extra` keeps a copy for readers of the row and for a downgrade
     from memory_core.retrospect.contrast import task_group
     from memory_core.retrospect.siblings import GROUP_KEY
 
-    key = task_group(extra=t.extra or {}, steps=t.steps)
-    return {**(t.extra or {}), GROUP_KEY: key} if key is not None else dict(t.extra or {})
-
-
-def _row(t: TrajectoryCreate) -> dict[str, Any]:
+    group = task_group(extra=t.extra or {}, steps=t.steps)
+    extra = {**(t.extra or {}), GROUP_KEY: group} if group is not None else dict(t.extra or {})
     return {
         "id": new_id(),
         "namespace": t.namespace,
@@ -156,7 +153,8 @@ def _row(t: TrajectoryCreate) -> dict[str, Any]:
         "outcome": t.outcome.value,
         "reward": t.reward,
         "steps": [s.model_dump(mode="json", exclude_none=True) for s in t.steps],
-        "extra": _extra(t),
+        "extra": extra,
+        "task_group": group,
         "status": TrajectoryStatus.pending.value,
         "attempts": 0,
         "cards_written": 0,

@@ -77,6 +77,7 @@ class Trajectory(SQLModel, table=True):
     __table_args__ = (
         UniqueConstraint("namespace", "key", name="uq_trajectory_namespace_key"),
         Index("ix_trajectory_claim", "status", "lease_until"),
+        Index("ix_trajectory_task_group", "namespace", "task_group"),
     )
 
     id: uuid.UUID = Field(default_factory=new_id, primary_key=True)
@@ -90,6 +91,8 @@ class Trajectory(SQLModel, table=True):
     reward: float | None = None
     steps: list[dict[str, Any]] = Field(default_factory=list, sa_column=json_column())
     extra: dict[str, Any] = Field(default_factory=dict, sa_column=json_column())
+    # the trials of one task (retrospect.contrast.task_group): the contrast reads them together
+    task_group: str | None = Field(default=None, max_length=255)
     status: str = Field(default=TrajectoryStatus.pending.value, max_length=16)
     lease_owner: str | None = Field(default=None, max_length=64)
     lease_until: datetime | None = Field(default=None, sa_column=utc_column(nullable=True))

@@ -43,6 +43,7 @@ CATEGORICAL = frozenset(
     {"word", "bool", "size"}
 )  # argument features a caution keeps (the most specific first)
 GROUP_TEXT_CHARS = 500
+MAX_GROUP_CHARS = 255  # trajectory.task_group
 TASK_ID_KEYS = ("task_id", "task", "instance_id", "question_id")
 _SPACE = re.compile(r"\s+")
 
@@ -60,7 +61,7 @@ def task_group(*, extra: Mapping[str, Any], steps: Sequence[Step]) -> str | None
     for key in TASK_ID_KEYS:
         value = extra.get(key)
         if value is not None and not isinstance(value, dict | list) and str(value).strip():
-            return f"id:{value}"
+            return fit_group(f"id:{value}")
     first = next(
         (s.text for s in steps if s.type == "message" and s.role == "user" and s.text), None
     )
@@ -68,6 +69,15 @@ def task_group(*, extra: Mapping[str, Any], steps: Sequence[Step]) -> str | None
         return None
     text = _SPACE.sub(" ", first.casefold()).strip()[:GROUP_TEXT_CHARS]
     return "text:" + hashlib.sha1(text.encode()).hexdigest()
+
+
+def fit_group(key: str) -> str:
+    """A group key as stored (trajectory.task_group holds 255 characters): a longer task id
+    is named by its hash."""
+    if len(key) <= MAX_GROUP_CHARS:
+        return key
+    kind, _, value = key.partition(":")
+    return f"{kind}:sha1:{hashlib.sha1(value.encode()).hexdigest()}"
 
 
 @dataclass

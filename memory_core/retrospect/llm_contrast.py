@@ -42,7 +42,7 @@ from memory_core.llm.client import LLMClient
 from memory_core.llm.structured import ask
 from memory_core.models.card import CardStatus
 from memory_core.models.drafts import Extraction, TrajectoryView, view_of
-from memory_core.models.trajectory import Outcome, Trajectory, TrajectoryStatus
+from memory_core.models.trajectory import Outcome, Trajectory
 from memory_core.retrospect.contradict import contradicting
 from memory_core.retrospect.contrast import task_group
 from memory_core.retrospect.llm_answers import ContrastAnswers
@@ -50,7 +50,7 @@ from memory_core.retrospect.llm_contrast_cards import PRODUCER, Trial, contrast_
 from memory_core.retrospect.llm_extractor import vocabulary_text
 from memory_core.retrospect.prefilter import FilteredTrajectory, FilterLimits, render
 from memory_core.retrospect.prompts import load_prompt
-from memory_core.retrospect.siblings import GROUP_KEY, newest_run
+from memory_core.retrospect.siblings import GROUP_RUNS, newest_run, siblings_of
 
 log = logging.getLogger(__name__)
 T = Trajectory
@@ -110,20 +110,21 @@ class LLMContrast:
             row = session.get(T, view.id)
             if row is None:
                 return None, []
-            extra = row.extra or {}
-            group = extra.get(GROUP_KEY) or task_group(extra=extra, steps=view.steps)
+            group = row.task_group or task_group(extra=row.extra or {}, steps=view.steps)
             if not group:
                 return None, []
-            same = (
-                col(T.namespace) == row.namespace,
-                col(T.extra)[GROUP_KEY].as_string() == group,
-                col(T.status) != TrajectoryStatus.dead_letter.value,
-            )
+            same = siblings_of(row.namespace, group)
             # which run is the newest first (ids and times only): most runs are not
             stamps = session.execute(select(col(T.id), col(T.created_at)).where(*same)).all()
             if newest_run([*((r[0], r[1]) for r in stamps), (row.id, row.created_at)]) != row.id:
                 return None, []  # the group's newest run contrasts it
-            rows = [r for r in session.exec(select(T).where(*same)).all() if r.id != row.id]
+            newest = (
+                select(T)
+                .where(*same)
+                .order_by(col(T.created_at).desc(), col(T.id))
+                .limit(GROUP_RUNS)
+            )
+            rows = [r for r in session.exec(newest).all() if r.id != row.id]
             return str(group), [view, *(view_of(r) for r in rows)]
 
     def trials(

@@ -27,6 +27,7 @@ from memory_core.retrospect.contrast import contrast_group, task_group
 from memory_core.retrospect.view_cache import VIEWS
 
 GROUP_KEY = "hindsight_task_group"
+GROUP_RUNS = 64  # a group's newest runs contrasted (4 in the tau-bench data, 5 in Reflexion's)
 T = Trajectory
 
 
@@ -42,11 +43,14 @@ def contrast_batch(
             keys[row.id] = (row.namespace, key)
     with session_scope(engine) as session:  # the group key, for later batches to find siblings
         for row in rows:
-            if row.id in keys and (row.extra or {}).get(GROUP_KEY) != keys[row.id][1]:
+            if row.id in keys and row.task_group != keys[row.id][1]:
                 session.execute(
                     update(T)
                     .where(col(T.id) == row.id)
-                    .values(extra={**(row.extra or {}), GROUP_KEY: keys[row.id][1]})
+                    .values(
+                        task_group=keys[row.id][1],
+                        extra={**(row.extra or {}), GROUP_KEY: keys[row.id][1]},
+                    )
                 )
     members: dict[tuple[str, str], dict[uuid.UUID, TrajectoryView]] = defaultdict(dict)
     wins: dict[str, dict[uuid.UUID, TrajectoryView]] = defaultdict(dict)
@@ -59,17 +63,16 @@ def contrast_batch(
     out: dict[uuid.UUID, list[DraftCard]] = defaultdict(list)
     drafts: dict[str, list[DraftCard]] = defaultdict(list)
     with Session(engine) as session:
-        for (namespace, key), views in members.items():
+        for (namespace, key), mine in members.items():
+            # the group's newest runs: a task run every day must not make each batch read
+            # (and each night contrast) all its history
             stored = session.exec(
-                select(T).where(
-                    col(T.namespace) == namespace,
-                    col(T.extra)[GROUP_KEY].as_string() == key,
-                    col(T.status) != TrajectoryStatus.dead_letter.value,
-                )
+                select(T)
+                .where(*siblings_of(namespace, key))
+                .order_by(col(T.created_at).desc(), col(T.id))
+                .limit(GROUP_RUNS)
             ).all()
-            for s in stored:
-                if s.id not in views:
-                    views[s.id] = VIEWS.view(s)
+            views = {s.id: VIEWS.view(s) for s in stored}
             wins[namespace].update(
                 {rid: v for rid, v in views.items() if v.outcome is Outcome.success}
             )
@@ -80,7 +83,7 @@ def contrast_batch(
                 tainted_of=VIEWS.tainted,
             )
             if found:
-                holder = min((rid for rid in views if rid in keys), key=str)
+                holder = min(mine, key=str)  # a run of this batch carries the group's cards
                 out[holder].extend(found)
                 drafts[namespace].extend(found)
     for namespace in sorted(set(wins) | set(drafts)):
@@ -96,6 +99,15 @@ def contrast_batch(
     return dict(out)
 
 
+def siblings_of(namespace: str, group: str) -> tuple[Any, ...]:
+    """The filter of a task group's stored runs (a dead letter's outcome is not final)."""
+    return (
+        col(T.namespace) == namespace,
+        col(T.task_group) == group,
+        col(T.status) != TrajectoryStatus.dead_letter.value,
+    )
+
+
 def newest_run(stamps: Sequence[tuple[uuid.UUID, Any]]) -> uuid.UUID:
     """The run of a group that holds its LLM contrast: the latest created_at, then id."""
     return max(stamps, key=lambda r: (r[1], str(r[0])))[0]
@@ -109,16 +121,13 @@ def contrast_holders(
     out: dict[uuid.UUID, tuple[int, int]] = {}
     groups: dict[tuple[str, str], list[Trajectory]] = defaultdict(list)
     for row in rows:
-        key = (row.extra or {}).get(GROUP_KEY)
-        if key:
-            groups[(row.namespace, str(key))].append(row)
+        if row.task_group:
+            groups[(row.namespace, row.task_group)].append(row)
     with Session(engine) as session:
         for (namespace, key), mine in groups.items():
             stored = session.execute(
                 select(col(T.id), col(T.created_at), col(T.outcome)).where(
-                    col(T.namespace) == namespace,
-                    col(T.extra)[GROUP_KEY].as_string() == key,
-                    col(T.status) != TrajectoryStatus.dead_letter.value,
+                    *siblings_of(namespace, key)
                 )
             ).all()
             if not stored:
