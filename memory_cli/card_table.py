@@ -93,9 +93,15 @@ def columns_and_rows(
 
 
 def show_cards_table(
-    engine: Engine, namespace: str, *, title: str, limit: int, rules: EffectRules | None = None
+    engine: Engine,
+    namespace: str,
+    *,
+    title: str,
+    limit: int,
+    rules: EffectRules | None = None,
+    statuses: Sequence[str] | None = None,
 ) -> None:
-    """Print the most recently updated cards of a namespace."""
+    """Print the most recently updated cards of a namespace (of these statuses)."""
     from sqlmodel import Session
 
     from memory_core.cards.query import count_cards, list_cards
@@ -103,11 +109,12 @@ def show_cards_table(
     from memory_core.settings import EffectRules
 
     with Session(engine) as session:
-        cards = list_cards(session=session, namespace=namespace, limit=limit)
-        total = count_cards(session=session, namespace=namespace)
+        cards = list_cards(session=session, namespace=namespace, statuses=statuses, limit=limit)
+        total = count_cards(session=session, namespace=namespace, statuses=statuses)
     tests = tests_for(engine=engine, namespaces=[namespace], rules=rules or EffectRules())
     columns, rows = columns_and_rows(list(cards), rules=rules, tests=tests)
     table(f"{title}: {shown_of(len(cards), total)}", columns, rows)
     if len(cards) < total:
         ns = "" if namespace == "default" else f" --namespace {namespace}"
-        console.print(f"all of them: hindsight cards list{ns} --limit {total}", markup=False)
+        only = "".join(f" --status {s}" for s in statuses or ())
+        console.print(f"all of them: hindsight cards list{ns}{only} --limit {total}", markup=False)

@@ -103,9 +103,10 @@ def nightly(
         show_cards_table(
             engine,
             ns,
-            title=f"cards in namespace {ns!r}",
+            title=f"live cards (active or in review) in namespace {ns!r}",
             limit=20,
             rules=settings.decay.effects,
+            statuses=["active", "review"],  # what the night learned, not its history
         )
         with Session(engine) as session:
             state = example_state(session=session, namespace=ns) or {"tool": "<tool name>"}

@@ -60,6 +60,7 @@ def test_nightly_then_list_show_and_query(env_for, engine, settings, prefect_api
     out = hindsight({**env_for, **prefect_api}, "nightly", "--input", str(REPO / "examples"))
     assert "hindsight cards query --state" in out.stdout
     assert "deploy_service" in out.stdout  # the learned cards' table
+    assert "live cards (active or in review) in namespace 'default'" in out.stdout
     listed = json.loads(hindsight(env_for, "cards", "list", "-f", "json").stdout)
     assert listed and {c["status"] for c in listed} <= {"active", "review"}
     assert "validated 15 drafts" in out.stdout

@@ -174,3 +174,18 @@ def test_flow_runs_print_no_prefect_chatter_on_success(env_for, command) -> None
         assert json.loads(proc.stdout)["llm_calls"] > 0  # it did run as a flow with the LLM
     noise = [line for line in proc.stderr.splitlines() if any(c in line for c in _CHATTER)]
     assert noise == [], proc.stderr[-3000:]
+
+
+def test_the_nightly_table_shows_live_cards_only(engine) -> None:
+    from memory_cli.card_table import show_cards_table
+    from memory_cli.output import console
+    from tests.helpers.serve import add_card
+
+    for status in ("active", "review", "superseded", "archived"):
+        add_card(engine, namespace="default", scenario=f"a {status} lesson", status=status)
+    with console.capture() as shown:
+        show_cards_table(engine, "default", title="live", limit=20, statuses=["active", "review"])
+    text = shown.get()
+    assert "a active lesson" in text and "a review lesson" in text
+    assert "superseded" not in text and "archived" not in text
+    assert "live: 2 in all" in text
