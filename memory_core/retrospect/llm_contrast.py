@@ -50,7 +50,7 @@ from memory_core.retrospect.llm_contrast_cards import PRODUCER, Trial, contrast_
 from memory_core.retrospect.llm_extractor import vocabulary_text
 from memory_core.retrospect.prefilter import FilteredTrajectory, FilterLimits, render
 from memory_core.retrospect.prompts import load_prompt
-from memory_core.retrospect.siblings import GROUP_RUNS, newest_run, siblings_of
+from memory_core.retrospect.siblings import newest_of, newest_run, siblings_of
 
 log = logging.getLogger(__name__)
 T = Trajectory
@@ -118,12 +118,7 @@ class LLMContrast:
             stamps = session.execute(select(col(T.id), col(T.created_at)).where(*same)).all()
             if newest_run([*((r[0], r[1]) for r in stamps), (row.id, row.created_at)]) != row.id:
                 return None, []  # the group's newest run contrasts it
-            newest = (
-                select(T)
-                .where(*same)
-                .order_by(col(T.created_at).desc(), col(T.id))
-                .limit(GROUP_RUNS)
-            )
+            newest = newest_of(row.namespace, group)
             rows = [r for r in session.exec(newest).all() if r.id != row.id]
             return str(group), [view, *(view_of(r) for r in rows)]
 

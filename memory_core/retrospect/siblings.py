@@ -52,12 +52,12 @@ def contrast_batch(
                         extra={**(row.extra or {}), GROUP_KEY: keys[row.id][1]},
                     )
                 )
-    members: dict[tuple[str, str], dict[uuid.UUID, TrajectoryView]] = defaultdict(dict)
+    members: dict[tuple[str, str], set[uuid.UUID]] = defaultdict(set)
     wins: dict[str, dict[uuid.UUID, TrajectoryView]] = defaultdict(dict)
     for row in rows:
         view = VIEWS.view(row)
         if row.id in keys:
-            members[keys[row.id]][row.id] = view
+            members[keys[row.id]].add(row.id)
         if view.outcome is Outcome.success:
             wins[row.namespace][row.id] = view
     out: dict[uuid.UUID, list[DraftCard]] = defaultdict(list)
@@ -66,13 +66,7 @@ def contrast_batch(
         for (namespace, key), mine in members.items():
             # the group's newest runs: a task run every day must not make each batch read
             # (and each night contrast) all its history
-            stored = session.exec(
-                select(T)
-                .where(*siblings_of(namespace, key))
-                .order_by(col(T.created_at).desc(), col(T.id))
-                .limit(GROUP_RUNS)
-            ).all()
-            views = {s.id: VIEWS.view(s) for s in stored}
+            views = {s.id: VIEWS.view(s) for s in session.exec(newest_of(namespace, key)).all()}
             wins[namespace].update(
                 {rid: v for rid, v in views.items() if v.outcome is Outcome.success}
             )
@@ -105,6 +99,16 @@ def siblings_of(namespace: str, group: str) -> tuple[Any, ...]:
         col(T.namespace) == namespace,
         col(T.task_group) == group,
         col(T.status) != TrajectoryStatus.dead_letter.value,
+    )
+
+
+def newest_of(namespace: str, group: str) -> Any:
+    """The select of a group's newest GROUP_RUNS stored runs."""
+    return (
+        select(T)
+        .where(*siblings_of(namespace, group))
+        .order_by(col(T.created_at).desc(), col(T.id))
+        .limit(GROUP_RUNS)
     )
 
 
