@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 
 from memory_core.cards.confidence import RunEvidence, merged_confidence
+from memory_core.consolidate.errors_alike import errors_of, same_errors, union_failure_modes
 from memory_core.consolidate.rows import CardRow, PairJudge
 from memory_core.errors import HindsightError, InvalidPrecondition
 from memory_core.preconditions import compile_stored, normalise_expression
-from memory_core.task_state import normalise_error
 
 _WORD = re.compile(r"[a-z0-9_]+")
 
@@ -99,11 +99,10 @@ def structure(row: CardRow) -> tuple[Any, ...]:
     """Block, normalised preconditions and errors warned of: equal structure, the same lesson."""
     # two warnings before the same call of different errors are two lessons: merged, the card
     # would name one error, warn of both and add up the evidence of each
-    modes = {normalise_error(str(m.get("mode", ""))) for m in row.failure_modes}
     return (
         block_of(row),
         tuple(sorted({normalise_expression(p) for p in row.preconditions})),
-        tuple(sorted(modes)),
+        tuple(sorted(errors_of(row))),
     )
 
 
@@ -190,6 +189,8 @@ def plan_merges(
         for a, b, score, how in _similar_pairs(
             block, vectors, floor=min(floor, cosine), floor_words=min(floor_words, jaccard)
         ):
+            if not same_errors(a, b):  # alike texts, different errors: two lessons
+                continue
             if score >= (cosine if how == "cosine" else jaccard):
                 uf.union(a.card_id, b.card_id)
                 why[a.card_id].append(f"{how} {score:.2f}")
@@ -250,15 +251,6 @@ def _ask_judge(
         elif verdict.relation == "contradicts":
             plan.supersedes.append(Supersede(older, newer, verdict.reason))
             retired.update({older.card_id, newer.card_id})
-
-
-def union_failure_modes(lists: Iterable[list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Every distinct failure mode once (by its text), first handling kept."""
-    seen: dict[str, dict[str, Any]] = {}
-    for modes in lists:
-        for m in modes:
-            seen.setdefault(" ".join(str(m.get("mode", "")).lower().split()), m)
-    return list(seen.values())
 
 
 class PlanInvalid(HindsightError):

@@ -164,7 +164,9 @@ def _merge_pair(engine, **absorbed: Any) -> tuple[Card, Card]:
 def test_b_a_merge_never_launders_an_absorbed_failure_mode(engine, order) -> None:
     survivor, absorbed = _merge_pair(
         engine,
-        failure_modes=[{"mode": "payment declined", "handling": order}],
+        # the same error as the survivor's (a merge only joins warnings of one error),
+        # reworded, its handling the injected text
+        failure_modes=[{"mode": "the service is unavailable", "handling": order}],
     )
     report = consolidate(engine=engine, namespace="ns", rules=ConsolidateRules())
     assert (report.merges, report.absorbed) == (1, 1)
