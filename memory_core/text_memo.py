@@ -17,15 +17,18 @@ R = TypeVar("R")
 MAX_KEPT_CHARS = 4_000  # a longer text is computed each time, not kept (memory stays small)
 
 
-def text_memo(maxsize: int) -> Callable[[Callable[[str], R]], Callable[[str], R]]:
-    """Decorate a pure function of one text (its result must not be mutated by callers)."""
+def text_memo(
+    maxsize: int, *, max_chars: int = MAX_KEPT_CHARS
+) -> Callable[[Callable[[str], R]], Callable[[str], R]]:
+    """Decorate a pure function of one text (its result must not be mutated by callers);
+    texts longer than max_chars are computed each time."""
 
     def wrap(fn: Callable[[str], R]) -> Callable[[str], R]:
         cached = functools.lru_cache(maxsize=maxsize)(fn)
 
         @functools.wraps(fn)
         def call(text: str) -> R:
-            return cached(text) if len(text) <= MAX_KEPT_CHARS else fn(text)
+            return cached(text) if len(text) <= max_chars else fn(text)
 
         call.cache_info = cached.cache_info  # type: ignore[attr-defined]
         return call

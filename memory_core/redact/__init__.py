@@ -15,6 +15,7 @@ from typing import Any
 
 from memory_core.redact.entropy import random_spans
 from memory_core.redact.patterns import PATTERNS
+from memory_core.text_memo import text_memo
 
 MARKER = "[REDACTED:"
 _MARKERS = re.compile(r"\[REDACTED:[a-z_]+\]")
@@ -91,6 +92,10 @@ def find_secrets(text: str) -> list[Finding]:
     return merged
 
 
+# the same short texts are redacted over and over: a batch's evidence rows repeat their
+# conditions and arguments, and a task's runs share their messages (the writer's evidence
+# rows alone were a quarter of a 2,500-run night). Bounded: 16k texts of at most 1,000 chars.
+@text_memo(16_384, max_chars=1_000)
 def redact(text: str) -> str:
     """The text with every secret replaced by `[REDACTED:<kind>]`; idempotent."""
     if not text:

@@ -118,3 +118,18 @@ def test_no_false_positive_on_the_shared_data(path: str) -> None:
     data = json.loads((shared_data_dir() / path).read_text())
     hits = [(s[:80], find_secrets(s)) for s in _strings(data) if has_secret(s)]
     assert hits == []
+
+
+def test_redaction_is_memoised_for_short_texts_only_and_answers_the_same() -> None:
+    secret = "password: hunter2-Zq9xWv"
+    short = f"log in with {secret}"
+    long = "filler words here. " * 60 + secret  # over 1,000 chars: computed each time
+    before = redact.cache_info()  # type: ignore[attr-defined]
+    first, again = redact(short), redact(short)
+    assert first == again and MARKER in first and "hunter2" not in first
+    mid = redact.cache_info()  # type: ignore[attr-defined]
+    assert (mid.misses, mid.hits) == (before.misses + 1, before.hits + 1)
+    assert "hunter2" not in redact(long) and MARKER in redact(long)
+    after = redact.cache_info()  # type: ignore[attr-defined]
+    assert (after.misses, after.hits, after.currsize) == (mid.misses, mid.hits, mid.currsize)
+    assert after.maxsize == 16_384
