@@ -100,3 +100,17 @@ def test_views_are_made_once_per_content_and_the_cache_stays_bounded() -> None:
     assert len(cache._views) == 3 and len(cache._tainted) <= 3
     assert cache.view(run) is not first  # evicted: made again, the same answer
     assert cache.view(run).steps == first.steps
+
+
+def test_the_cache_is_bounded_by_the_text_its_views_hold() -> None:
+    long = "seat map " * 500  # 4,500 chars
+    cache = ViewCache(max_runs=100, max_chars=11_000)
+    runs = [_run(long, content_hash=f"l{i}") for i in range(5)]
+    views = [cache.view(r) for r in runs]
+    assert len(cache._views) == 2  # two runs of ~5,100 chars each fit in 11,000
+    assert cache._chars <= 11_000
+    assert cache.view(runs[-1]) is views[-1]  # the newest stay
+    assert cache.view(runs[0]) is not views[0]  # the oldest went first
+    huge = _run("x" * 50_000, content_hash="huge")
+    assert cache.view(huge) is cache.view(huge)  # over the budget alone: still kept, alone
+    assert len(cache._views) == 1
