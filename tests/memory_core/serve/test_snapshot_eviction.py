@@ -110,3 +110,22 @@ def test_threads_querying_many_namespaces_through_a_tiny_budget_get_their_own_ca
     assert cache.evictions > 10
     namespaces, cards = cache.cached()
     assert namespaces <= 3 and cards <= 9  # the budget, or one namespace over it at most
+
+
+def test_the_service_takes_its_budget_from_the_setting(engine, monkeypatch) -> None:
+    import uuid
+
+    from memory_core.serve.keys import Principal
+    from memory_core.serve.schemas import QueryRequest
+    from memory_core.serve.service import MemoryService
+    from memory_core.settings import Settings
+
+    expected = _seed(engine, ["a", "b"], per=2)
+    monkeypatch.setenv("HINDSIGHT_SERVE__MAX_CACHED_CARDS", "3")
+    svc = MemoryService(engine=engine, settings=Settings())
+    for ns in ("a", "b", "a"):
+        who = Principal(key_id=uuid.UUID(int=0), namespace=ns, scopes=frozenset({"read"}))
+        request = QueryRequest(task_state=STATE, top_k=10, record_use=False)
+        cards = svc.query(principal=who, request=request, via="test").cards
+        assert {h.card.scenario for h in cards} == expected[ns]
+    assert svc.snapshots.loads == 3 and svc.snapshots.evictions == 2
