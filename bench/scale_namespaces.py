@@ -172,6 +172,7 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=2000)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--no-freeze", action="store_true", help="skip the server's gc.freeze")
+    ap.add_argument("--data-dir", type=Path, help="a data dir seeded by an earlier run: reused")
     ap.add_argument("--worker", nargs=3, metavar=("DATA_DIR", "NAMESPACES", "REP"))
     args = ap.parse_args()
     if args.worker:
@@ -182,11 +183,13 @@ def main() -> None:
     from memory_core import db
     from memory_core.settings import Settings
 
-    settings = Settings(data_dir=Path(tempfile.mkdtemp(prefix="hs-ns-")))
-    db.upgrade(settings)
-    t = time.perf_counter()
-    seed_many(db.make_engine(settings), max(args.namespaces), args.cards)
-    print(f"seeded {max(args.namespaces)} x {args.cards} cards in {time.perf_counter() - t:.0f} s")
+    settings = Settings(data_dir=args.data_dir or Path(tempfile.mkdtemp(prefix="hs-ns-")))
+    if args.data_dir is None:  # 1M cards take minutes to write: --data-dir reuses them
+        db.upgrade(settings)
+        t = time.perf_counter()
+        seed_many(db.make_engine(settings), max(args.namespaces), args.cards)
+        took = time.perf_counter() - t
+        print(f"seeded {max(args.namespaces)} x {args.cards} cards in {took:.0f} s", flush=True)
     result: dict = {"cards_per_namespace": args.cards, "queries": args.queries, "rows": []}
     for n in args.namespaces:
         for budget_name, budget in (("all", n * args.cards), ("tenth", n * args.cards // 10)):
@@ -210,7 +213,9 @@ def main() -> None:
                 f"{row['rss_mb']} MB, evictions {row['evictions']}, load {row['load']}",
                 flush=True,
             )
-    RESULTS.mkdir(parents=True, exist_ok=True)
+            RESULTS.mkdir(parents=True, exist_ok=True)  # after each row: a long run in parts
+            (RESULTS / "scale_namespaces.json").write_text(json.dumps(result, indent=2) + "\n")
+    result["rows"].sort(key=lambda r: (r["namespaces"], r["budget"]))
     (RESULTS / "scale_namespaces.json").write_text(json.dumps(result, indent=2) + "\n")
     plot(result, RESULTS / "scale_namespaces.png")
 
