@@ -81,6 +81,9 @@ class ServeSettings(BaseModel):
     snapshot_refresh_s: float = Field(
         default=1.0, gt=0, description="a changed card is served within this (change feed read)"
     )
+    max_cached_cards: int = Field(default=250_000, ge=1)
+    """cards of all namespaces held in memory, 2-2.7 KB each (250k: ~650 MB RSS); past it the
+    least recently queried namespaces are dropped and loaded again on their next query"""
     use_flush_s: float = Field(default=0.25, gt=0, description="batched use writes")
     key_cache_s: float = Field(default=30.0, ge=0, description="a revoked key works this long")
     near_misses: int = Field(default=10, ge=0, le=100, description="explain: closest misses")

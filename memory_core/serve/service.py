@@ -88,7 +88,11 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
     def __init__(self, *, engine: Engine, settings: Settings) -> None:
         self.engine = engine
         self.settings = settings
-        self.snapshots = SnapshotCache(engine=engine, refresh_s=settings.serve.snapshot_refresh_s)
+        self.snapshots = SnapshotCache(
+            engine=engine,
+            refresh_s=settings.serve.snapshot_refresh_s,
+            max_cards=settings.serve.max_cached_cards,
+        )
         self.uses = UseRecorder(engine=engine, flush_s=settings.serve.use_flush_s)
         self.keys = KeyRing(engine=engine, cache_s=settings.serve.key_cache_s)
 

@@ -5,6 +5,10 @@ ago (or this process wrote to the namespace since): one indexed read, then the c
 alone. A reload of the whole namespace happens only when the feed cannot be trusted: it was
 pruned past the snapshot's watermark, or the periodic fingerprint check (count, newest update,
 version sum) disagrees with what is served. Reloads run in a background thread.
+
+Memory is bounded in cards: past `max_cards`, the least recently queried namespaces leave the
+cache (a query still holding one finishes on it; nothing refreshes or verifies it any more) and
+are loaded again on their next query. The namespace just loaded always stays, however big.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import gc
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
@@ -28,6 +33,8 @@ LOAD_SHARE = 0.2  # the most of one core whole reloads may take over time
 VERIFY_S = 60.0  # how often the served set is compared with the database's fingerprint
 PRUNE_S = 600.0  # how often the feed is pruned
 VERIFY_TRIES = 10
+# ~650 MB RSS: 2-2.7 KB a card held (bench/scale_namespaces.py: 657 MB at 255k cards)
+MAX_CARDS = 250_000
 
 
 _gc_lock = threading.Lock()
@@ -70,31 +77,35 @@ class SnapshotCache:
         refresh_s: float = 1.0,
         loader: Callable[..., Snapshot] = load_snapshot,
         verify_s: float = VERIFY_S,
+        max_cards: int = MAX_CARDS,
     ) -> None:
         self._engine = engine
         self._refresh_s = refresh_s
         self._verify_s = verify_s
         self._loader = loader
-        self._snapshots: dict[str, Snapshot] = {}
+        self._max_cards = max_cards
+        # least recently queried first; changed only under _lock
+        self._snapshots: OrderedDict[str, Snapshot] = OrderedDict()
         self._lock = threading.Lock()
+        # one load per namespace at a time, and loads of different namespaces side by side
+        self._loading: dict[str, threading.Lock] = {}
         self._background: set[str] = set()
         self._pruned_at = time.monotonic()
         self.on_load: Callable[[], None] | None = None  # after a snapshot was loaded
         self.applied = 0  # changed cards applied (for tests and /metrics)
         self.reloads = 0  # whole reloads after the first load
+        self.loads = 0  # first loads, and loads again after an eviction
+        self.evictions = 0  # namespaces dropped to stay within max_cards
 
     def get(self, namespace: str) -> Snapshot:
         """The namespace's snapshot: loaded now the first time, brought up to date from the
         feed when it was last checked more than the refresh interval ago."""
         snap = self._snapshots.get(namespace)
         if snap is None:
-            with self._lock:
-                snap = self._snapshots.get(namespace)
-                if snap is None:
-                    snap = _timed_load(self._loader, self._engine, namespace)
-                    self._snapshots[namespace] = snap
-                    self._loaded()
-            return snap
+            return self._load(namespace)
+        with self._lock:  # most recently used last
+            if namespace in self._snapshots:
+                self._snapshots.move_to_end(namespace)
         now = time.monotonic()
         due = snap.stale or now - snap.checked_at >= self._refresh_s
         # one caller reads the feed, the others serve what is there meanwhile; after a write
@@ -109,6 +120,42 @@ class SnapshotCache:
         if now - snap.verified_at >= self._verify_s:
             self._background_task(namespace, self._verify)
         return snap
+
+    def _load(self, namespace: str) -> Snapshot:
+        """Load a namespace not in the cache (once, however many callers ask at once), then
+        evict the least recently used ones past the budget."""
+        with self._lock:
+            gate = self._loading.setdefault(namespace, threading.Lock())
+        with gate:
+            snap = self._snapshots.get(namespace)
+            if snap is not None:  # another caller loaded it meanwhile
+                with self._lock:
+                    if self._loading.get(namespace) is gate:
+                        del self._loading[namespace]
+                return snap
+            snap = _timed_load(self._loader, self._engine, namespace)
+            with self._lock:
+                self._snapshots[namespace] = snap
+                self._loading.pop(namespace, None)
+                self.loads += 1
+                self._evict(keep=namespace)
+        self._loaded()
+        return snap
+
+    def _evict(self, *, keep: str) -> None:
+        """Drop the least recently used namespaces past max_cards. Hold _lock."""
+        total = sum(len(s.entries) for s in self._snapshots.values())
+        for ns in list(self._snapshots):
+            if total <= self._max_cards:
+                break
+            if ns != keep:
+                total -= len(self._snapshots.pop(ns).entries)
+                self.evictions += 1
+
+    def cached(self) -> tuple[int, int]:
+        """Namespaces and cards held now."""
+        with self._lock:
+            return len(self._snapshots), sum(len(s.entries) for s in self._snapshots.values())
 
     def ready(self, namespace: str) -> bool:
         """True when a query of this namespace is answered from memory (no load first)."""
@@ -174,12 +221,17 @@ class SnapshotCache:
 
     def _reload(self, namespace: str) -> None:
         old = self._snapshots.get(namespace)
+        if old is None:  # evicted meanwhile: its next query loads it afresh
+            return
         # a reload costs a core for load_s: at most one in LOAD_SHARE of the time goes to it
-        if old is not None and time.monotonic() - old.loaded_at < old.load_s / LOAD_SHARE:
+        if time.monotonic() - old.loaded_at < old.load_s / LOAD_SHARE:
             return
         snap = _timed_load(self._loader, self._engine, namespace)
         with self._lock:
+            if self._snapshots.get(namespace) is not old:  # evicted (or replaced) meanwhile
+                return
             self._snapshots[namespace] = snap
+            self._evict(keep=namespace)
         self.reloads += 1
         self._loaded()
 
