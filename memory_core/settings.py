@@ -82,6 +82,12 @@ class ServeSettings(BaseModel):
         default=1.0, gt=0, description="a changed card is served within this (change feed read)"
     )
     use_flush_s: float = Field(default=0.25, gt=0, description="batched use writes")
+    inline_budget_ms: float = Field(
+        default=1.0,
+        ge=0,
+        description="a plain query of a namespace whose recent queries took under this is "
+        "answered on the event loop, not a worker thread (0: always a thread)",
+    )
     key_cache_s: float = Field(default=30.0, ge=0, description="a revoked key works this long")
     near_misses: int = Field(default=10, ge=0, le=100, description="explain: closest misses")
     allowed_hosts: list[str] = Field(
