@@ -1,12 +1,12 @@
 """Which queries may be answered on the caller's thread (the API's event loop) instead of a
 worker thread: the hop costs a GIL hand-off each way, more than a warm query at 5k cards.
 
-The rule: a plain query (no explain, no prompt) of a namespace whose snapshot is in memory, was
-read from the change feed within the refresh interval (no feed read is due), is not marked stale by a
-write, after the namespace's last `streak` queries each took under `budget_s` of CPU (the thread's
-own time: waits for the GIL under load are not the query's); and only when
-every row it serves is in memory (else the caller hops after all). One slower query sends the
-namespace back to worker threads for the next `streak` queries. Nothing here reads the database.
+The rule: a plain query (no explain, no prompt) of a namespace whose snapshot is in memory,
+was read from the change feed within the refresh interval (no feed read is due) and is not
+marked stale by a write, once the namespace's last `streak` queries each took under `budget_s`
+of CPU (the thread's own time: waits for the GIL under load are not the query's), and only
+when every row it serves is in memory (else the caller hops after all). One slower query sends
+the namespace back to worker threads for the next `streak` queries. Nothing here reads the database.
 """
 
 from __future__ import annotations
