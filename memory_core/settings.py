@@ -85,8 +85,8 @@ class ServeSettings(BaseModel):
     inline_budget_ms: float = Field(
         default=1.0,
         ge=0,
-        description="a plain query of a namespace whose recent queries took under this is "
-        "answered on the event loop, not a worker thread (0: always a thread)",
+        description="a plain query of a namespace whose queries average under this (CPU) is "
+        "answered on the event loop, not in a worker thread (0: always a thread)",
     )
     key_cache_s: float = Field(default=30.0, ge=0, description="a revoked key works this long")
     near_misses: int = Field(default=10, ge=0, le=100, description="explain: closest misses")
