@@ -122,10 +122,6 @@ def main() -> None:
     print(f"wrote {path}", flush=True)
 
 
-if __name__ == "__main__":
-    main()
-
-
 def _response_size(n: int) -> int:
     """The median size of the API's answer to the wrk script's states."""
     from bench.retrieval_data import seed
@@ -146,3 +142,7 @@ def _response_size(n: int) -> int:
         for s in query_states(200, n)
     ]
     return int(statistics.median(sizes))
+
+
+if __name__ == "__main__":
+    main()
