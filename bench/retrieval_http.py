@@ -142,10 +142,21 @@ def _httpx_run(url: str, key: str, states: list[dict], seconds: float, concurren
 
 
 def over_http(
-    n: int, seconds: float, concurrency: int, runs: int = 3, client: str = "auto", workers: int = 1
+    n: int,
+    seconds: float,
+    concurrency: int,
+    runs: int = 3,
+    client: str = "auto",
+    workers: int = 1,
+    *,
+    warm_all: bool = False,
+    database_url: str | None = None,
 ) -> dict:
     """`hindsight serve` on loopback under a load generator: wrk when installed (C, light on
-    the 2 cores it shares with the server), else the async httpx client. Median of the runs."""
+    the 2 cores it shares with the server), else the async httpx client. Median of the runs.
+    warm_all: every state of the script is queried once before the runs (each card served is
+    then in the served-row cache: the steady state; else the first runs also measure first
+    serves, a database read each). database_url: PostgreSQL instead of SQLite."""
     import shutil
     import subprocess
 
@@ -159,7 +170,7 @@ def over_http(
     if client == "auto":
         client = "wrk" if shutil.which("wrk") else "httpx"
     tmp = Path(tempfile.mkdtemp(prefix="hs-bench-http-"))
-    settings = Settings(data_dir=tmp)
+    settings = Settings(data_dir=tmp, database_url=database_url)
     db.upgrade(settings)
     engine = db.make_engine(settings)
     seed(engine, n)
@@ -168,6 +179,8 @@ def over_http(
     exe = Path(sys.executable).parent / "hindsight"
     # the server runs this checkout's code
     env = {"HINDSIGHT_DATA_DIR": str(tmp), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)}
+    if database_url:
+        env["HINDSIGHT_DATABASE_URL"] = database_url
     cmd = [str(exe), "serve", "--port", str(port)]
     if workers > 1:
         cmd += ["--workers", str(workers)]
@@ -180,8 +193,12 @@ def over_http(
     try:
         wait_healthy(url)
         with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}) as c:
-            for s in states[:200]:  # warm-up: snapshot loaded, key cached (in every worker)
+            # warm-up: snapshot loaded, key cached (in every worker); with warm_all, each
+            # state once, so every card the runs serve was served before
+            for s in states if warm_all else states[:200]:
                 c.post("/v1/cards/query", json={"task_state": s})
+        if warm_all and client == "wrk":  # one run unrecorded: its connections reach every worker
+            _wrk_run(url, script, seconds, concurrency)
         server = psutil.Process(proc.pid)
         for _ in range(runs):
             procs = [server, *server.children(recursive=True)]
@@ -204,7 +221,8 @@ def over_http(
 
     out = {
         "cards": n,
-        "backend": "sqlite",
+        "backend": "postgresql" if database_url else "sqlite",
+        "warm_all": warm_all,
         "generator": "wrk -t1 (C)" if client == "wrk" else "httpx.AsyncClient (this process)",
         "concurrency": concurrency,
         "workers": workers,

@@ -85,6 +85,12 @@ class ServeSettings(BaseModel):
     """cards of all namespaces held in memory, 2-2.7 KB each (250k: ~650 MB RSS); past it the
     least recently queried namespaces are dropped and loaded again on their next query"""
     use_flush_s: float = Field(default=0.25, gt=0, description="batched use writes")
+    inline_budget_ms: float = Field(
+        default=1.0,
+        ge=0,
+        description="a plain query of a namespace whose queries average under this (CPU) is "
+        "answered on the event loop, not in a worker thread (0: always a thread)",
+    )
     key_cache_s: float = Field(default=30.0, ge=0, description="a revoked key works this long")
     near_misses: int = Field(default=10, ge=0, le=100, description="explain: closest misses")
     allowed_hosts: list[str] = Field(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from anyio import to_thread
-from fastapi import APIRouter, Query, status
+from fastapi import APIRouter, Query, Request, status
 from fastapi.responses import Response
 
 from memory_api.routes.deps import Caller, CardId, ServiceDep
@@ -19,19 +19,24 @@ from memory_core.serve.schemas import (
     QueryRequest,
     QueryResult,
 )
+from memory_core.serve.service import MemoryService
 
 router = APIRouter(tags=["cards"])
 
 
 @router.post("/v1/cards/query", response_model=QueryResult)
-async def query_cards(body: QueryRequest, who: Caller, service: ServiceDep) -> Response:
+async def query_cards(body: QueryRequest, who: Caller, request: Request) -> Response:
     """Cards whose preconditions hold on the task state, best first; with `explain`, each
     precondition's verdict and the score terms; with `prompt_tokens`, a prompt block."""
     # the hot route: the served rows' JSON joined once (no second validation against the
-    # response model, which documents the same shape). In a worker thread (anyio's bounded
-    # pool): a snapshot load or an explain must never hold the event loop and every other
-    # request behind it (at 100k cards a health check once waited 8 s)
-    answer = await to_thread.run_sync(lambda: service.query_json(principal=who, request=body))
+    # response model, which documents the same shape). A warm plain query that has been quick
+    # is answered here (memory_core/serve/inline.py: the thread hop cost more than it); any
+    # other runs in a worker thread, as a snapshot load or an explain must never hold the
+    # event loop and every other request behind it (at 100k cards a health check waited 8 s)
+    service: MemoryService = request.app.state.service  # ServiceDep: one more dependency solve
+    answer = service.query_json_now(principal=who, request=body)
+    if answer is None:
+        answer = await to_thread.run_sync(lambda: service.query_json(principal=who, request=body))
     return Response(answer, media_type="application/json")
 
 

@@ -7,12 +7,12 @@ from typing import Annotated
 
 from anyio import to_thread
 from fastapi import Depends, Request
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.openapi.models import HTTPBearer as HTTPBearerModel
+from fastapi.security.base import SecurityBase
+from fastapi.security.utils import get_authorization_scheme_param
 
 from memory_core.serve.keys import Principal
 from memory_core.serve.service import MemoryService
-
-_bearer = HTTPBearer(auto_error=False, description="an API key from `hindsight keys create`")
 
 
 async def service_of(request: Request) -> MemoryService:
@@ -24,17 +24,26 @@ async def service_of(request: Request) -> MemoryService:
 ServiceDep = Annotated[MemoryService, Depends(service_of)]
 
 
-async def caller(
-    service: ServiceDep,
-    creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> Principal:
-    """The key's principal (401 without a key, or with an unknown or revoked one)."""
-    secret = creds.credentials if creds else None
-    if service.keys.cached(secret):  # answered from memory: no thread hop
-        return service.authenticate(secret)
-    # a key not seen lately is looked up in the database: off the event loop
-    return await to_thread.run_sync(service.authenticate, secret)
+class BearerKey(SecurityBase):
+    """The caller's principal from `Authorization: Bearer <key>` (401 without a key, or with an
+    unknown or revoked one). One dependency reading the request itself: FastAPI solves each
+    dependency with a pass over the request's parameters, and the three this once took (the
+    service, fastapi's HTTPBearer, the lookup) cost a tenth of the hot route's CPU (dependency
+    solving 27% -> 17% of it). The OpenAPI document names the same scheme (HTTPBearer)."""
+
+    def __init__(self) -> None:
+        self.model = HTTPBearerModel(description="an API key from `hindsight keys create`")
+        self.scheme_name = "HTTPBearer"
+
+    async def __call__(self, request: Request) -> Principal:
+        service: MemoryService = request.app.state.service
+        scheme, secret = get_authorization_scheme_param(request.headers.get("authorization"))
+        key = secret if secret and scheme.lower() == "bearer" else None
+        if service.keys.cached(key):  # answered from memory: no thread hop
+            return service.authenticate(key)
+        # a key not seen lately is looked up in the database: off the event loop
+        return await to_thread.run_sync(service.authenticate, key)
 
 
-Caller = Annotated[Principal, Depends(caller)]
+Caller = Annotated[Principal, Depends(BearerKey())]
 CardId = Annotated[uuid.UUID, "card id"]

@@ -4,29 +4,29 @@ principal, checks its scope, and works only inside the principal's namespace."""
 from __future__ import annotations
 
 import itertools
+import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import orjson
 from pydantic import TypeAdapter
-from sqlalchemy import select, text
+from sqlalchemy import bindparam, select, text
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
 from memory_core.cards.query import to_public
 from memory_core.db import READ_ONLY
 from memory_core.effects.holdout import split_arms
-from memory_core.models.card import Card, CardPublic, CardStatus
+from memory_core.models.card import Card, CardStatus
 from memory_core.models.columns import new_id, utcnow
+from memory_core.serve.answer import Answer, Hit, RowsNotInMemory, card_hits, plain_json
 from memory_core.serve.effect_ops import EffectOperations
+from memory_core.serve.inline import InlineGate
 from memory_core.serve.keys import KeyRing, Principal
 from memory_core.serve.reads import ReadOperations
-from memory_core.serve.retrieval import Ranked, Retrieval, prompt_block, public_checks, retrieve
+from memory_core.serve.retrieval import Ranked, prompt_block, public_checks, retrieve
 from memory_core.serve.schemas import (
-    CardHit,
     CheckActionRequest,
     CheckActionResult,
     Explanation,
@@ -50,36 +50,9 @@ from memory_core.settings import Settings
 ROW_CACHE = 50_000  # served rows kept per snapshot (about 1 KB each)
 _PRE_CALL = frozenset({"tool", "args"})
 _DATETIME = TypeAdapter(datetime)
-
-
-@dataclass(slots=True)
-class _Hit:
-    """A match and its card as served, with the use id when one was recorded."""
-
-    match: Ranked
-    card: bytes  # JSON
-    use_id: uuid.UUID | None = None
-
-
-@dataclass(slots=True)
-class _Answer:
-    """The cards served, how retrieval found them, and the query's id when uses were recorded."""
-
-    hits: list[_Hit]
-    retrieval: Retrieval
-    query_id: uuid.UUID | None = None
-
-
-def _card_hits(hits: Sequence[_Hit], *, explain: bool) -> list[CardHit]:
-    return [
-        CardHit(
-            card=CardPublic.model_validate_json(h.card),
-            score=h.match.score,
-            use_id=h.use_id,
-            checks=public_checks(h.match.checks) if explain else None,
-        )
-        for h in hits
-    ]
+# built once: a select built per call (its IN list coerced each time) cost more than the read
+# of a served row it fetches (~0.5 of ~1 ms per first serve of a card)
+_CARDS_BY_ID = select(Card).where(col(Card.card_id).in_(bindparam("ids", expanding=True)))
 
 
 class MemoryService(ReadOperations, WriteOperations, EffectOperations):
@@ -95,6 +68,10 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
         )
         self.uses = UseRecorder(engine=engine, flush_s=settings.serve.use_flush_s)
         self.keys = KeyRing(engine=engine, cache_s=settings.serve.key_cache_s)
+        self.inline = InlineGate(
+            budget_s=settings.serve.inline_budget_ms / 1000,
+            fresh_s=settings.serve.snapshot_refresh_s,
+        )
 
     def start(self) -> None:
         """Start the background use writer."""
@@ -128,7 +105,7 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
         answer = self._retrieve(principal, request, via=via)
         hits, retrieval = answer.hits, answer.retrieval
         result = QueryResult(
-            cards=_card_hits(hits, explain=request.explain), query_id=answer.query_id
+            cards=card_hits(hits, explain=request.explain), query_id=answer.query_id
         )
         if request.prompt_tokens is not None:
             result.prompt = prompt_block(
@@ -158,24 +135,30 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
                 self.query(principal=principal, request=request, via=via).model_dump_json().encode()
             )
         principal.require("read")
-        answer = self._retrieve(principal, request, via=via)
-        hits = answer.hits
-        return orjson.dumps(
-            {
-                "cards": [
-                    {
-                        "card": orjson.Fragment(h.card),
-                        "score": h.match.score.model_dump(mode="json"),
-                        "use_id": str(h.use_id) if h.use_id is not None else None,
-                        "checks": None,
-                    }
-                    for h in hits
-                ],
-                "prompt": None,
-                "explain": None,
-                "query_id": str(answer.query_id) if answer.query_id is not None else None,
-            }
-        )
+        snap = self.snapshots.get(principal.namespace)
+        started = time.thread_time()  # the feed read above never runs inline: not timed
+        answer = self._retrieve(principal, request, via=via, snap=snap)
+        self.inline.saw(principal.namespace, snap, time.thread_time() - started)
+        return plain_json(answer)
+
+    def query_json_now(
+        self, *, principal: Principal, request: QueryRequest, via: str = "api"
+    ) -> bytes | None:
+        """`query_json` answered on this thread when it is known to be quick (memory_core/serve/
+        inline.py says when), else None and nothing done: the caller hops to a worker thread."""
+        if request.explain or request.prompt_tokens is not None:
+            return None
+        snap = self.inline.warm(principal.namespace)
+        if snap is None:
+            return None
+        principal.require("read")
+        started = time.thread_time()
+        try:
+            answer = self._retrieve(principal, request, via=via, snap=snap, rows_in_memory=True)
+        except RowsNotInMemory:
+            return None
+        self.inline.saw(principal.namespace, snap, time.thread_time() - started)
+        return plain_json(answer)
 
     def _retrieve(
         self,
@@ -184,9 +167,11 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
         *,
         via: str,
         needs: frozenset[str] = frozenset(),
-    ) -> _Answer:
+        snap: Snapshot | None = None,
+        rows_in_memory: bool = False,
+    ) -> Answer:
         ns = principal.namespace
-        snap = self.snapshots.get(ns)
+        snap = self.snapshots.get(ns) if snap is None else snap
         now = utcnow()
         retrieval = retrieve(
             snapshot=snap,
@@ -213,10 +198,13 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
                 key=request.run_id or query_id.hex,
                 rate=self.settings.holdout.rate_for(ns),
             )
-        rows = self._served_rows(snap, [m.entry.card_id for m in matches])
+        ids = [m.entry.card_id for m in matches]
+        if rows_in_memory and any(cid not in snap.rows for cid in ids):
+            raise RowsNotInMemory  # nothing recorded yet: the worker thread starts over
+        rows = self._served_rows(snap, ids)
         matches = [m for m in matches if m.entry.card_id in rows]
         # the cards as they were before this use (the rows are updated below)
-        hits = [_Hit(m, row_json(rows[m.entry.card_id])) for m in matches]
+        hits = [Hit(m, row_json(rows[m.entry.card_id])) for m in matches]
         if request.record_use and (matches or withheld):
             use_ids = self.uses.record(
                 namespace=ns,
@@ -237,7 +225,7 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
                 # what the use writer is about to write, so the served row stays current
                 head, n, _, _ = rows[e.card_id]
                 snap.rows[e.card_id] = (head, n + 1, used_at, 0)
-        return _Answer(hits, retrieval, query_id)
+        return Answer(hits, retrieval, query_id)
 
     def _served_rows(self, snap: Snapshot, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, ServedRow]:
         """The public rows of these cards: from the snapshot, else read once (active only).
@@ -272,7 +260,7 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
             # by primary key alone: given namespace and status too, SQLite (no statistics)
             # picks the (namespace, status) index for 3+ ids and scans the namespace
             # (23 ms of a 33 ms query at 100k cards)
-            cards = session.execute(select(Card).where(col(Card.card_id).in_(list(ids)))).scalars()
+            cards = session.execute(_CARDS_BY_ID, {"ids": list(ids)}).scalars()
             return {
                 c.card_id: c
                 for c in cards
@@ -287,7 +275,7 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
         q = QueryRequest(task_state=state, top_k=request.top_k)
         principal.require("read")
         answer = self._retrieve(principal, q, via=via, needs=_PRE_CALL)
-        cards = _card_hits(answer.hits, explain=False)
+        cards = card_hits(answer.hits, explain=False)
         warnings = [
             {
                 "card_id": str(h.card.card_id),
