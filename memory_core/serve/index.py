@@ -26,10 +26,17 @@ if TYPE_CHECKING:
 MAX_BINS = 64  # a window wider than this many bins is filed as a one-sided range
 
 
-def card_needs(e: Entry) -> list[Need]:
+def card_needs(e: Entry, memo: dict[str, tuple[Need, ...]] | None = None) -> list[Need]:
     """Every need of a card: its preconditions' needs, a window where a variable is bounded
-    on both sides, then each variable it reads."""
-    out: list[Need] = [n for c in e.compiled for n in needs(c.source)]
+    on both sides, then each variable it reads (memo: needs by text, for a whole load)."""
+    if memo is None:
+        out: list[Need] = [n for c in e.compiled for n in needs(c.source)]
+    else:
+        out = []
+        for c in e.compiled:
+            if (found := memo.get(c.source)) is None:
+                found = memo[c.source] = needs(c.source)
+            out.extend(found)
     lows = {n[1]: n[3] for n in out if n[0] == "range" and n[2][0] == ">"}
     for n in out:
         if n[0] == "range" and n[2][0] == "<" and n[1] in lows and lows[n[1]] <= n[3]:
@@ -240,10 +247,17 @@ def _variables(e: Entry) -> set[str]:
     return {v for c in e.compiled for v in c.variables}
 
 
-def build(entries: Iterable[Entry], stats: Stats) -> CardIndex:
-    """An index over cards whose needs were counted in stats."""
+def build(
+    entries: Iterable[Entry], stats: Stats, options: Iterable[list[Need]] | None = None
+) -> CardIndex:
+    """An index over cards whose needs were counted in stats (options: each card's needs,
+    in the order of entries, when already known)."""
     index = CardIndex()
-    index._fill([(e, best_need(e, stats)) for e in entries if not e.broken])
+    if options is None:
+        index._fill([(e, best_need(e, stats)) for e in entries if not e.broken])
+    else:
+        pairs = zip(entries, options, strict=True)
+        index._fill([(e, choose(o, stats)) for e, o in pairs if not e.broken])
     return index
 
 
