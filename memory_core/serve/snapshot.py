@@ -62,6 +62,10 @@ class Entry:
     # (epoch, the highest standing the card can have in it, the most support can add): one
     # attribute so that threads computing it for different epochs never mix (serve/topk.py)
     bound: tuple[object, float, float] = (None, 0.0, 0.0)
+    sortkey: float = 0.0  # the bound its lists were ordered by (serve/ordered.py)
+    # its snapshot's `touched` list, where a change in place is reported (a list, not the
+    # snapshot: no reference cycle, a dropped snapshot is freed by reference counts)
+    home: list[Entry] | None = None
 
     @property
     def text(self) -> str:
@@ -78,6 +82,8 @@ def support_of(e: Entry, counts: str) -> int:
 def touched(e: Entry) -> None:
     """After a change of the card's score parts in place: its score bound is computed again."""
     e.bound = (None, 0.0, 0.0)
+    if e.home is not None:  # its place in the ordered lists may now be too low
+        e.home.append(e)
 
 
 # A served card as JSON: (the other fields as a JSON object without its closing brace,
@@ -124,6 +130,15 @@ class Snapshot:
     marks: list[tuple[float, int]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)  # one writer at a time
     bounds: Bounds | None = None  # the epoch of the cards' score bounds
+    # index lists ordered by bound in one epoch (serve/ordered.py), and cards changed in place
+    # since (uses, feedback): their places are moved in batches
+    orders: dict[Any, Any] = field(default_factory=dict)
+    orders_epoch: Bounds | None = None
+    touched: list[Entry] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for e in self.entries.values():
+            e.home = self.touched
 
     @property
     def unindexed(self) -> list[Entry]:
@@ -152,6 +167,7 @@ class Snapshot:
                 self._add(entry_of(r))
 
     def _add(self, e: Entry) -> None:
+        e.home = self.touched
         self.entries[e.card_id] = e
         options = card_needs(e)
         self.stats.add(options)
