@@ -47,24 +47,68 @@ def _bound(e: Entry, b: Bounds, sup: float, spec: Callable[[int], float]) -> tup
 
 
 def _order(snap: Snapshot, name: Any, cards: list[Entry], b: Bounds, spec: Any) -> Order:
-    """The list's cards by bound (standing plus support), highest first, cached per epoch."""
+    """The list's cards by bound (standing plus support), highest first, cached per epoch;
+    a list replaced by a few cards changed is patched, not sorted again."""
     cached = snap.orders.get(name)
-    if cached is not None and cached[0] is cards and cached[1] is b:
-        return cached[2], cached[3], cached[4]
+    if cached is not None and cached[1] is b:
+        if cached[0] is cards:
+            return cached[2], cached[3], cached[4]
+        if (order := _patch(cached, cards, b, spec)) is not None:
+            snap.orders[name] = (cards, b, *order)
+            return order
     w = b.weights
     pairs: list[tuple[float, Entry]] = []
-    most: dict[str, int] = {}
     for e in cards:
         bound = _bound(e, b, w.support, spec)
         e.sortkey = bound[1] + bound[2]
         pairs.append((-e.sortkey, e))
-        if not e.broken:
-            most[e.kind] = max(most.get(e.kind, 0), support_of(e, w.support_counts))
     pairs.sort(key=lambda p: p[0])
-    order = ([e for _, e in pairs], [k for k, _ in pairs], most)
+    entries = [e for _, e in pairs]
+    order = (entries, [k for k, _ in pairs], _most(entries, w.support_counts))
     if name is not None:
         snap.orders[name] = (cards, b, *order)
     return order
+
+
+def _most(entries: list[Entry], counts: str) -> dict[str, int]:
+    most: dict[str, int] = {}
+    for e in entries:
+        if not e.broken:
+            most[e.kind] = max(most.get(e.kind, 0), support_of(e, counts))
+    return most
+
+
+PATCH = 16  # a list with more cards changed than this is sorted again
+
+
+def _patch(cached: tuple[Any, ...], cards: list[Entry], b: Bounds, spec: Any) -> Order | None:
+    old_ids, new_ids = set(map(id, cached[2])), set(map(id, cards))
+    if len(old_ids ^ new_ids) > PATCH:
+        return None
+    entries, keys = list(cached[2]), list(cached[3])
+    for e in cached[2]:
+        if id(e) not in new_ids and (at := _find(entries, keys, e)) >= 0:
+            del entries[at], keys[at]
+    for e in cards:
+        if id(e) not in old_ids:
+            bound = _bound(e, b, b.weights.support, spec)
+            e.sortkey = bound[1] + bound[2]
+            at = bisect_right(keys, -e.sortkey)
+            entries.insert(at, e)
+            keys.insert(at, -e.sortkey)
+    return entries, keys, _most(entries, b.weights.support_counts)
+
+
+def _find(entries: list[Entry], keys: list[float], e: Entry) -> int:
+    """Where the card is in an ordered list (-1: not there)."""
+    old = -e.sortkey
+    at = bisect_left(keys, old)
+    while at < len(keys) and keys[at] == old and entries[at] is not e:
+        at += 1
+    if at < len(keys) and entries[at] is e:
+        return at
+    # ordered under another key (its other list was ordered after a change)
+    return next((i for i, x in enumerate(entries) if x is e), -1)
 
 
 def fold(snap: Snapshot, b: Bounds, sup: float, spec: Any) -> None:
@@ -72,21 +116,17 @@ def fold(snap: Snapshot, b: Bounds, sup: float, spec: Any) -> None:
     n = len(snap.touched)
     pending = {id(e): e for e in snap.touched[:n]}
     for e in pending.values():
-        old = -e.sortkey
         bound = _bound(e, b, sup, spec)
         new = -(bound[1] + bound[2])
         for name, cards in homes(snap.index, e):
             cached = snap.orders.get(name)
-            if cached is None or cached[0] is not cards or cached[1] is not b:
+            if cached is None or cached[1] is not b:
                 continue
             entries, keys = list(cached[2]), list(cached[3])
-            at = bisect_left(keys, old)
-            while at < len(keys) and keys[at] == old and entries[at] is not e:
-                at += 1
-            if at >= len(keys) or entries[at] is not e:  # ordered under another key
-                at = next((i for i, x in enumerate(entries) if x is e), -1)
-                if at < 0:
-                    continue
+            if cached[0] is not cards or (at := _find(entries, keys, e)) < 0:
+                # the list changed since it was ordered: a patch would keep the old place
+                snap.orders.pop(name, None)
+                continue
             del entries[at], keys[at]
             to = bisect_right(keys, new)
             entries.insert(to, e)

@@ -1,10 +1,12 @@
 """The lazy walk over bound-ordered index lists (serve/ordered.py) ranks exactly as scoring
 every match, while uses and feedback raise cards in place within one epoch (more than FOLD of
-them, so their places are moved), and checks few cards when many hold."""
+them, so their places are moved) and cards are replaced (lists patched), and checks few
+cards when many hold."""
 
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from datetime import timedelta
 
 from memory_core.models.columns import utcnow
@@ -32,6 +34,12 @@ def test_in_place_changes_within_an_epoch_keep_the_ranking_exact() -> None:
                     e.confidence = rnd.choice([0.2, 0.95, 1.0])
                 snap.max_uses = max(snap.max_uses, e.use_count)
                 touched(e)
+            if q % 3 == 0:  # a card changed elsewhere: replaced, as the change feed does
+                old = rnd.choice(list(snap.entries.values()))
+                snap.index.remove(old)
+                del snap.entries[old.card_id]
+                conf = rnd.choice([old.confidence, 0.1, 1.0])
+                snap._add(replace(old, confidence=conf, bound=(None, 0.0, 0.0)))
             folded = folded or len(snap.touched) >= FOLD
             state = {"tool": f"t{rnd.randrange(4)}", "retry_count": rnd.randrange(4)}
             if rnd.random() < 0.5:
