@@ -233,6 +233,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--http-seconds", type=float, default=8.0)
     ap.add_argument("--no-http", action="store_true")
+    ap.add_argument("--out", default="scale.json", help="under bench/results (png beside)")
+    ap.add_argument("--merge", nargs="*", default=[], help="earlier outputs whose sizes to add")
     args = ap.parse_args()
     print(f"load average before: {load()}", flush=True)
     result: dict = {"load_before": load(), "sizes": [], "http": None}
@@ -243,12 +245,16 @@ def main() -> None:
 
         result["http"] = api_vs_empty(5000, args.http_seconds, runs=args.runs)
     result["load_after"] = load()
+    for other in args.merge:  # a size run on its own (1M takes its own while)
+        result["sizes"] += json.loads((RESULTS / other).read_text())["sizes"]
+    result["sizes"].sort(key=lambda s: s["cards"])
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "scale.json").write_text(json.dumps(result, indent=1))
+    out = RESULTS / args.out
+    out.write_text(json.dumps(result, indent=1))
     from bench.scale_plot import plot
 
-    plot(result, RESULTS / "scale.png")
-    print(f"load average after: {load()}; wrote {RESULTS / 'scale.json'}", flush=True)
+    plot(result, out.with_suffix(".png"))
+    print(f"load average after: {load()}; wrote {out}", flush=True)
 
 
 if __name__ == "__main__":
