@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from memory_core.serve.atoms import state_key
-from memory_core.serve.index import CardIndex, _bins
+from memory_core.serve.index import CardIndex, _bins, some
 
 if TYPE_CHECKING:
     from memory_core.serve.snapshot import Entry
@@ -42,7 +42,7 @@ def groups(index: CardIndex, state: Mapping[str, Any]) -> list[Group]:
                 if text in value and cards:
                     out.append((("sub", var, text), cards))
         if having := index.has.get(var):
-            out.append((None, list(having.values())))
+            out.append((None, some(having)))
     return out
 
 

@@ -145,7 +145,7 @@ def retrieve(
     qwords = term_set(query) if query and query.strip() else None
     matches: list[Ranked] = []
     failed: list[Entry] = []  # candidates that do not hold: the first near misses
-    if not explain and top_k > 0 and usable(w) and bounded_from < EXHAUSTIVE:
+    if top_k > 0 and usable(w) and bounded_from < EXHAUSTIVE:
         matches, count = lazy_top(
             snapshot,
             norm,
@@ -162,23 +162,37 @@ def retrieve(
             tie=TIE,
         )
         _order(matches, w.support_counts)
-        return Retrieval(matches[:top_k], count, len(snapshot.entries))
-    candidates = snapshot.candidates(norm)
-    for e in candidates:  # no card twice (the index says so)
-        if e.broken or e.kind not in kinds:
-            continue
-        if holds(e.compiled, context, keys):
-            matches.append(
-                Ranked(e, score_entry(e, now=now, max_uses=snapshot.max_uses, w=w, query=qwords))
-            )
-        elif explain and len(failed) < NEAR_MISS_SAMPLE:
-            failed.append(e)
-    if w.support and matches:  # relative to this state's matches: known only once all are
-        top = max(support_of(m.entry, w.support_counts) for m in matches) or 1
-        for m in matches:
-            m.score.support = support_of(m.entry, w.support_counts) / top
-            m.score.score += w.support * m.score.support * m.entry.trust
-    _order(matches, w.support_counts)
+        if not explain:
+            return Retrieval(matches[:top_k], count, len(snapshot.entries))
+        # explained: the same top k, and the first candidates that fail as near misses
+        candidates = snapshot.candidates(norm)
+        served = {id(m.entry) for m in matches}
+        for e in candidates:
+            if len(failed) >= NEAR_MISS_SAMPLE:
+                break
+            if e.broken or e.kind not in kinds or id(e) in served:
+                continue
+            if not holds(e.compiled, context, keys):
+                failed.append(e)
+    else:
+        candidates = snapshot.candidates(norm)
+        for e in candidates:  # no card twice (the index says so)
+            if e.broken or e.kind not in kinds:
+                continue
+            if holds(e.compiled, context, keys):
+                matches.append(
+                    Ranked(
+                        e, score_entry(e, now=now, max_uses=snapshot.max_uses, w=w, query=qwords)
+                    )
+                )
+            elif explain and len(failed) < NEAR_MISS_SAMPLE:
+                failed.append(e)
+        if w.support and matches:  # relative to this state's matches: known once all are
+            top = max(support_of(m.entry, w.support_counts) for m in matches) or 1
+            for m in matches:
+                m.score.support = support_of(m.entry, w.support_counts) / top
+                m.score.score += w.support * m.score.support * m.entry.trust
+        _order(matches, w.support_counts)
     misses: list[tuple[int, Ranked]] = []
     if explain:
         for m in matches[:top_k]:  # the verdicts of what is served

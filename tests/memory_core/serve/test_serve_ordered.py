@@ -78,3 +78,27 @@ def test_the_walk_checks_few_of_many_holding_cards() -> None:
     full = retrieve(snapshot=snap, state={"tool": "t1"}, now=now, bounded_from=10**9)
     assert _key(lazy) == _key(full)
     assert 5 <= len(checked) < 300  # of 3000 candidates
+
+
+def test_explain_serves_and_explains_as_scoring_every_match() -> None:
+    """Explain takes the top k from the walk, its near misses from the first candidates that
+    fail: the same cards, scores, checks and near misses as scoring every match."""
+    rnd = random.Random(13)
+    now = utcnow()
+    for trial in range(20):
+        snap = _snapshot([_entry(rnd, now, i) for i in range(rnd.choice([100, 500]))])
+        w = _weights(rnd)
+        for _ in range(10):
+            state = {"tool": f"t{rnd.randrange(4)}", "retry_count": rnd.randrange(4)}
+            if rnd.random() < 0.5:
+                state["last_error"] = f"e{rnd.randrange(4)} on x"
+            query = rnd.choice([None, "retry page"])
+            kw = dict(snapshot=snap, state=state, now=now, weights=w, query=query, explain=True)
+            full = retrieve(**kw, bounded_from=10**9)  # type: ignore[arg-type]
+            lazy = retrieve(**kw)  # type: ignore[arg-type]
+            assert _key(lazy) == _key(full), (trial, w, state, query)
+            assert [m.checks for m in lazy.matches] == [m.checks for m in full.matches]
+            assert [(m.entry.card_id, m.checks) for m in lazy.near_misses] == [
+                (m.entry.card_id, m.checks) for m in full.near_misses
+            ]
+            assert lazy.candidates == full.candidates
