@@ -31,6 +31,9 @@ from bench.scale_data import seed, states  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
 EXPLAIN_SHARE = 0.1
+LATENCIES = tuple(
+    f"{part}{p}_ms" for part in ("", "explain_", "cpu_", "explain_cpu_") for p in ("p50", "p99")
+)
 
 
 def load() -> str:
@@ -66,6 +69,8 @@ def _query_run(svc, who, mix: list[dict]) -> dict:
     rnd = random.Random(3)
     plain: list[float] = []
     explained: list[float] = []
+    plain_cpu: list[float] = []
+    explained_cpu: list[float] = []
     served: list[uuid.UUID] = []
     stop = threading.Event()
 
@@ -81,9 +86,12 @@ def _query_run(svc, who, mix: list[dict]) -> dict:
         for q in mix:
             explain = rnd.random() < EXPLAIN_SHARE
             req = QueryRequest(task_state=q["task_state"], query=q["query"], explain=explain)
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.thread_time()
             res = svc.query(principal=who, request=req)
             (explained if explain else plain).append((time.perf_counter() - t) * 1000)
+            # the query thread's CPU: on a machine shared with other work, the wall clock's
+            # tail is mostly time spent waiting for a core
+            (explained_cpu if explain else plain_cpu).append((time.thread_time() - c) * 1000)
             served.extend(h.card.card_id for h in res.cards[:1])
     finally:
         stop.set()
@@ -93,6 +101,10 @@ def _query_run(svc, who, mix: list[dict]) -> dict:
         "p99_ms": pct(plain, 99),
         "explain_p50_ms": statistics.median(explained),
         "explain_p99_ms": pct(explained, 99),
+        "cpu_p50_ms": statistics.median(plain_cpu),
+        "cpu_p99_ms": pct(plain_cpu, 99),
+        "explain_cpu_p50_ms": statistics.median(explained_cpu),
+        "explain_cpu_p99_ms": pct(explained_cpu, 99),
         "load": load(),
     }
 
@@ -209,10 +221,7 @@ def in_process(n: int, queries: int, runs: int) -> dict:
         "cold_load_s": round(cold, 2),
         "snapshot_rss_mb": round(rss - rss0, 1),
         "rss_mb": rss,
-        **{
-            k: round(statistics.median(p[k] for p in passes), 3)
-            for k in ("p50_ms", "p99_ms", "explain_p50_ms", "explain_p99_ms")
-        },
+        **{k: round(statistics.median(p[k] for p in passes), 3) for k in LATENCIES},
         **_floor_and_brute(svc, mix[:500]),
         "change_to_served_s": _change_to_served(svc, who, engine),
         "whole_reloads": svc.snapshots.reloads,
@@ -233,6 +242,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--http-seconds", type=float, default=8.0)
     ap.add_argument("--no-http", action="store_true")
+    ap.add_argument("--out", default="scale.json", help="under bench/results (png beside)")
+    ap.add_argument("--merge", nargs="*", default=[], help="earlier outputs whose sizes to add")
     args = ap.parse_args()
     print(f"load average before: {load()}", flush=True)
     result: dict = {"load_before": load(), "sizes": [], "http": None}
@@ -243,12 +254,16 @@ def main() -> None:
 
         result["http"] = api_vs_empty(5000, args.http_seconds, runs=args.runs)
     result["load_after"] = load()
+    for other in args.merge:  # a size run on its own (1M takes its own while)
+        result["sizes"] += json.loads((RESULTS / other).read_text())["sizes"]
+    result["sizes"].sort(key=lambda s: s["cards"])
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "scale.json").write_text(json.dumps(result, indent=1))
+    out = RESULTS / args.out
+    out.write_text(json.dumps(result, indent=1))
     from bench.scale_plot import plot
 
-    plot(result, RESULTS / "scale.png")
-    print(f"load average after: {load()}; wrote {RESULTS / 'scale.json'}", flush=True)
+    plot(result, out.with_suffix(".png"))
+    print(f"load average after: {load()}; wrote {out}", flush=True)
 
 
 if __name__ == "__main__":

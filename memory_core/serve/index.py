@@ -26,10 +26,17 @@ if TYPE_CHECKING:
 MAX_BINS = 64  # a window wider than this many bins is filed as a one-sided range
 
 
-def card_needs(e: Entry) -> list[Need]:
+def card_needs(e: Entry, memo: dict[str, tuple[Need, ...]] | None = None) -> list[Need]:
     """Every need of a card: its preconditions' needs, a window where a variable is bounded
-    on both sides, then each variable it reads."""
-    out: list[Need] = [n for c in e.compiled for n in needs(c.source)]
+    on both sides, then each variable it reads (memo: needs by text, for a whole load)."""
+    if memo is None:
+        out: list[Need] = [n for c in e.compiled for n in needs(c.source)]
+    else:
+        out = []
+        for c in e.compiled:
+            if (found := memo.get(c.source)) is None:
+                found = memo[c.source] = needs(c.source)
+            out.extend(found)
     lows = {n[1]: n[3] for n in out if n[0] == "range" and n[2][0] == ">"}
     for n in out:
         if n[0] == "range" and n[2][0] == "<" and n[1] in lows and lows[n[1]] <= n[3]:
@@ -203,7 +210,7 @@ class CardIndex:
                     if text in value:
                         out.extend(cards)
             if (having := self.has.get(var)) is not None:
-                out.extend(list(having.values()))
+                out.extend(some(having))
         if self.spread:  # a card filed under `a == 1 || b == 2` may have matched twice
             out = list({id(e): e for e in out}.values())
         return out
@@ -214,21 +221,32 @@ class CardIndex:
         out: dict[int, Entry] = {}
         groups: list[Iterable[Entry]] = []
         for var in state:
-            groups += list(self.eq.get(var, {}).values())
+            groups += some(self.eq.get(var))
             groups += [side[var][1] for side in (self.above, self.below) if var in side]
-            groups += list(self.substring.get(var, {}).values())
+            groups += some(self.substring.get(var))
             if var in self.windows:
-                groups += list(self.windows[var][1].values())
-            groups.append(list(islice(self.has.get(var, {}).values(), limit)))
-        groups += [list(islice(self.readers.get(var, {}).values(), limit)) for var in state]
+                groups += some(self.windows[var][1])
+            groups.append(some(self.has.get(var), limit))
+        groups += [some(self.readers.get(var), limit) for var in state]
         # a state with few known variables still gets some: any card, up to the limit
-        groups += [list(islice(d.values(), limit)) for d in list(self.readers.values())]
+        groups += [some(d, limit) for d in some(self.readers)]
         for cards in groups:
             for e in cards:
                 out[id(e)] = e
                 if len(out) >= limit:
                     return list(out.values())
         return list(out.values())
+
+
+def some(group: dict[Any, Any] | None, limit: int | None = None) -> list[Any]:
+    """Up to `limit` values of a dict that a change applied in another thread may resize
+    meanwhile (iterating it then raises): read again."""
+    for _ in range(100):
+        try:
+            return list(islice(group.values(), limit)) if group else []
+        except RuntimeError:  # changed size during iteration
+            continue
+    return []
 
 
 def _drop(group: dict[uuid.UUID, Entry] | None, e: Entry) -> None:
@@ -240,10 +258,17 @@ def _variables(e: Entry) -> set[str]:
     return {v for c in e.compiled for v in c.variables}
 
 
-def build(entries: Iterable[Entry], stats: Stats) -> CardIndex:
-    """An index over cards whose needs were counted in stats."""
+def build(
+    entries: Iterable[Entry], stats: Stats, options: Iterable[list[Need]] | None = None
+) -> CardIndex:
+    """An index over cards whose needs were counted in stats (options: each card's needs,
+    in the order of entries, when already known)."""
     index = CardIndex()
-    index._fill([(e, best_need(e, stats)) for e in entries if not e.broken])
+    if options is None:
+        index._fill([(e, best_need(e, stats)) for e in entries if not e.broken])
+    else:
+        pairs = zip(entries, options, strict=True)
+        index._fill([(e, choose(o, stats)) for e, o in pairs if not e.broken])
     return index
 
 

@@ -25,15 +25,17 @@ from memory_core.preconditions import (
     normalise_value,
 )
 from memory_core.screen.provenance import label
+from memory_core.serve.ordered import lazy_top
 from memory_core.serve.schemas import PreconditionCheck, Score
 from memory_core.serve.snapshot import Entry, Snapshot, support_of
-from memory_core.serve.topk import top_matches, usable
+from memory_core.serve.topk import usable
 from memory_core.settings import RankingWeights
 
 NEAR_MISS_SAMPLE = 128  # near-miss cards explain evaluates, at most
-# more candidates than this: checked best bound first, stopping once none can enter the top k
-# (memory_core.serve.topk); fewer cost less than ordering them
-BOUNDED_FROM = 32
+# candidates checked best bound first, stopping once none can enter the top k
+# (memory_core.serve.ordered); bounded_from=EXHAUSTIVE scores every match instead
+BOUNDED_FROM = 0
+EXHAUSTIVE = 10**9
 
 
 @dataclass
@@ -140,15 +142,14 @@ def retrieve(
     norm = {str(k): normalise_value(v) for k, v in state.items()}
     context = make_context(norm)
     keys = frozenset(norm)
-    candidates = snapshot.candidates(norm)
     qwords = term_set(query) if query and query.strip() else None
     matches: list[Ranked] = []
     failed: list[Entry] = []  # candidates that do not hold: the first near misses
-    if not explain and top_k > 0 and len(candidates) > bounded_from and usable(w):
-        matches, _ = top_matches(
-            candidates,
+    if top_k > 0 and usable(w) and bounded_from < EXHAUSTIVE:
+        matches, count = lazy_top(
+            snapshot,
+            norm,
             kinds=kinds,
-            snapshot=snapshot,
             now=now,
             w=w,
             query=qwords,
@@ -161,22 +162,37 @@ def retrieve(
             tie=TIE,
         )
         _order(matches, w.support_counts)
-        return Retrieval(matches[:top_k], len(candidates), len(snapshot.entries))
-    for e in candidates:  # no card twice (the index says so)
-        if e.broken or e.kind not in kinds:
-            continue
-        if holds(e.compiled, context, keys):
-            matches.append(
-                Ranked(e, score_entry(e, now=now, max_uses=snapshot.max_uses, w=w, query=qwords))
-            )
-        elif explain and len(failed) < NEAR_MISS_SAMPLE:
-            failed.append(e)
-    if w.support and matches:  # relative to this state's matches: known only once all are
-        top = max(support_of(m.entry, w.support_counts) for m in matches) or 1
-        for m in matches:
-            m.score.support = support_of(m.entry, w.support_counts) / top
-            m.score.score += w.support * m.score.support * m.entry.trust
-    _order(matches, w.support_counts)
+        if not explain:
+            return Retrieval(matches[:top_k], count, len(snapshot.entries))
+        # explained: the same top k, and the first candidates that fail as near misses
+        candidates = snapshot.candidates(norm)
+        served = {id(m.entry) for m in matches}
+        for e in candidates:
+            if len(failed) >= NEAR_MISS_SAMPLE:
+                break
+            if e.broken or e.kind not in kinds or id(e) in served:
+                continue
+            if not holds(e.compiled, context, keys):
+                failed.append(e)
+    else:
+        candidates = snapshot.candidates(norm)
+        for e in candidates:  # no card twice (the index says so)
+            if e.broken or e.kind not in kinds:
+                continue
+            if holds(e.compiled, context, keys):
+                matches.append(
+                    Ranked(
+                        e, score_entry(e, now=now, max_uses=snapshot.max_uses, w=w, query=qwords)
+                    )
+                )
+            elif explain and len(failed) < NEAR_MISS_SAMPLE:
+                failed.append(e)
+        if w.support and matches:  # relative to this state's matches: known once all are
+            top = max(support_of(m.entry, w.support_counts) for m in matches) or 1
+            for m in matches:
+                m.score.support = support_of(m.entry, w.support_counts) / top
+                m.score.score += w.support * m.score.support * m.entry.trust
+        _order(matches, w.support_counts)
     misses: list[tuple[int, Ranked]] = []
     if explain:
         for m in matches[:top_k]:  # the verdicts of what is served

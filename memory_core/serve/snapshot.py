@@ -8,6 +8,7 @@ within the interval at any size, without reloading the namespace (snapshot_cache
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 import uuid
@@ -15,16 +16,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
+from weakref import WeakValueDictionary
 
 import orjson
+from sqlalchemy import JSON, Text, select, type_coerce
 from sqlalchemy.engine import Engine
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from memory_core.errors import InvalidPrecondition
+from memory_core.models.card import Card, CardStatus
 from memory_core.preconditions import CompiledPrecondition, compile_stored
 from memory_core.screen.provenance import trust
 from memory_core.serve.atoms import Need
-from memory_core.serve.changes import Fingerprint, active_rows, last_seq
+from memory_core.serve.changes import COLUMNS, Fingerprint, last_seq
 from memory_core.serve.index import CardIndex, Stats, build, card_needs, choose
 
 if TYPE_CHECKING:
@@ -43,9 +47,9 @@ class Entry:
     seen_at: datetime  # last use, else last update: what recency decays from
     use_count: int
     evidence_count: int
-    compiled: tuple[CompiledPrecondition, ...]
+    compiled: tuple[CompiledPrecondition, ...]  # shared by every card of the same text
     scenario: str
-    text: str  # scenario, steps and failure modes: what a free-text query is compared with
+    rest: str  # steps, failure modes and value: `text` without the scenario (held once)
     broken: bool = False  # a stored precondition no longer compiles: never served
     trust: float = 1.0  # the weight of the card's origin (memory_core.screen.provenance)
     pinned: bool = False  # never withheld by the holdout
@@ -58,6 +62,15 @@ class Entry:
     # (epoch, the highest standing the card can have in it, the most support can add): one
     # attribute so that threads computing it for different epochs never mix (serve/topk.py)
     bound: tuple[object, float, float] = (None, 0.0, 0.0)
+    sortkey: float = 0.0  # the bound its lists were ordered by (serve/ordered.py)
+    # its snapshot's `touched` list, where a change in place is reported (a list, not the
+    # snapshot: no reference cycle, a dropped snapshot is freed by reference counts)
+    home: list[Entry] | None = None
+
+    @property
+    def text(self) -> str:
+        """Scenario, steps and failure modes: what a free-text query is compared with."""
+        return f"{self.scenario} {self.rest}"
 
 
 def support_of(e: Entry, counts: str) -> int:
@@ -69,6 +82,8 @@ def support_of(e: Entry, counts: str) -> int:
 def touched(e: Entry) -> None:
     """After a change of the card's score parts in place: its score bound is computed again."""
     e.bound = (None, 0.0, 0.0)
+    if e.home is not None:  # its place in the ordered lists may now be too low
+        e.home.append(e)
 
 
 # A served card as JSON: (the other fields as a JSON object without its closing brace,
@@ -115,6 +130,16 @@ class Snapshot:
     marks: list[tuple[float, int]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)  # one writer at a time
     bounds: Bounds | None = None  # the epoch of the cards' score bounds
+    # index lists ordered by bound in one epoch (serve/ordered.py), and cards changed in place
+    # since (uses, feedback): their places are moved in batches
+    orders: dict[Any, Any] = field(default_factory=dict)
+    orders_epoch: Bounds | None = None
+    touched: list[Entry] = field(default_factory=list)
+    order_lock: threading.Lock = field(default_factory=threading.Lock)  # orders and touched
+
+    def __post_init__(self) -> None:
+        for e in self.entries.values():
+            e.home = self.touched
 
     @property
     def unindexed(self) -> list[Entry]:
@@ -143,6 +168,7 @@ class Snapshot:
                 self._add(entry_of(r))
 
     def _add(self, e: Entry) -> None:
+        e.home = self.touched
         self.entries[e.card_id] = e
         options = card_needs(e)
         self.stats.add(options)
@@ -158,35 +184,74 @@ class Snapshot:
         return len(entries), newest, sum(e.version for e in entries)
 
 
-def _entry_text(row: Any) -> str:
-    steps = " ".join(f"{a.get('tool', '')} {a.get('note', '')}" for a in row.action_sequence)
-    modes = " ".join(f"{m.get('mode', '')} {m.get('handling', '')}" for m in row.failure_modes)
-    return f"{row.scenario} {steps} {modes} {row.value or ''}"
+def _rest(action_sequence: Any, failure_modes: Any, value: Any) -> str:
+    steps = " ".join(f"{a.get('tool', '')} {a.get('note', '')}" for a in action_sequence)
+    modes = " ".join(f"{m.get('mode', '')} {m.get('handling', '')}" for m in failure_modes)
+    return f"{steps} {modes} {value or ''}"
 
 
-def entry_of(r: Any) -> Entry:
-    """A card row as retrieval needs it (changes.COLUMNS)."""
+# compiled preconditions by normalised text, shared by every card (and snapshot) holding the
+# text while one does: a compiled program costs about 900 bytes, and a million cards hold a
+# few hundred thousand distinct texts (an lru cache of 65k recompiled the rest per card)
+_SHARED: WeakValueDictionary[str, CompiledPrecondition] = WeakValueDictionary()
+
+
+def shared_compiled(source: str) -> CompiledPrecondition:
+    """The compiled precondition of a stored text, one object per text (never mutated)."""
+    c = _SHARED.get(source)
+    if c is None:
+        c = _SHARED.setdefault(source, compile_stored(source))
+    return c
+
+
+def _compiled(
+    sources: Sequence[str], memo: dict[tuple[str, ...], tuple[CompiledPrecondition, ...]] | None
+) -> tuple[CompiledPrecondition, ...]:
+    key = tuple(sources)
+    if memo is not None and (found := memo.get(key)) is not None:
+        return found
+    out = tuple(shared_compiled(p) for p in key)
+    if memo is not None:
+        memo[key] = out
+    return out
+
+
+def _json(value: Any) -> Any:
+    """A JSON column read as text (SQLite) or already parsed (the PostgreSQL driver)."""
+    return orjson.loads(value) if isinstance(value, (str, bytes)) else value
+
+
+def entry_of(r: Any, memo: dict[Any, Any] | None = None) -> Entry:
+    """A card row as retrieval needs it (changes.COLUMNS; JSON columns parsed or as text);
+    memo shares compiled precondition lists between the cards of one load."""
     try:
-        compiled = tuple(compile_stored(p) for p in r.preconditions)
-        broken = False
+        compiled, broken = _compiled(_json(r.preconditions), memo), False
     except InvalidPrecondition:
         compiled, broken = (), True
     return Entry(
         r.card_id,
-        r.kind,
+        sys.intern(r.kind),
         r.confidence,
         r.last_used_at or r.updated_at,
         r.use_count,
         r.evidence_count,
         compiled,
         r.scenario,
-        _entry_text(r),
+        _rest(_json(r.action_sequence), _json(r.failure_modes), r.value),
         broken,
-        trust(r.provenance or {}),
+        trust(_json(r.provenance) or {}),
         bool(r.pinned),
         r.version,
         r.updated_at,
         run_count=r.run_count,
+    )
+
+
+def _raw_columns() -> tuple[Any, ...]:
+    """changes.COLUMNS with the JSON columns as their stored text: parsed by orjson, faster
+    than the driver's json module at a million rows."""
+    return tuple(
+        type_coerce(c, Text).label(c.key) if isinstance(c.type, JSON) else c for c in COLUMNS
     )
 
 
@@ -195,12 +260,23 @@ def load_snapshot(*, engine: Engine, namespace: str) -> Snapshot:
     with Session(engine) as session:
         # the feed's position first: a change made while the cards are read is applied later
         watermark = last_seq(session)
-        rows = active_rows(session, namespace)
-    entries = {r.card_id: entry_of(r) for r in rows}
+        result = session.execute(
+            select(*_raw_columns()).where(
+                col(Card.namespace) == namespace, col(Card.status) == CardStatus.active.value
+            )
+        )
+        memo: dict[Any, Any] = {}
+        entries: dict[uuid.UUID, Entry] = {}
+        for rows in result.partitions(10_000):  # the rows of one batch at a time in memory
+            for r in rows:
+                entries[r.card_id] = entry_of(r, memo)
+    del memo
     stats = Stats()
-    for e in entries.values():
-        stats.add(card_needs(e))
-    index = build(entries.values(), stats)
+    needs_memo: dict[str, Any] = {}
+    options = [card_needs(e, needs_memo) for e in entries.values()]
+    for o in options:
+        stats.add(o)
+    index = build(entries.values(), stats, options)
     for e in entries.values():
         e.indexed = not e.broken
     return Snapshot(

@@ -118,3 +118,24 @@ def test_a_change_the_feed_missed_is_found_by_the_fingerprint_check(engine) -> N
     cache._verify("team-a")  # what runs in the background every VERIFY_S
     assert cache.reloads == 1 and cache.get("team-a") is not first
     assert _served(cache, "team-a", {"tool": "search"}) == set()
+
+
+def test_cards_of_one_precondition_text_share_it_and_change_alone(engine) -> None:
+    """Cards holding the same text share one compiled precondition (a million cards hold a
+    few hundred thousand texts); a change of one card's preconditions leaves the other's."""
+    same = ['tool == "search"', "retry_count > 1"]
+    c1 = add_card(engine, scenario="c1", preconditions=same)
+    c2 = add_card(engine, scenario="c2", preconditions=list(same))
+    cache = SnapshotCache(engine=engine, refresh_s=0.0)
+    snap = cache.get("team-a")
+    e1, e2 = snap.entries[c1.card_id], snap.entries[c2.card_id]
+    assert all(a is b for a, b in zip(e1.compiled, e2.compiled, strict=True))
+    assert e1.text.startswith("c1 ") and e1.scenario == "c1"
+    shared = e2.compiled
+
+    _edit(engine, c1.card_id, preconditions=['tool == "fetch"'])
+    assert _served(cache, "team-a", {"tool": "search", "retry_count": 2}) == {"c2"}
+    assert _served(cache, "team-a", {"tool": "fetch"}) == {"c1"}
+    assert snap.entries[c2.card_id].compiled is shared
+    assert [c.source for c in shared] == ['tool == "search"', "retry_count > 1"]
+    assert [c.source for c in snap.entries[c1.card_id].compiled] == ['tool == "fetch"']

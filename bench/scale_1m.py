@@ -1,0 +1,109 @@
+"""A seeded namespace in process without the service (bench/scale.py's full mix takes too long
+at 1M cards on a shared machine): cold load, RSS, retrieve CPU and wall (plain, explain), the
+floor and brute force.
+
+    python bench/scale_1m.py DATA_DIR [QUERIES] [OUT_JSON]
+
+DATA_DIR holds a database seeded by bench/scale_data.seed (namespace "bench").
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from bench.retrieval_data import pct  # noqa: E402
+from bench.scale_data import states  # noqa: E402
+
+
+def _times(snap, mix: list[dict], **kw) -> dict:
+    """retrieve() CPU and wall times over the mix."""
+    from memory_core.models.columns import utcnow
+    from memory_core.serve.retrieval import retrieve
+
+    now, cpu, wall, cands = utcnow(), [], [], []
+    for q in mix:
+        t, c = time.perf_counter(), time.thread_time()
+        r = retrieve(snapshot=snap, state=q["task_state"], now=now, query=q["query"], **kw)
+        cpu.append((time.thread_time() - c) * 1000)
+        wall.append((time.perf_counter() - t) * 1000)
+        cands.append(r.candidates)
+    return {
+        "cpu_p50": round(statistics.median(cpu), 2),
+        "cpu_p99": round(pct(cpu, 99), 2),
+        "wall_p50": round(statistics.median(wall), 2),
+        "wall_p99": round(pct(wall, 99), 2),
+        "candidates": round(statistics.mean(cands)),
+        "load": os.getloadavg(),
+    }
+
+
+def _floor_and_brute(snap, mix: list[dict]) -> dict:
+    from memory_core.preconditions import make_context, normalise_value
+    from memory_core.serve.retrieval import holds
+
+    floor, brute = [], []
+    for q in mix:
+        norm = {k: normalise_value(v) for k, v in q["task_state"].items()}
+        c = time.thread_time()
+        snap.candidates(norm)
+        floor.append((time.thread_time() - c) * 1000)
+    entries = list(snap.entries.values())
+    for q in mix[:5]:
+        norm = {k: normalise_value(v) for k, v in q["task_state"].items()}
+        c = time.thread_time()
+        ctx, keys = make_context(norm), frozenset(norm)
+        _ = [e for e in entries if holds(e.compiled, ctx, keys)]
+        brute.append((time.thread_time() - c) * 1000)
+    return {
+        "floor_cpu_p50": round(statistics.median(floor), 2),
+        "floor_cpu_p99": round(pct(floor, 99), 2),
+        "brute_cpu_p50": round(statistics.median(brute)),
+    }
+
+
+def main() -> None:
+    """Load, measure, write the JSON."""
+    import psutil
+
+    from memory_core import db
+    from memory_core.serve.snapshot_cache import SnapshotCache
+    from memory_core.settings import Settings
+
+    engine = db.make_engine(Settings(data_dir=Path(sys.argv[1])))
+    queries = int(sys.argv[2]) if len(sys.argv) > 2 else 400
+    out_path = Path(sys.argv[3]) if len(sys.argv) > 3 else REPO / "bench/results/scale_1m.json"
+    proc = psutil.Process()
+    gc.collect()
+    r0 = proc.memory_info().rss
+    t = time.perf_counter()
+    snap = SnapshotCache(engine=engine).get("bench")
+    cold = time.perf_counter() - t
+    r1 = proc.memory_info().rss
+    out: dict = {
+        "cards": len(snap.entries),
+        "cold_load_s": round(cold, 1),
+        "snapshot_rss_mb": round((r1 - r0) / 2**20),
+        "bytes_per_card": round((r1 - r0) / max(len(snap.entries), 1)),
+        "rss_mb": round(r1 / 2**20),
+        "load_after_load": os.getloadavg(),
+    }
+    print(json.dumps(out), flush=True)
+    mix = states(queries)
+    out["plain"] = _times(snap, mix)
+    out["explain"] = _times(snap, mix[:100], explain=True)
+    out.update(_floor_and_brute(snap, mix))
+    out["load_end"] = os.getloadavg()
+    print(json.dumps(out), flush=True)
+    out_path.write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,151 @@
+"""The lazy walk over bound-ordered index lists (serve/ordered.py) ranks exactly as scoring
+every match, while uses and feedback raise cards in place within one epoch (more than FOLD of
+them, so their places are moved) and cards are replaced (lists patched), and checks few
+cards when many hold."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from datetime import timedelta
+
+from memory_core.models.columns import utcnow
+from memory_core.preconditions import compile_all
+from memory_core.serve.ordered import FOLD
+from memory_core.serve.retrieval import retrieve
+from memory_core.serve.snapshot import touched
+from memory_core.settings import RankingWeights
+from tests.memory_core.serve.test_serve_topk import _entry, _key, _snapshot, _weights
+
+
+def test_in_place_changes_within_an_epoch_keep_the_ranking_exact() -> None:
+    rnd = random.Random(5)
+    now = utcnow()
+    for trial in range(12):
+        snap = _snapshot([_entry(rnd, now, i) for i in range(rnd.choice([200, 600]))])
+        w = _weights(rnd)
+        folded = False
+        for q in range(60):
+            for _ in range(rnd.choice([0, 3, 9])):  # served cards get a use, some feedback
+                e = rnd.choice(list(snap.entries.values()))
+                e.use_count += 1
+                e.seen_at = now + timedelta(seconds=q)
+                if rnd.random() < 0.3:
+                    e.confidence = rnd.choice([0.2, 0.95, 1.0])
+                snap.max_uses = max(snap.max_uses, e.use_count)
+                touched(e)
+            if q % 3 == 0:  # a card changed elsewhere: replaced, as the change feed does
+                old = rnd.choice(list(snap.entries.values()))
+                snap.index.remove(old)
+                del snap.entries[old.card_id]
+                conf = rnd.choice([old.confidence, 0.1, 1.0])
+                snap._add(replace(old, confidence=conf, bound=(None, 0.0, 0.0)))
+            folded = folded or len(snap.touched) >= FOLD
+            state = {"tool": f"t{rnd.randrange(4)}", "retry_count": rnd.randrange(4)}
+            if rnd.random() < 0.5:
+                state["last_error"] = f"e{rnd.randrange(4)} on x"
+            query = rnd.choice([None, "retry page", "cache token limit"])
+            top_k = rnd.choice([1, 3, 5])
+            kw = dict(snapshot=snap, state=state, now=now, top_k=top_k, weights=w, query=query)
+            exhaustive = retrieve(**kw, bounded_from=10**9)  # type: ignore[arg-type]
+            lazy = retrieve(**kw)  # type: ignore[arg-type]
+            assert _key(lazy) == _key(exhaustive), (trial, q, w, state, query, top_k)
+            assert lazy.candidates == exhaustive.candidates
+        assert folded and len(snap.touched) < FOLD + 9  # the places were moved
+
+
+def test_the_walk_checks_few_of_many_holding_cards() -> None:
+    rnd = random.Random(8)
+    now = utcnow()
+    entries = [_entry(rnd, now, i) for i in range(3000)]
+    for e in entries:
+        e.compiled = tuple(compile_all(["true"]))  # every card holds, none is indexed
+    snap = _snapshot(entries)
+    checked: list[int] = []
+    from memory_core.serve import retrieval
+
+    real = retrieval.holds
+
+    def counting(*a):  # type: ignore[no-untyped-def]
+        checked.append(1)
+        return real(*a)
+
+    retrieval.holds = counting  # type: ignore[assignment]
+    try:
+        lazy = retrieve(snapshot=snap, state={"tool": "t1"}, now=now, weights=RankingWeights())
+    finally:
+        retrieval.holds = real  # type: ignore[assignment]
+    full = retrieve(snapshot=snap, state={"tool": "t1"}, now=now, bounded_from=10**9)
+    assert _key(lazy) == _key(full)
+    assert 5 <= len(checked) < 300  # of 3000 candidates
+
+
+def test_explain_serves_and_explains_as_scoring_every_match() -> None:
+    """Explain takes the top k from the walk, its near misses from the first candidates that
+    fail: the same cards, scores, checks and near misses as scoring every match."""
+    rnd = random.Random(13)
+    now = utcnow()
+    for trial in range(20):
+        snap = _snapshot([_entry(rnd, now, i) for i in range(rnd.choice([100, 500]))])
+        w = _weights(rnd)
+        for _ in range(10):
+            state = {"tool": f"t{rnd.randrange(4)}", "retry_count": rnd.randrange(4)}
+            if rnd.random() < 0.5:
+                state["last_error"] = f"e{rnd.randrange(4)} on x"
+            query = rnd.choice([None, "retry page"])
+            kw = dict(snapshot=snap, state=state, now=now, weights=w, query=query, explain=True)
+            full = retrieve(**kw, bounded_from=10**9)  # type: ignore[arg-type]
+            lazy = retrieve(**kw)  # type: ignore[arg-type]
+            assert _key(lazy) == _key(full), (trial, w, state, query)
+            assert [m.checks for m in lazy.matches] == [m.checks for m in full.matches]
+            assert [(m.entry.card_id, m.checks) for m in lazy.near_misses] == [
+                (m.entry.card_id, m.checks) for m in full.near_misses
+            ]
+            assert lazy.candidates == full.candidates
+
+
+def test_queries_from_many_threads_while_cards_are_used_keep_the_ranking_exact() -> None:
+    import sys
+    import threading
+
+    rnd = random.Random(13)
+    now = utcnow()
+    snap = _snapshot([_entry(rnd, now, i) for i in range(800)])
+    w = RankingWeights(support=0.3, text_similarity=0.0)
+    states = [{"tool": f"t{t}", "retry_count": r} for t in range(4) for r in range(4)]
+    cards = list(snap.entries.values())
+    stop, errors = threading.Event(), []
+
+    def query(seed: int) -> None:
+        qr = random.Random(seed)
+        try:
+            while not stop.is_set():
+                retrieve(snapshot=snap, state=qr.choice(states), now=now, top_k=3, weights=w)
+        except Exception as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+
+    def use() -> None:  # the service's uses: in place, reported as touched
+        ur = random.Random(99)
+        for _ in range(3000):
+            e = ur.choice(cards)
+            e.use_count += 1
+            snap.max_uses = max(snap.max_uses, e.use_count)
+            touched(e)
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # hand the GIL over often: the threads interleave finely
+    try:
+        threads = [threading.Thread(target=query, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        use()
+        stop.set()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(switch)
+    assert errors == []
+    for state in states:
+        kw = dict(snapshot=snap, state=state, now=now, top_k=3, weights=w)
+        exhaustive = retrieve(**kw, bounded_from=10**9)  # type: ignore[arg-type]
+        assert _key(retrieve(**kw)) == _key(exhaustive), state  # type: ignore[arg-type]
