@@ -290,7 +290,11 @@ def test_a_namespace_loading_never_blocks_the_server(frozen_api, engine) -> None
     during = [took for t, took in answered if t < done[0]]
     assert done[0] - started > 0.3, "the load was too quick to tell; use more cards"
     assert len(during) >= 5, (len(during), done[0] - started)
-    assert max(during) < 0.2, sorted(during)[-3:]  # milliseconds, not the load's seconds
+    # milliseconds, not the load's seconds: a blocked loop would answer after the whole load.
+    # On a loaded machine (4 test workers on 2 cores) a check can wait for a core ~0.2 s, so
+    # the bound is a third of the load's own time, within 0.2-0.5 s
+    load_s = done[0] - started
+    assert max(during) < min(0.5, max(0.2, load_s / 3)), (sorted(during)[-3:], load_s)
     assert svc.snapshots.ready("team-a")
 
     # explain and feedback run in worker threads too: health checks answer meanwhile
@@ -308,11 +312,15 @@ def test_a_namespace_loading_never_blocks_the_server(frozen_api, engine) -> None
         explained.append(time.monotonic())
 
     answered.clear()
+    started = time.monotonic()
     worker = threading.Thread(target=explain_queries)
     worker.start()
     health_until(explained)
     worker.join()
-    assert explained and answered and max(took for _, took in answered) < 0.2
+    assert explained and answered
+    phase_s = explained[0] - started
+    took = max(t for _, t in answered)
+    assert took < min(0.5, max(0.2, phase_s / 3)), (took, phase_s)
 
 
 def test_errors_carry_a_stable_code_and_operations_a_stable_id(api) -> None:
