@@ -16,11 +16,9 @@ keys, words, value patterns, list sizes, signs). The rule, stated:
 * a second feature is added only when, among the calls with the first, it passes the same
   test again (still covering COVER of the failing calls).
 
-Otherwise, a feature a recovery showed (the failed call had it, its successful retry had not)
-that every failing call of the error had keys all its warnings; else they stay as learned
-(tool-wide, or with their run's own recovery feature). The chosen features replace a run's
-own ones, so one error of one tool is one card whatever the runs' recoveries; the counts
-behind the choice are kept in the card's provenance.
+Otherwise the warning stays tool-wide (and keeps the feature its own recovery showed). The
+chosen features replace a run's own ones, so one error of one tool is one card whatever the
+runs' recoveries; the counts behind the choice are kept in the card's provenance.
 """
 
 from __future__ import annotations
@@ -35,7 +33,6 @@ from typing import Any
 
 from memory_core.models.drafts import DraftCard, TrajectoryView
 from memory_core.retrospect.call_features import Atom, atoms, cel_string
-from memory_core.retrospect.recovery import find_recovery, separating
 from memory_core.task_state import CONDITION_KEYS, error_signature, states_before_calls
 
 PATTERN = "pre_call_warning"
@@ -57,7 +54,6 @@ class Call:
     features: frozenset[str]
     condition: Mapping[str, Any]
     args: Mapping[str, Any]
-    shown: frozenset[str] = frozenset()  # the feature the run's own recovery dropped
 
 
 @dataclass
@@ -71,12 +67,8 @@ class Calls:
         """Every tool call of one run."""
         calls = [s for s in view.steps if s.type == "tool_call" and s.tool]
         states = states_before_calls(calls, task_type=view.task_type, agent_id=view.agent_id)
-        for i, (c, st) in enumerate(zip(calls, states, strict=True)):
+        for c, st in zip(calls, states, strict=True):
             found = atoms(c.args)
-            sig = error_signature(c.error, c.args) if c.error else ""
-            shown = frozenset(
-                separating(c, find_recovery(calls, i, sig, max_actions=2)) if sig else ()
-            )
             for a in found:
                 self.atom_of.setdefault(a.expr, a)
             self.by_tool[(view.task_type, c.tool or "")].append(
@@ -84,11 +76,10 @@ class Calls:
                     run=view.id,
                     outcome=view.outcome.value,
                     step=int(st["step"]),
-                    error=sig,
+                    error=error_signature(c.error, c.args) if c.error else "",
                     features=frozenset(a.expr for a in found),
                     condition={k: st[k] for k in CONDITION_KEYS if k in st},
                     args=c.args or {},
-                    shown=shown,
                 )
             )
 
@@ -126,7 +117,6 @@ class Selection:
     failing_with: int
     others_with: int
     p_values: tuple[float, ...]
-    basis: str = f"in >= {COVER:.0%} of the failing calls; Fisher p <= {ALPHA} / candidates"
 
     def explain(self) -> dict[str, Any]:
         """The counts, as the card's provenance keeps them."""
@@ -138,7 +128,7 @@ class Selection:
             "other_calls": self.others,
             "other_calls_with_features": self.others_with,
             "p_values": [round(p, 6) for p in self.p_values],
-            "rule": self.basis,
+            "rule": f"in >= {COVER:.0%} of the failing calls; Fisher p <= {ALPHA} / candidates",
         }
 
 
@@ -172,10 +162,8 @@ def select(calls: Sequence[Call], error: str, atom_of: Mapping[str, Atom]) -> Se
     failing = [c for c in calls if c.error == error]
     others = [c for c in calls if c.error != error]
     runs = len({c.run for c in failing})
-    if not failing or not others:
+    if len(failing) < MIN_FAILING or runs < MIN_RUNS or not others:
         return None
-    if len(failing) < MIN_FAILING or runs < MIN_RUNS:
-        return shown(failing, others, atom_of)
     chosen: list[str] = []
     ps: list[float] = []
     fail_set = [c.features for c in failing]
@@ -191,7 +179,7 @@ def select(calls: Sequence[Call], error: str, atom_of: Mapping[str, Atom]) -> Se
         if not other_set:
             break  # nothing left to separate from
     if not chosen:
-        return shown(failing, others, atom_of)
+        return None
     has_all = [c for c in failing if all(e in c.features for e in chosen)]
     return Selection(
         atoms=tuple(atom_of[e] for e in chosen),
@@ -201,32 +189,6 @@ def select(calls: Sequence[Call], error: str, atom_of: Mapping[str, Atom]) -> Se
         failing_with=len(has_all),
         others_with=sum(all(e in o.features for e in chosen) for o in others),
         p_values=tuple(ps),
-    )
-
-
-def shown(
-    failing: Sequence[Call], others: Sequence[Call], atom_of: Mapping[str, Atom]
-) -> Selection | None:
-    """Without a tested feature: one a recovery showed (the failed call had it, the retry
-    that succeeded had not) that every failing call had, the fewest other calls first; so
-    the error's warnings are one card, not one per recovery."""
-    every = frozenset.intersection(*(c.features for c in failing))
-    found = sorted(
-        (sum(e in o.features for o in others), e)
-        for e in set().union(*(c.shown for c in failing)) & every
-    )
-    if not found:
-        return None
-    b, expr = found[0]
-    return Selection(
-        atoms=(atom_of[expr],),
-        failing=len(failing),
-        runs=len({c.run for c in failing}),
-        others=len(others),
-        failing_with=len(failing),
-        others_with=b,
-        p_values=(),
-        basis="shown by a recovery and in every failing call (too few or no tested feature)",
     )
 
 

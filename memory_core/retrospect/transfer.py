@@ -76,8 +76,6 @@ def transferred(
     tools: dict[tuple[str, str, str], set[str]] = defaultdict(set)
     feature: dict[tuple[str, str, str], Atom] = {}
     for (task_type, tool, error), sel in sorted(selections.items()):
-        if not sel.p_values:
-            continue  # a feature only a recovery showed is not tested enough to carry over
         first = next((a for a in sel.atoms if a.kind in VALUE_KINDS), None)
         if first is None:
             continue

@@ -75,21 +75,6 @@ def test_too_few_failing_calls_choose_nothing() -> None:
     assert select(calls, LOW, {a.expr: a for a in atoms({"m": "voucher_1"})}) is None
 
 
-def test_a_feature_a_recovery_showed_keys_every_warning_of_the_error() -> None:
-    # two failing calls are too few to test; a recovery showed the method mattered and every
-    # failing call had it, so one card (not one per recovery) keys on it
-    shown = 'args.method.matches("^voucher_[0-9]+$")'
-    failing = [_call(LOW, {"method": f"voucher_{i}", "amount": 3}) for i in range(2)]
-    failing[0] = Call(**{**failing[0].__dict__, "shown": frozenset({shown})})
-    others = [_call("", {"method": f"card_{i}", "amount": 3}) for i in range(6)]
-    calls = failing + others
-    sel = select(calls, LOW, _atom_of(calls))
-    assert sel is not None and [a.expr for a in sel.atoms] == [shown] and sel.p_values == ()
-    # a feature the recovery showed that not every failing call had is not used
-    failing[1] = _call(LOW, {"method": "card_9", "amount": 3})
-    assert select(failing + others, LOW, _atom_of(failing + others)) is None
-
-
 def _pay_run(rid: str, method: str, *, fails: bool, tool: str = "pay_order") -> dict:
     call = {"type": "tool_call", "tool": tool, "args": {"order": f"ord_{rid}", "method": method}}
     if fails:
