@@ -22,7 +22,6 @@ from memory_core.models.trajectory import Step, Trajectory, TrajectoryStatus
 from memory_core.retrospect.claims import claim_batch, release
 from memory_core.retrospect.siblings import contrast_batch
 from memory_core.retrospect.summary import BatchResult
-from memory_core.retrospect.transfer import refine_warnings
 from memory_core.screen.gate import untaint
 
 log = logging.getLogger(__name__)
@@ -49,8 +48,6 @@ def write_run_drafts(
     """Write the drafts of agent runs, namespace by namespace: cards created, evidence added."""
     created = evidence = 0
     for namespace, drafts in by_namespace.items():
-        # a warning fires on the calls its error comes with, and carries to other tools
-        drafts = drafts + refine_warnings(session=session, namespace=namespace, drafts=drafts)
         w = write_drafts(
             session=session,
             namespace=namespace,
