@@ -58,6 +58,8 @@ SYSTEMS = (
     "tool failure rate",
     "dense kNN",
     "features failed elsewhere",
+    "repeat write",
+    "write after an error",
     "run outcome (ceiling)",
 )
 

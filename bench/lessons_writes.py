@@ -17,6 +17,10 @@ Scores, each from what the learning runs alone give:
   memory_core.retrospect.call_features.value_class) seen in failed runs of other tasks and
   never in a successful run: f / (f + 1) for f such tasks, else 0.
 
+Two general signals of the state before the call, tried as what a card could carry: "repeat
+write" (the run already called this tool) and "write after an error" (the previous call
+failed).
+
 And one ceiling, which no memory can have: "run outcome (ceiling)" scores a write 1 when its
 own run failed. Every score a memory learns from outcomes (no answer key) estimates that at
 best, so its AUROC bounds theirs: it is below 1 because right writes sit in runs that failed
@@ -189,6 +193,9 @@ def score_writes(
                         call.tool or "", call.args, groups.get(t.key, t.key)
                     ),
                     "run outcome (ceiling)": float(t.outcome.value == "failure"),
+                    # general signals a served card could carry (state only, no answer key)
+                    "repeat write": float((call.tool or "") in state.get("tools_used", [])),
+                    "write after an error": float(bool(state.get("last_error"))),
                     "text": call_text(call.tool or "", call.args),
                 }
             )
