@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from prefect import flow
-from sqlmodel import Session, col, select
 
 from flows.naming import run_name, thread_runner
 from flows.params import DecayFlowParams
 from memory_core.decay import DecayParams, DecayReport
+from memory_core.leases import card_namespaces as namespaces_with_cards
 from memory_core.leases import each_leased
-from memory_core.models.card import Card
 from memory_core.settings import Settings
 from tasks.decay import decay_task
 from tasks.runtime import engine_for
@@ -23,8 +22,7 @@ def decay_params(params: DecayFlowParams, settings: Settings) -> DecayParams:
 
 def card_namespaces(settings: Settings) -> list[str]:
     """Namespaces that hold cards (of any status)."""
-    with Session(engine_for(settings)) as session:
-        return sorted(session.execute(select(col(Card.namespace)).distinct()).scalars())
+    return namespaces_with_cards(engine=engine_for(settings))
 
 
 def run_decay(params: DecayFlowParams, settings: Settings) -> DecayReport:

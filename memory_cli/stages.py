@@ -104,21 +104,38 @@ def consolidate(
     if in_process(settings):
         from memory_core.consolidate.stage import live_namespaces
         from memory_core.consolidate.summary import ConsolidateSummary
+        from memory_core.leases import each_leased
         from tasks.plain_consolidate import consolidate_run
         from tasks.runtime import engine_for
 
-        names = [namespace] if namespace else live_namespaces(engine=engine_for(settings))
+        engine = engine_for(settings)
+        names = [namespace] if namespace else live_namespaces(engine=engine)
         total = ConsolidateSummary(dry_run=dry_run)
         if on_progress is not None and not names:
             on_progress("no namespace with active cards", 0, 0)
-        for i, ns in enumerate(names):
+        counter = iter(range(len(names)))
 
-            def step(what: str, done: int, steps: int, ns: str = ns, i: int = i) -> None:
+        def one(ns: str) -> None:
+            i = next(counter)
+
+            def step(what: str, done: int, steps: int) -> None:
                 if on_progress is not None:
                     where = f"{ns!r} ({i + 1} of {len(names)} namespaces)"
                     on_progress(f"{where}: {what}", i * steps + done, len(names) * steps)
 
-            total.add(consolidate_run(ns, dry_run, settings, stage_log(), on_progress=step))
+            part = consolidate_run(ns, dry_run, settings, stage_log(), on_progress=step)
+            part.ran = {ns: part.merges + part.facts_superseded}
+            total.add(part)
+
+        if dry_run:  # a plan writes nothing: no lease needed
+            for ns in names:
+                one(ns)
+            return total
+        # as the flow does: a namespace another run (a worker, another command) holds is
+        # theirs to finish, named in `elsewhere`, never worked twice at once
+        _, total.elsewhere = each_leased(
+            engine=engine, stage="consolidate", namespaces=names, run=one
+        )
         return total
     _flow_setup(settings)
     from flows.consolidate import consolidate as consolidate_flow
@@ -142,7 +159,23 @@ def decay(
         from tasks.plain import decay_run
 
         params = DecayParams(**settings.decay.model_dump(), dry_run=dry_run, now=now)
-        return decay_run(params, namespace, settings, stage_log(), on_progress=on_progress)
+        if dry_run:
+            return decay_run(params, namespace, settings, stage_log(), on_progress=on_progress)
+        from memory_core.decay import DecayReport
+        from memory_core.leases import card_namespaces, each_leased
+        from tasks.runtime import engine_for
+
+        engine = engine_for(settings)
+        total = DecayReport()
+
+        def one(ns: str) -> None:
+            part = decay_run(params, ns, settings, stage_log(), on_progress=on_progress)
+            part.ran = {ns: part.total}
+            total.add(part)
+
+        names = [namespace] if namespace else card_namespaces(engine=engine)
+        _, total.elsewhere = each_leased(engine=engine, stage="decay", namespaces=names, run=one)
+        return total
     _flow_setup(settings)
     from flows.decay import decay as decay_flow
     from flows.params import DecayFlowParams

@@ -107,3 +107,13 @@ def each_leased(
             else:
                 elsewhere.append(ns)
     return done, elsewhere
+
+
+def card_namespaces(*, engine: Engine) -> list[str]:
+    """Namespaces that hold cards (of any status): what decay runs over."""
+    from sqlmodel import Session, col, select
+
+    from memory_core.models.card import Card
+
+    with Session(engine) as session:
+        return sorted(session.execute(select(col(Card.namespace)).distinct()).scalars())
