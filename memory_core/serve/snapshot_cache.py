@@ -71,6 +71,14 @@ def _timed_load(loader: Callable[..., Snapshot], engine: Engine, namespace: str)
     return snap
 
 
+def _release(snap: Snapshot) -> None:
+    """Break the one cycle a dropped snapshot holds: its touched cards point at the list that
+    holds them (Entry.home). Loads freeze the heap (gc.freeze), so a cycle among frozen objects
+    is never collected: every eviction would leak its touched cards. A query still on the
+    snapshot finishes on it; at worst its touched cards rank as they stood before their uses."""
+    snap.touched.clear()
+
+
 class SnapshotCache:
     """Snapshots per namespace: loaded on first use, then changed card by card."""
 
@@ -153,7 +161,9 @@ class SnapshotCache:
             if total <= self._max_cards:
                 break
             if ns != keep:
-                total -= len(self._snapshots.pop(ns).entries)
+                gone = self._snapshots.pop(ns)
+                total -= len(gone.entries)
+                _release(gone)
                 self.evictions += 1
 
     def cached(self) -> tuple[int, int]:
@@ -236,6 +246,7 @@ class SnapshotCache:
                 return
             self._snapshots[namespace] = snap
             self._evict(keep=namespace)
+        _release(old)
         self.reloads += 1
         self._loaded()
 

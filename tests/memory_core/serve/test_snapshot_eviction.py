@@ -129,3 +129,25 @@ def test_the_service_takes_its_budget_from_the_setting(engine, monkeypatch) -> N
         cards = svc.query(principal=who, request=request, via="test").cards
         assert {h.card.scenario for h in cards} == expected[ns]
     assert svc.snapshots.loads == 3 and svc.snapshots.evictions == 2
+
+
+def test_an_evicted_snapshots_used_cards_are_freed_though_loads_freeze_the_heap(engine) -> None:
+    import gc
+
+    from memory_core.serve.snapshot import Entry, touched
+
+    _seed(engine, ["a", "b"], per=3)
+    cache = SnapshotCache(engine=engine, refresh_s=3600.0, max_cards=3)
+    snap = cache.get("a")  # the load freezes the heap (gc.freeze)
+    used = next(iter(snap.entries.values()))
+    touched(used)  # a use in place: the card waits in snap.touched, which it points back at
+    assert snap.touched == [used] and used.home is snap.touched
+    card_id = used.card_id
+    del snap, used
+    try:
+        cache.get("b")  # evicts a: nothing but the cycle could keep its used card alive
+        assert not cache.ready("a")
+    finally:
+        gc.unfreeze()  # back into the collector's view, before any collection runs
+    left = [o for o in gc.get_objects() if isinstance(o, Entry) and o.card_id == card_id]
+    assert left == []  # freed at the eviction, not left to a collector frozen out of it
