@@ -25,7 +25,7 @@ from memory_core.retrospect.rule_extractor import RuleExtractor
 from memory_core.retrospect.stage import retrospect_once
 from memory_core.screen.decode import readings
 from memory_core.serve.keys import KeyRing, create_key
-from memory_core.serve.retrieval import prompt_block
+from memory_core.serve.prompt_block import prompt_block
 from memory_core.serve.schemas import CardIn
 from memory_core.serve.store import store_card
 from memory_core.settings import Settings

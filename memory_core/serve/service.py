@@ -24,8 +24,9 @@ from memory_core.serve.answer import Answer, Hit, RowsNotInMemory, card_hits, pl
 from memory_core.serve.effect_ops import EffectOperations
 from memory_core.serve.inline import InlineGate
 from memory_core.serve.keys import KeyRing, Principal
+from memory_core.serve.prompt_block import prompt_block
 from memory_core.serve.reads import ReadOperations
-from memory_core.serve.retrieval import Ranked, prompt_block, public_checks, retrieve
+from memory_core.serve.retrieval import Ranked, public_checks, retrieve
 from memory_core.serve.schemas import (
     CheckActionRequest,
     CheckActionResult,

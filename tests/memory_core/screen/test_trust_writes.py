@@ -19,7 +19,7 @@ from memory_core.ingest.store import ingest
 from memory_core.models.card import ActionStep, Card, CardStatus, CardVersion, FailureMode
 from memory_core.models.drafts import DraftCard
 from memory_core.serve.keys import KeyRing, create_key
-from memory_core.serve.retrieval import prompt_block
+from memory_core.serve.prompt_block import prompt_block
 from memory_core.serve.schemas import CardIn
 from memory_core.serve.store import store_card
 from memory_core.validate.review import edit

@@ -12,7 +12,8 @@ from memory_core.models.card import Card, CardUse
 from memory_core.models.columns import utcnow
 from memory_core.serve.atoms import equality_atoms
 from memory_core.serve.keys import KeyRing, create_key, revoke_key
-from memory_core.serve.retrieval import prompt_block, retrieve
+from memory_core.serve.prompt_block import prompt_block
+from memory_core.serve.retrieval import retrieve
 from memory_core.serve.schemas import QueryRequest
 from memory_core.serve.service import MemoryService
 from memory_core.serve.snapshot import load_snapshot
