@@ -13,16 +13,22 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from collections.abc import Callable, Mapping
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from memory_core.keywords import term_set
 from memory_core.serve.groups import covers, groups, homes
 from memory_core.serve.snapshot import support_of
-from memory_core.serve.topk import SLACK, UNBOUNDED, Bounds, base_bound, epoch, top_matches
-from memory_core.settings import RankingWeights
+from memory_core.serve.topk import (
+    SLACK,
+    UNBOUNDED,
+    Bounds,
+    TopQuery,
+    base_bound,
+    epoch,
+    top_matches,
+)
 
 if TYPE_CHECKING:
     from memory_core.serve.retrieval import Ranked
@@ -140,19 +146,14 @@ def lazy_top(
     snap: Snapshot,
     state: Mapping[str, Any],
     *,
-    kinds: Sequence[str],
-    now: datetime,
-    w: RankingWeights,
-    query: frozenset[str] | None,
-    top_k: int,
-    holds: Callable[[Entry], bool],
-    score: Callable[[Entry], Ranked],
-    specificity: Callable[[int], float],
-    tie: float,
+    q: TopQuery,
 ) -> tuple[list[Ranked], int]:
     """(the best matches, unsorted, with support, among the cards the index gives the state;
     how many candidates the index gave)."""
-    b = epoch(snap, w, now)
+    kinds, w, query, top_k, holds, score, specificity, tie = (
+        q.kinds, q.w, q.query, q.top_k, q.holds, q.score, q.specificity, q.tie
+    )  # fmt: skip
+    b = epoch(snap, w, q.now)
     wt, sup, size, unit = w.text_similarity, w.support, len(query) if query else 0, w.support_counts
     lists = groups(snap.index, state)
     if snap.index.spread:  # a card filed under `a == 1 || b == 2` may be in two lists
@@ -194,10 +195,7 @@ def lazy_top(
         firsts = (e for cards, _, _ in orders for e in cards)
         if not any(check(e) for e in chain(late, firsts) if ok(e) and support_of(e, unit) == most):
             flat = list({id(e): e for _, cards in lists for e in cards}.values())
-            found, _ = top_matches(
-                flat, kinds=kinds, snapshot=snap, now=now, w=w, query=query, top_k=top_k,
-                holds=holds, score=score, specificity=specificity, tie=tie,
-            )  # fmt: skip
+            found, _ = top_matches(flat, snapshot=snap, q=q)
             return found, count
         top = most or 1
     lift = wt * (1 + sup * TRUST_MAX)  # what text and support can add to a head's key

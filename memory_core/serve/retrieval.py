@@ -26,7 +26,7 @@ from memory_core.preconditions import (
 from memory_core.serve.ordered import lazy_top
 from memory_core.serve.schemas import PreconditionCheck, Score
 from memory_core.serve.snapshot import Entry, Snapshot, support_of
-from memory_core.serve.topk import usable
+from memory_core.serve.topk import TopQuery, usable
 from memory_core.settings import RankingWeights
 
 NEAR_MISS_SAMPLE = 128  # near-miss cards explain evaluates, at most
@@ -144,9 +144,7 @@ def retrieve(
     matches: list[Ranked] = []
     failed: list[Entry] = []  # candidates that do not hold: the first near misses
     if top_k > 0 and usable(w) and bounded_from < EXHAUSTIVE:
-        matches, count = lazy_top(
-            snapshot,
-            norm,
+        q = TopQuery(
             kinds=kinds,
             now=now,
             w=w,
@@ -159,6 +157,7 @@ def retrieve(
             specificity=specificity,
             tie=TIE,
         )
+        matches, count = lazy_top(snapshot, norm, q=q)
         _order(matches, w.support_counts)
         if not explain:
             return Retrieval(matches[:top_k], count, len(snapshot.entries))

@@ -44,6 +44,22 @@ class Bounds:
     max_uses: int
 
 
+@dataclass(frozen=True, slots=True)
+class TopQuery:
+    """What a top-k walk ranks by: the kinds served, the time and weights, the query's words,
+    k, and how a candidate is checked, scored and its specificity and tie step weighed."""
+
+    kinds: Sequence[str]
+    now: datetime
+    w: RankingWeights
+    query: frozenset[str] | None
+    top_k: int
+    holds: Callable[[Entry], bool]
+    score: Callable[[Entry], Ranked]
+    specificity: Callable[[int], float]
+    tie: float
+
+
 def usable(w: RankingWeights) -> bool:
     """Every weight non-negative: the score then grows with each of its parts."""
     return min(w.confidence, w.recency, w.use_frequency, w.specificity, w.support) >= 0
@@ -80,23 +96,15 @@ def base_bound(e: Entry, b: Bounds, specificity: Callable[[int], float]) -> floa
 
 
 def top_matches(
-    candidates: Sequence[Entry],
-    *,
-    kinds: Sequence[str],
-    snapshot: Snapshot,
-    now: datetime,
-    w: RankingWeights,
-    query: frozenset[str] | None,
-    top_k: int,
-    holds: Callable[[Entry], bool],
-    score: Callable[[Entry], Ranked],
-    specificity: Callable[[int], float],
-    tie: float,
+    candidates: Sequence[Entry], *, snapshot: Snapshot, q: TopQuery
 ) -> tuple[list[Ranked], int]:
     """(the best servable matches among the candidates as retrieval scores them, unsorted,
     with support; how many were checked): every match that can rank in the top k, and maybe
     others. One pass over the candidates, then checks from the highest bound down."""
-    b = epoch(snapshot, w, now)
+    kinds, w, query, top_k, holds, score, specificity, tie = (
+        q.kinds, q.w, q.query, q.top_k, q.holds, q.score, q.specificity, q.tie
+    )  # fmt: skip
+    b = epoch(snapshot, w, q.now)
     wt, sup, size = w.text_similarity, w.support, len(query) if query else 0
     unit = w.support_counts
     pool: list[Entry] = []

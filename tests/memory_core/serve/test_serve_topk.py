@@ -13,7 +13,7 @@ from memory_core.preconditions import compile_all, make_context, normalise_value
 from memory_core.serve.index import Stats, build, card_needs
 from memory_core.serve.retrieval import TIE, Ranked, holds, retrieve, score_entry, specificity
 from memory_core.serve.snapshot import Entry, Snapshot, touched
-from memory_core.serve.topk import top_matches
+from memory_core.serve.topk import TopQuery, top_matches
 from memory_core.settings import RankingWeights
 
 SHAPES = [
@@ -123,10 +123,8 @@ def test_bounds_check_fewer_cards_when_many_match() -> None:
     norm = {"tool": normalise_value("t1")}
     ctx, keys = make_context(norm), frozenset(norm)
     pool = [e for e in entries if e.kind == "experience"]
-    found, checked = top_matches(
-        entries,
+    q = TopQuery(
         kinds=("experience",),
-        snapshot=snap,
         now=now,
         w=w,
         query=None,
@@ -136,6 +134,7 @@ def test_bounds_check_fewer_cards_when_many_match() -> None:
         specificity=specificity,
         tie=TIE,
     )
+    found, checked = top_matches(entries, snapshot=snap, q=q)
     assert len(found) >= 5
     assert checked < len(pool) / 4  # stopped long before the end
     best = max(round(m.score.score / TIE) for m in found)
