@@ -1,10 +1,12 @@
 """Snapshots per namespace, kept current from the change feed instead of being reloaded.
 
-A query reads the feed first when its snapshot was last checked more than the refresh interval
-ago (or this process wrote to the namespace since): one indexed read, then the changed cards
-alone. A reload of the whole namespace happens only when the feed cannot be trusted: it was
-pruned past the snapshot's watermark, or the periodic fingerprint check (count, newest update,
-version sum) disagrees with what is served. Reloads run in a background thread.
+A query applies its namespace's changes first when its snapshot was last checked more than the
+refresh interval ago (or this process wrote to the namespace since). One reader reads the feed
+for every namespace at most once per interval (serve/feed.py) and hands each its changes; a
+namespace with changes then reads its changed cards alone. A reload of the whole namespace
+happens only when the feed cannot be trusted: it was pruned past the reader's position, or the
+periodic fingerprint check (count, newest update, version sum) disagrees with what is served.
+Reloads run in a background thread.
 
 Memory is bounded in cards: past `max_cards`, the least recently queried namespaces leave the
 cache (a query still holding one finishes on it; nothing refreshes or verifies it any more) and
@@ -17,6 +19,7 @@ import gc
 import logging
 import threading
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -25,7 +28,8 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session
 
-from memory_core.serve.changes import changes_since, fingerprint, first_seq, prune, rows_by_id
+from memory_core.serve.changes import fingerprint, prune, rows_by_id
+from memory_core.serve.feed import FeedReader
 from memory_core.serve.snapshot import Snapshot, load_snapshot
 
 log = logging.getLogger(__name__)
@@ -103,6 +107,9 @@ class SnapshotCache:
         self._loading: dict[str, threading.Lock] = {}
         self._background: set[str] = set()
         self._pruned_at = time.monotonic()
+        self._feed = FeedReader()  # one read of the change feed for every namespace
+        self._pending: dict[str, dict[uuid.UUID, int]] = {}  # changes handed out, not applied
+        self._must_reload: set[str] = set()  # held when the feed was pruned past the reader
         self.on_load: Callable[[], None] | None = None  # after a snapshot was loaded
         self.applied = 0  # changed cards applied (for tests and /metrics)
         self.reloads = 0  # whole reloads after the first load
@@ -122,13 +129,13 @@ class SnapshotCache:
         due = snap.stale or now - snap.checked_at >= self._refresh_s
         # one caller reads the feed, the others serve what is there meanwhile; after a write
         # through this process every caller waits for it (read your writes)
-        if due and snap.lock.acquire(blocking=snap.stale):
+        if due:
             try:
-                self._catch_up(snap)
+                self._catch_up(snap, wait=snap.stale)
             except SQLAlchemyError as exc:  # the database is down: serve what we have
                 log.warning("reading the card change feed failed: %s", exc)
-            finally:
-                snap.lock.release()
+        if namespace in self._must_reload:  # tried again until a reload replaced it
+            self._background_task(namespace, self._reload)
         if now - snap.verified_at >= self._verify_s:
             self._background_task(namespace, self._verify)
         return snap
@@ -145,7 +152,15 @@ class SnapshotCache:
                     if self._loading.get(namespace) is gate:
                         del self._loading[namespace]
                 return snap
-            snap = _timed_load(self._loader, self._engine, namespace)
+            if self._feed.watermark is None:  # changes from here on are handed to it
+                with self._feed.lock, Session(self._engine) as session:
+                    self._feed.place(session)
+            try:
+                snap = _timed_load(self._loader, self._engine, namespace)
+            except BaseException:  # the next query loads it afresh: what was handed out is moot
+                with self._lock:
+                    self._pending.pop(namespace, None)
+                raise
             with self._lock:
                 self._snapshots[namespace] = snap
                 self._loading.pop(namespace, None)
@@ -162,6 +177,8 @@ class SnapshotCache:
                 break
             if ns != keep:
                 gone = self._snapshots.pop(ns)
+                self._pending.pop(ns, None)
+                self._must_reload.discard(ns)
                 total -= len(gone.entries)
                 _release(gone)
                 self.evictions += 1
@@ -186,32 +203,74 @@ class SnapshotCache:
         if self.on_load is not None:
             self.on_load()
 
-    def _catch_up(self, snap: Snapshot) -> None:
-        """Apply the changes numbered above the lookback's start not applied yet. Hold lock."""
-        now = time.monotonic()
-        low = snap.low(now)
+    def _catch_up(self, snap: Snapshot, *, wait: bool) -> bool:
+        """Read the feed when due (or the snapshot is stale), then apply this namespace's
+        changes. Without `wait`, a snapshot or feed another thread holds is served as it is.
+        True when a change was applied."""
+        if not snap.lock.acquire(blocking=wait):
+            return False
+        try:
+            now = time.monotonic()
+            # a stale snapshot needs a read that started after its write committed
+            if snap.stale or now - self._feed.read_at >= self._refresh_s:
+                if self._feed.lock.acquire(blocking=wait):
+                    try:
+                        self._read_feed()
+                    finally:
+                        self._feed.lock.release()
+                elif snap.namespace not in self._pending:  # being read: nothing here yet
+                    return False
+            changed = self._apply(snap)
+            snap.checked_at, snap.stale = now, False
+            return changed
+        finally:
+            snap.lock.release()
+
+    def _read_feed(self) -> None:
+        """One read of the feed for every namespace; hand each held or loading namespace its
+        changes. Hold the feed's lock."""
         with Session(self._engine) as session:
-            feed = changes_since(session, snap.namespace, low)
-            new = [(s, c) for s, c in feed if s not in snap.seen]
-            if first_seq(session) > low + 1:  # pruned past us: changes may be lost
-                self._background_task(snap.namespace, self._reload)
-            ids = list(dict.fromkeys(c for _, c in new))
-            rows = rows_by_id(session, snap.namespace, ids) if ids else []
+            found = self._feed.read(session)
+        with self._lock:
+            for ns, changes in found.changed.items():
+                if ns in self._snapshots or ns in self._loading:
+                    self._pending.setdefault(ns, {}).update(changes)
+            held = list(self._snapshots)
+        if found.pruned:  # changes may be lost: every namespace held now is read again
+            with self._lock:
+                self._must_reload.update(held)
+            for ns in held:
+                self._background_task(ns, self._reload)
+        if self._feed.read_at - self._pruned_at > PRUNE_S:
+            self._pruned_at = self._feed.read_at
+            self._background_task("", lambda _ns: prune(self._engine))
+
+    def _apply(self, snap: Snapshot) -> bool:
+        """Apply the changes handed to the snapshot's namespace. Hold its lock."""
+        with self._lock:
+            changes = self._pending.pop(snap.namespace, None)
+        if not changes:
+            return False
+        ids = list(changes)
+        try:
+            with Session(self._engine) as session:
+                rows = rows_by_id(session, snap.namespace, ids)
+        except SQLAlchemyError:
+            with self._lock:  # not applied: kept for the next try (newer seqs win)
+                later = self._pending.get(snap.namespace, {})
+                self._pending[snap.namespace] = {**changes, **later}
+            raise
         snap.apply(ids, rows)
         self.applied += len(ids)
-        snap.seen = {s for s in snap.seen if s > low} | {s for s, _ in new}
-        snap.watermark = max([snap.watermark, *(s for s, _ in new)])
-        snap.marks.append((now, snap.watermark))
-        snap.checked_at, snap.stale = now, False
-        if now - self._pruned_at > PRUNE_S:
-            self._pruned_at = now
-            self._background_task("", lambda _ns: prune(self._engine))
+        snap.watermark = max(snap.watermark, *changes.values())
+        return True
 
     def _verify(self, namespace: str) -> None:
         """Compare the served set with the database; reload when the feed missed a change.
-        The fingerprint is read first, then the feed: when that read finds nothing new, the
-        snapshot is at least as new as the fingerprint, and nothing changed in between (a
-        change committed meanwhile would have been found), so the two must agree."""
+        The fingerprint is read first, then the feed: when that read finds nothing new for
+        the namespace, the snapshot is at least as new as the fingerprint, and nothing changed
+        in between (a change committed meanwhile would have been found), so the two must
+        agree. The snapshot's lock is held throughout: no other thread applies its changes."""
         snap = self._snapshots.get(namespace)
         if snap is None:
             return
@@ -219,9 +278,9 @@ class SnapshotCache:
             with snap.lock:
                 with Session(self._engine) as session:
                     expected = fingerprint(session, namespace)
-                applied = self.applied
-                self._catch_up(snap)
-                if self.applied == applied:
+                with self._feed.lock:
+                    self._read_feed()
+                if not self._apply(snap):
                     served = snap.local_fingerprint()
                     snap.verified_at = time.monotonic()
                     break
@@ -245,6 +304,7 @@ class SnapshotCache:
             if self._snapshots.get(namespace) is not old:  # evicted (or replaced) meanwhile
                 return
             self._snapshots[namespace] = snap
+            self._must_reload.discard(namespace)
             self._evict(keep=namespace)
         _release(old)
         self.reloads += 1
