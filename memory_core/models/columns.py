@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -22,6 +23,14 @@ def utcnow() -> datetime:
 def new_id() -> uuid.UUID:
     """A fresh random UUID."""
     return uuid.uuid4()
+
+
+def row_id() -> uuid.UUID:
+    """A fresh random (version 4) UUID for a high-volume row (a use, a query), drawn without
+    a system call: uuid4 reads os.urandom, a point where a loaded machine takes the core away
+    (240 us a call under profile at load 8, for the six ids of a served query). Unique, not
+    secret: Python reseeds this generator from os.urandom in every new (and forked) process."""
+    return uuid.UUID(int=random.getrandbits(128), version=4)
 
 
 class UTCDateTime(TypeDecorator[datetime]):

@@ -19,7 +19,7 @@ from memory_core.cards.query import to_public
 from memory_core.db import READ_ONLY
 from memory_core.effects.holdout import split_arms
 from memory_core.models.card import Card, CardStatus
-from memory_core.models.columns import new_id, utcnow
+from memory_core.models.columns import row_id, utcnow
 from memory_core.serve.answer import Answer, Hit, RowsNotInMemory, card_hits, plain_json
 from memory_core.serve.effect_ops import EffectOperations
 from memory_core.serve.inline import InlineGate
@@ -189,7 +189,7 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
             matches = [m for m in matches if any(c.variables & needs for c in m.entry.compiled)]
         matches = matches[: request.top_k]
         withheld: list[Ranked] = []
-        query_id = new_id() if request.record_use else None
+        query_id = row_id() if request.record_use else None
         if query_id is not None:  # the holdout: only a recorded use can measure an effect
             matches, withheld = split_arms(
                 matches,

@@ -22,7 +22,7 @@ from sqlmodel import col
 
 from memory_core.db import session_scope
 from memory_core.models.card import Card, CardUse, UseArm
-from memory_core.models.columns import new_id, utcnow
+from memory_core.models.columns import row_id, utcnow
 
 log = logging.getLogger(__name__)
 MAX_PENDING = 200_000  # past this (database down for long) the oldest uses are dropped
@@ -97,9 +97,9 @@ class UseRecorder:
         ctx = context or {}
         served, held = UseArm.served.value, UseArm.withheld.value
         uses = [
-            PendingUse(new_id(), cid, namespace, now, ctx, served, query_id) for cid in card_ids
+            PendingUse(row_id(), cid, namespace, now, ctx, served, query_id) for cid in card_ids
         ]
-        uses += [PendingUse(new_id(), cid, namespace, now, ctx, held, query_id) for cid in withheld]
+        uses += [PendingUse(row_id(), cid, namespace, now, ctx, held, query_id) for cid in withheld]
         with self._lock:
             self._pending.extend(uses)
             overflow = len(self._pending) - MAX_PENDING
