@@ -153,6 +153,7 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
         if snap is None:
             return None
         principal.require("read")
+        self.snapshots.touch(principal.namespace)  # its place in the eviction order
         started = time.thread_time()
         try:
             answer = self._retrieve(principal, request, via=via, snap=snap, rows_in_memory=True)

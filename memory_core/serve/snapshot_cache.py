@@ -140,6 +140,12 @@ class SnapshotCache:
             self._background_task(namespace, self._verify)
         return snap
 
+    def touch(self, namespace: str) -> None:
+        """A query answered without `get` (inline): the namespace is the most recently used."""
+        with self._lock:
+            if namespace in self._snapshots:
+                self._snapshots.move_to_end(namespace)
+
     def _load(self, namespace: str) -> Snapshot:
         """Load a namespace not in the cache (once, however many callers ask at once), then
         evict the least recently used ones past the budget."""

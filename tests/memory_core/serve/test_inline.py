@@ -123,3 +123,23 @@ def test_a_zero_budget_never_answers_inline(settings, engine) -> None:
     assert _warm_up(svc, who) == 0
     assert svc.query_json_now(principal=who, request=QueryRequest(task_state=STATE)) is None
     assert _ids(svc.query_json(principal=who, request=QueryRequest(task_state=STATE)))
+
+
+def test_inline_queries_keep_their_namespace_from_eviction(settings, engine) -> None:
+    # room for two namespaces of three cards: loading a third drops the least recently used
+    settings = settings.model_copy(
+        update={"serve": settings.serve.model_copy(update={"max_cached_cards": 6})}
+    )
+    svc, who = _service(settings, engine)
+    for ns in ("team-b", "team-c"):
+        for i in range(3):
+            add_card(engine, namespace=ns, scenario=f"{ns} {i}", preconditions=['tool == "s"'])
+    other = {
+        ns: svc.authenticate(keys_for(engine, namespace=ns)["read"]) for ns in ("team-b", "team-c")
+    }
+    _warm_up(svc, who)  # team-a, through get()
+    svc.query_json(principal=other["team-b"], request=QueryRequest(task_state=STATE))
+    # team-a is now queried inline only: that must count as its latest use
+    assert svc.query_json_now(principal=who, request=QueryRequest(task_state=STATE)) is not None
+    svc.query_json(principal=other["team-c"], request=QueryRequest(task_state=STATE))
+    assert svc.snapshots.ready("team-a") and not svc.snapshots.ready("team-b")
