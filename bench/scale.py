@@ -6,6 +6,11 @@ returning a body of the same size on the same server stack. Medians of 3 runs, l
 printed with each. SQLite (the embedded default).
 
     python bench/scale.py [--sizes 5000 100000] [--queries 2000] [--http-seconds 8]
+                          [--parts namespaces batch million]
+
+--parts adds, in the same run, many namespaces (bench/scale_namespaces.py), the batch stages
+on 1 and 2 worker processes on PostgreSQL (bench/scale_batch.py) and a million cards
+(bench/scale_1m.py), each in its own process; their results go into scale.json too.
 
 Writes bench/results/scale.json and scale.png.
 """
@@ -16,7 +21,9 @@ import argparse
 import json
 import os
 import random
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -234,8 +241,52 @@ def in_process(n: int, queries: int, runs: int) -> dict:
     return out
 
 
+def _script(name: str, *argv: str) -> dict:
+    """Run bench/<name>.py in its own process (its RSS and caches its own); its JSON."""
+    cmd = [sys.executable, str(REPO / "bench" / f"{name}.py"), *argv]
+    subprocess.run(cmd, check=True, cwd=REPO)
+    out: dict = json.loads((RESULTS / f"{name}.json").read_text())
+    return out
+
+
+def _namespaces(runs: int) -> dict:
+    return _script("scale_namespaces", "--runs", str(runs))
+
+
+def _batch(runs: int) -> dict:
+    return _script("scale_batch", "--repeats", str(runs))
+
+
+def _million(runs: int) -> dict:
+    """A million cards seeded (minutes), then loaded and queried in process (one pass: the
+    load alone takes minutes)."""
+    data = tempfile.mkdtemp(prefix="hs-1m-")
+    seed_code = (
+        "import sys; from pathlib import Path; sys.path.insert(0, sys.argv[2]);"
+        "from memory_core import db; from memory_core.settings import Settings;"
+        "from bench.scale_data import seed;"
+        "s = Settings(data_dir=Path(sys.argv[1])); db.upgrade(s); seed(db.make_engine(s), 10**6)"
+    )
+    subprocess.run([sys.executable, "-c", seed_code, data, str(REPO)], check=True)
+    try:
+        return _script("scale_1m", data)
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
+
+
+# the parts bench/scale.py can add to one run: what each measures, and how
+PARTS = {
+    "namespaces": (
+        "1, 100 and 1,000 namespaces of 1,000 cards, budgets all and a tenth",
+        _namespaces,
+    ),
+    "batch": ("retrospection, consolidation and decay on 1 and 2 processes (PostgreSQL)", _batch),
+    "million": ("1M cards in process: cold load, RSS, query CPU, floor, brute force", _million),
+}
+
+
 def main() -> None:
-    """Run the sizes, then HTTP at 5k; write the JSON and the plot."""
+    """Run the sizes, then HTTP at 5k, then the parts asked for; write the JSON and the plot."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", type=int, nargs="+", default=[5000, 100_000])
     ap.add_argument("--queries", type=int, default=2000)
@@ -244,6 +295,14 @@ def main() -> None:
     ap.add_argument("--no-http", action="store_true")
     ap.add_argument("--out", default="scale.json", help="under bench/results (png beside)")
     ap.add_argument("--merge", nargs="*", default=[], help="earlier outputs whose sizes to add")
+    ap.add_argument(
+        "--parts",
+        nargs="*",
+        default=[],
+        choices=sorted(PARTS),
+        help="the other parts of the same run, each in its own process: "
+        + "; ".join(f"{k}: {v[0]}" for k, v in sorted(PARTS.items())),
+    )
     args = ap.parse_args()
     print(f"load average before: {load()}", flush=True)
     result: dict = {"load_before": load(), "sizes": [], "http": None}
@@ -253,6 +312,9 @@ def main() -> None:
         from bench.scale_http import api_vs_empty
 
         result["http"] = api_vs_empty(5000, args.http_seconds, runs=args.runs)
+    for part in args.parts:
+        print(f"part {part}: {PARTS[part][0]}", flush=True)
+        result[part] = PARTS[part][1](args.runs)
     result["load_after"] = load()
     for other in args.merge:  # a size run on its own (1M takes its own while)
         result["sizes"] += json.loads((RESULTS / other).read_text())["sizes"]
