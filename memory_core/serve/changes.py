@@ -82,16 +82,6 @@ def rows_by_id(session: Session, namespace: str, ids: Sequence[uuid.UUID]) -> li
     return out
 
 
-def changes_since(session: Session, namespace: str, after: int) -> list[tuple[int, uuid.UUID]]:
-    """(seq, card id) of the namespace's changes numbered above `after`, oldest first."""
-    rows = session.execute(
-        select(col(CardChange.seq), col(CardChange.card_id))
-        .where(col(CardChange.namespace) == namespace, col(CardChange.seq) > after)
-        .order_by(col(CardChange.seq))
-    ).all()
-    return [(int(r[0]), r[1]) for r in rows]
-
-
 def prune(engine: Engine, *, keep: int = KEEP_CHANGES) -> int:
     """Drop all but the newest `keep` changes; returns how many were dropped."""
     with Session(engine) as session:
