@@ -127,6 +127,7 @@ def run(path: Path, folds: int, work: Path) -> dict[str, Any]:
             for cid, c in cautions.items()
         }
         by_key = {t.key: r for (_, r), t in zip(test, tested, strict=True)}
+        others: dict[str, dict[str, Any]] = {}
         for t in tested:
             expected = expected_actions(by_key[t.key])
             calls = [s for s in t.steps if s.type == "tool_call" and s.tool]
@@ -142,6 +143,18 @@ def run(path: Path, folds: int, work: Path) -> dict[str, Any]:
                 fired = [c for c, _ in served if c.card_id in cautions]
                 for c in fired:
                     info[str(c.card_id)]["fired_wrong" if wrong else "fired_right"] += 1
+                for c, _ in served:  # every pre-call card served: what "hindsight" scores
+                    other = others.setdefault(
+                        str(c.card_id),
+                        {
+                            "pattern": c.provenance.get("pattern"),
+                            "preconditions": c.preconditions,
+                            "confidence": c.confidence,
+                            "fired_right": 0,
+                            "fired_wrong": 0,
+                        },
+                    )
+                    other["fired_wrong" if wrong else "fired_right"] += 1
                 all_rows.append(
                     {
                         "fold": f,
@@ -151,11 +164,13 @@ def run(path: Path, folds: int, work: Path) -> dict[str, Any]:
                         "served": [str(c.card_id) for c, _ in served],
                         "cautions": [str(c.card_id) for c in fired],
                         "score": max((c.confidence for c in fired), default=0.0),
+                        "hindsight": max((c.confidence for c, _ in served), default=0.0),
                     }
                 )
-        out["folds"].append({"fold": f, "cautions": info})
+        out["folds"].append({"fold": f, "cautions": info, "served": others})
     out["rows"] = all_rows
     out["auroc"] = auroc([(r["score"], r["wrong"]) for r in all_rows])
+    out["auroc_hindsight"] = auroc([(r["hindsight"], r["wrong"]) for r in all_rows])
     return out
 
 
@@ -168,7 +183,7 @@ def main() -> None:
     args = ap.parse_args()
     result = run(args.path, args.folds, args.work)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
-    print("auroc", result["auroc"])
+    print("auroc cautions", result["auroc"], "hindsight", result["auroc_hindsight"])
 
 
 if __name__ == "__main__":

@@ -106,6 +106,9 @@ def test_a_success_of_another_task_with_the_same_call_counts_against_it(llm_env,
     run_retrospect()
     [card], by_card = _insights(engine)
     assert by_card[card.card_id]["d"].result["role"] == "contradicts"
+    # each side names its task group: the trials of one task count once (cards.confidence)
+    groups = {k: e.result.get("group") for k, e in by_card[card.card_id].items()}
+    assert groups["c"] and groups["d"] and groups["c"] != groups["d"]
     # Beta(1 + 1 supporting, 1 + 1 contradicting) = 0.5: evidence that does not favour the
     # lesson, so it is capped below the review threshold
     assert card.confidence == UNCONFIRMED_CAP
