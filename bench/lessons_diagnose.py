@@ -7,8 +7,23 @@ confidence, supporting / contradicting / contrast runs and task groups. And for 
 caution, how many learning runs (and task groups), successful and failed, make a call that
 meets its preconditions: what the contradiction counting could have seen.
 
+With `--before` (an earlier diagnosis of the same data, e.g. made by the code before a
+change), the AUROC differences of the same writes, with a paired bootstrap interval.
+
     python bench/lessons_diagnose.py ../shared/data/tau-bench-airline/trajectories.json
         [--work /tmp/lessons-diag] [--out bench/results/lessons_diagnosis.json]
+        [--before bench/results/lessons_diagnosis_before.json]
+
+What it found (issue #16; bench/results/lessons_diagnosis_before.json): the cautions' 0.32
+was one card per fold, "cancel a reservation at all" (a tool-wide caution from the branch
+where no successful run of a task made the call), served on 45 of the 203 held-out writes,
+33 of them right. The contradiction counting reached every successful learning run that
+made such a call; but it counted runs, so a task's three or four failed trials were three or
+four supporting runs (8-11 supporting runs from 3-4 tasks against 5-8 contradicting runs
+from 2-4 tasks: confidence 0.5-0.6, served, though by tasks the evidence was even). Since no
+other caution reaches a write, any served caution ranks its calls above every other write,
+and in the held-out runs that tool's calls are mostly right (35 of 58; 43 of its 58 calls sit
+in failed runs, which failed for other reasons).
 """
 
 from __future__ import annotations
@@ -25,7 +40,7 @@ sys.path.insert(0, str(REPO))
 
 from bench.lessons import _group  # noqa: E402
 from bench.lessons_learn import _learn  # noqa: E402
-from bench.lessons_metrics import auroc  # noqa: E402
+from bench.lessons_metrics import auroc, bootstrap  # noqa: E402
 from bench.lessons_writes import TOP, canon, expected_actions, is_write  # noqa: E402
 
 
@@ -174,14 +189,38 @@ def run(path: Path, folds: int, work: Path) -> dict[str, Any]:
     return out
 
 
+def compare(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """AUROC after minus before on the same writes, with a paired bootstrap interval."""
+    a, b = before["rows"], after["rows"]
+    same = [(r["fold"], r["tool"], r["wrong"]) for r in a] == [
+        (r["fold"], r["tool"], r["wrong"]) for r in b
+    ]
+    if not same:
+        raise SystemExit("the two diagnoses are not of the same writes")
+    pairs = list(zip(a, b, strict=True))
+    out: dict[str, Any] = {}
+    for name, key in (("hindsight cautions", "score"), ("hindsight", "hindsight")):
+
+        def delta(ps: Any, key: str = key) -> float:
+            now = auroc([(y[key], y["wrong"]) for _, y in ps]) or 0.5
+            return now - (auroc([(x[key], x["wrong"]) for x, _ in ps]) or 0.5)
+
+        out[name] = {"auroc_delta": round(delta(pairs), 4), "ci": bootstrap(pairs, delta)}
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("path", type=Path)
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--work", type=Path, default=Path("/tmp/lessons-diag"))
     ap.add_argument("--out", type=Path, default=REPO / "bench/results/lessons_diagnosis.json")
+    ap.add_argument("--before", type=Path, default=None)
     args = ap.parse_args()
     result = run(args.path, args.folds, args.work)
+    if args.before:
+        result["against_before"] = compare(json.loads(args.before.read_text()), result)
+        print(result["against_before"])
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     print("auroc cautions", result["auroc"], "hindsight", result["auroc_hindsight"])
 
