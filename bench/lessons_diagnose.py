@@ -47,9 +47,10 @@ from bench.lessons_writes import TOP, canon, expected_actions, is_write  # noqa:
 def _engine(records: list[tuple[str, dict[str, Any]]], work: Path) -> Any:
     from memory_core import db
     from memory_core.settings import Settings
+    from memory_core.settings_groups import EmbeddingSettings
 
     if (work / "done").exists():
-        settings = Settings(data_dir=work, embedding={"provider": "none"})
+        settings = Settings(data_dir=work, embedding=EmbeddingSettings(provider="none"))
         return db.make_engine(settings)
     engine = _learn(records, work)
     (work / "done").write_text("1")
