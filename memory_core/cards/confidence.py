@@ -6,12 +6,17 @@ beside the others for comparison, e.g. a successful run of the same task: it exp
 card and counts neither way); `outcome` is how the run
 ended; `confirms` says whether the run confirms the lesson (for a recovery: the run that
 recovered went on to succeed). Without `confirms`, a supporting run confirms when it
-succeeded. Runs are counted once, however many triples they gave.
+succeeded. Runs are counted once, however many triples they gave; a result that names its
+run's task `group` makes the runs of one task count once together (the trials of one task are
+not independent evidence: a task tried four times that fails four times is one lesson seen,
+not four).
 
-The estimate is the posterior mean of Beta(1 + supporting runs, 1 + contradicting runs). A
-lesson no run confirms (a recovery seen only in runs that failed anyway) is capped below the
-review threshold: it is kept and flagged, never served above a confirmed lesson. Merging two
-cards unions their runs; confidences are never combined directly.
+The estimate is the posterior mean of Beta(1 + supporting units, 1 + contradicting units),
+a unit being a task group, or a run that names none. A lesson no run confirms (a recovery
+seen only in runs that failed anyway), or whose evidence does not favour it (no more
+supporting units than contradicting ones: the mean is at or below the prior's), is capped
+below the review threshold: it is kept and flagged, never served above a confirmed lesson.
+Merging two cards unions their runs; confidences are never combined directly.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ class RunEvidence:
     supports: bool
     confirms: bool
     outcome: str
+    group: str | None = None  # the run's task group, when its evidence names one
 
 
 def run_of(result: Mapping[str, Any]) -> RunEvidence | None:
@@ -46,7 +52,13 @@ def run_of(result: Mapping[str, Any]) -> RunEvidence | None:
     confirms = result.get("confirms")
     if not isinstance(confirms, bool):
         confirms = outcome == "success"
-    return RunEvidence(supports=supports, confirms=supports and confirms, outcome=outcome)
+    group = result.get("group")
+    return RunEvidence(
+        supports=supports,
+        confirms=supports and confirms,
+        outcome=outcome,
+        group=str(group) if group not in (None, "") else None,
+    )
 
 
 def runs_of(triples: Iterable[tuple[uuid.UUID, Mapping[str, Any]]]) -> dict[uuid.UUID, RunEvidence]:
@@ -63,7 +75,7 @@ def runs_of(triples: Iterable[tuple[uuid.UUID, Mapping[str, Any]]]) -> dict[uuid
 class Estimate:
     """Counts behind a confidence, and the confidence itself."""
 
-    supporting: int
+    supporting: int  # units (task groups, or runs that name none)
     contradicting: int
     confirmed: bool
     successful_runs: int
@@ -71,12 +83,17 @@ class Estimate:
 
 
 def estimate(runs: Mapping[uuid.UUID, RunEvidence]) -> Estimate:
-    """Beta posterior mean over supporting and contradicting runs, capped when unconfirmed."""
-    s = sum(r.supports for r in runs.values())
-    c = len(runs) - s
+    """Beta posterior mean over supporting and contradicting units, capped when unconfirmed
+    or not favoured."""
+    units: dict[tuple[str, str], RunEvidence] = {}
+    for tid, r in runs.items():
+        key = ("group", r.group) if r.group else ("run", str(tid))
+        units[key] = runs_of_pair(units.get(key), r)
+    s = sum(u.supports for u in units.values())
+    c = len(units) - s
     mean = (PRIOR_SUPPORT + s) / (PRIOR_SUPPORT + PRIOR_AGAINST + s + c)
     confirmed = any(r.confirms for r in runs.values())
-    value = mean if confirmed else min(mean, UNCONFIRMED_CAP)
+    value = mean if confirmed and s > c else min(mean, UNCONFIRMED_CAP)
     return Estimate(
         supporting=s,
         contradicting=c,
@@ -119,7 +136,10 @@ def runs_of_pair(old: RunEvidence | None, new: RunEvidence) -> RunEvidence:
         return new
     supports = old.supports and new.supports
     return RunEvidence(
-        supports=supports, confirms=supports and (old.confirms or new.confirms), outcome=old.outcome
+        supports=supports,
+        confirms=supports and (old.confirms or new.confirms),
+        outcome=old.outcome,
+        group=old.group or new.group,
     )
 
 

@@ -8,14 +8,16 @@ batch (and of the task groups it touches) is checked against the cautions of the
 the live cautions of its namespace, by the same precondition engine that serves them.
 A caution new in this batch is also checked against the namespace's stored successful runs
 (the latest MAX_SCANNED), so the evidence does not depend on the order runs arrived in, and
-re-running a batch adds nothing.
+re-running a batch adds nothing. A contradicting run's evidence names its task group, so the
+successful trials of one task count once against a caution, as the failed trials of one task
+count once for it (memory_core.cards.confidence).
 """
 
 from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,9 +85,12 @@ def contradicting(
     namespace: str,
     drafts: list[DraftCard],
     wins: Sequence[TrajectoryView],
+    groups: Mapping[Any, str] | None = None,
 ) -> list[DraftCard]:
     """Add contradicting evidence to the batch's caution drafts (in place, confidence redone);
-    return evidence-only drafts for the stored cautions that successful runs contradict."""
+    return evidence-only drafts for the stored cautions that successful runs contradict.
+    `groups` names the task group of runs in `wins` (stored runs carry their own)."""
+    group_of = dict(groups or {})
     targets: dict[str, list[tuple[list[CompiledPrecondition], Any]]] = defaultdict(list)
     batch_sigs: set[str] = set()
     for d in drafts:
@@ -101,7 +106,7 @@ def contradicting(
     found: dict[int, list[EvidenceTriple]] = defaultdict(list)
     by_id: dict[int, Any] = {}
     for run in wins:
-        _check(run, targets, found, by_id)
+        _check(run, targets, found, by_id, group_of.get(run.id))
     fresh: dict[str, list[tuple[list[CompiledPrecondition], Any]]] = defaultdict(list)
     live = {c.signature for c in stored}
     for tool, cands in targets.items():
@@ -110,9 +115,9 @@ def contradicting(
         ]
     if any(fresh.values()):
         seen = {r.id for r in wins}
-        for run in _stored_wins(engine, namespace):
+        for run, group in _stored_wins(engine, namespace):
             if run.id not in seen:
-                _check(run, fresh, found, by_id)
+                _check(run, fresh, found, by_id, group)
     extra: list[DraftCard] = []
     for key, triples in found.items():
         target = by_id[key]
@@ -124,7 +129,7 @@ def contradicting(
     return extra
 
 
-def _stored_wins(engine: Engine, namespace: str) -> list[TrajectoryView]:
+def _stored_wins(engine: Engine, namespace: str) -> list[tuple[TrajectoryView, str | None]]:
     with Session(engine) as session:
         rows = session.exec(
             select(Trajectory)
@@ -136,7 +141,7 @@ def _stored_wins(engine: Engine, namespace: str) -> list[TrajectoryView]:
             .order_by(col(Trajectory.created_at).desc(), col(Trajectory.id))
             .limit(MAX_SCANNED)
         ).all()
-        return [VIEWS.view(r) for r in rows]
+        return [(VIEWS.view(r), r.task_group) for r in rows]
 
 
 def _check(
@@ -144,6 +149,7 @@ def _check(
     targets: dict[str, list[tuple[list[CompiledPrecondition], Any]]],
     found: dict[int, list[EvidenceTriple]],
     by_id: dict[int, Any],
+    group: str | None,
 ) -> None:
     """Contradicting evidence from one successful run for every target one of its calls meets."""
     calls = [s for s in run.steps if s.type == "tool_call" and s.tool]
@@ -165,7 +171,8 @@ def _check(
                     step=i,
                     condition={k: state[k] for k in (*CONDITION_KEYS, "tools_used")},
                     action={"tool": call.tool, "args": call.args or {}},
-                    result={"outcome": "success", "role": "contradicts"},
+                    result={"outcome": "success", "role": "contradicts"}
+                    | ({"group": group} if group else {}),
                 )
             )
 

@@ -14,7 +14,8 @@ of a failed run is compared with the calls of the successful runs:
   sequence is what the successful runs did first.
 
 Each card's evidence names the failed runs behind it (supporting), the group and the runs it
-was contrasted with; its confidence is the evidence estimate (memory_core.cards.confidence).
+was contrasted with; its confidence is the evidence estimate (memory_core.cards.confidence),
+over task groups: the failed trials of one task are one piece of evidence, not several.
 The same caution from several tasks has the same preconditions, hence the same signature:
 it is one card whose evidence grows. Re-running a group adds nothing (evidence is unique per
 card, run and step).
@@ -223,7 +224,10 @@ def _card(
                 )
             ]
             handling = "check that the call is asked for: the runs that succeeded did not make it"
-    runs = {rid: RunEvidence(supports=True, confirms=True, outcome="failure") for rid in c.support}
+    runs = {
+        rid: RunEvidence(supports=True, confirms=True, outcome="failure", group=group)
+        for rid in c.support
+    }
     est = estimate(runs)
     contrast = {
         "group": group,
@@ -241,6 +245,7 @@ def _card(
                 "outcome": "failure",
                 "role": "supports",
                 "confirms": True,
+                "group": group,  # the failed trials of one task count once (cards.confidence)
                 "contrast": contrast,
             },
         )

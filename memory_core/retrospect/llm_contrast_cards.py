@@ -136,9 +136,9 @@ def _evidence(
             result = {"outcome": "success", "role": "contrast"}
         else:
             continue
-        out.append(
-            _row(t.view, states, calls, hit or 0, {**result, "trial": label, "contrast": shared})
-        )
+        # the group's trials count once for or against it (memory_core.cards.confidence)
+        result = {**result, "trial": label, "group": shared["group"], "contrast": shared}
+        out.append(_row(t.view, states, calls, hit or 0, result))
     for v in others:  # the group's runs the prompt had no room for: only a matching call counts
         t = Trial("", v)
         states = t.states()
@@ -151,7 +151,9 @@ def _evidence(
             if won
             else {"outcome": "failure", "role": "supports", "confirms": True}
         )
-        out.append(_row(v, states, t.calls, hit, {**result, "contrast": shared}))
+        out.append(
+            _row(v, states, t.calls, hit, {**result, "group": shared["group"], "contrast": shared})
+        )
     return out
 
 

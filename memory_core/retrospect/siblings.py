@@ -54,6 +54,7 @@ def contrast_batch(
                 )
     members: dict[tuple[str, str], set[uuid.UUID]] = defaultdict(set)
     wins: dict[str, dict[uuid.UUID, TrajectoryView]] = defaultdict(dict)
+    group_of = {rid: key for rid, (_, key) in keys.items()}  # contradictions name their task
     for row in rows:
         view = VIEWS.view(row)
         if row.id in keys:
@@ -67,6 +68,7 @@ def contrast_batch(
             # the group's newest runs: a task run every day must not make each batch read
             # (and each night contrast) all its history
             views = {s.id: VIEWS.view(s) for s in session.exec(newest_of(namespace, key)).all()}
+            group_of.update(dict.fromkeys(views, key))
             wins[namespace].update(
                 {rid: v for rid, v in views.items() if v.outcome is Outcome.success}
             )
@@ -86,6 +88,7 @@ def contrast_batch(
             namespace=namespace,
             drafts=drafts[namespace],
             wins=sorted(wins[namespace].values(), key=lambda v: str(v.id)),
+            groups=group_of,
         )
         if extra:
             holder = min((r.id for r in rows if r.namespace == namespace), key=str)

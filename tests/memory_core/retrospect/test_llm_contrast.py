@@ -10,6 +10,7 @@ from collections import defaultdict
 from sqlalchemy import func, select, update
 from sqlmodel import Session
 
+from memory_core.cards.confidence import UNCONFIRMED_CAP
 from memory_core.models.card import Card, CardEvidence
 from memory_core.models.llm_answer import LLMAnswer
 from memory_core.models.trajectory import Trajectory
@@ -105,7 +106,12 @@ def test_a_success_of_another_task_with_the_same_call_counts_against_it(llm_env,
     run_retrospect()
     [card], by_card = _insights(engine)
     assert by_card[card.card_id]["d"].result["role"] == "contradicts"
-    assert card.confidence == 0.5  # Beta(1 + 1 supporting, 1 + 1 contradicting)
+    # each side names its task group: the trials of one task count once (cards.confidence)
+    groups = {k: e.result.get("group") for k, e in by_card[card.card_id].items()}
+    assert groups["c"] and groups["d"] and groups["c"] != groups["d"]
+    # Beta(1 + 1 supporting, 1 + 1 contradicting) = 0.5: evidence that does not favour the
+    # lesson, so it is capped below the review threshold
+    assert card.confidence == UNCONFIRMED_CAP
 
 
 def test_hallucinated_tools_and_bad_citations_are_held_back(llm_env, engine) -> None:

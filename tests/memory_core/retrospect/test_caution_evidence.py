@@ -1,0 +1,109 @@
+"""A caution's evidence is counted by task groups, and one its evidence does not favour waits."""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import select
+from sqlmodel import Session
+
+from memory_core.cards.confidence import UNCONFIRMED_CAP, RunEvidence, estimate
+from memory_core.ingest.store import ingest
+from memory_core.models.card import Card, CardEvidence
+from memory_core.validate.stage import validate_drafts
+from tests.helpers.pipeline import retrospect_all
+
+FRIDAY = "Please move my trip to Friday"
+UPGRADE = "Upgrade me please"
+
+
+def _ev(supports: bool, outcome: str, group: str | None) -> RunEvidence:
+    return RunEvidence(supports=supports, confirms=supports, outcome=outcome, group=group)
+
+
+def test_the_trials_of_one_task_count_once() -> None:
+    four = {uuid.uuid4(): _ev(True, "failure", "id:1") for _ in range(4)}
+    est = estimate(four)
+    assert (est.supporting, est.contradicting, est.confidence) == (1, 0, round(2 / 3, 6))
+    # without a group each run is its own unit, as before
+    alone = {uuid.uuid4(): _ev(True, "failure", None) for _ in range(4)}
+    assert estimate(alone).supporting == 4 and estimate(alone).confidence == round(5 / 6, 6)
+
+
+def test_evidence_that_does_not_favour_a_lesson_is_capped() -> None:
+    runs = {uuid.uuid4(): _ev(True, "failure", f"id:{g}") for g in (1, 1, 2)}
+    runs |= {uuid.uuid4(): _ev(False, "success", f"id:{g}") for g in (3, 4)}
+    est = estimate(runs)  # two groups for, two against: the prior's 0.5, no lesson
+    assert (est.supporting, est.contradicting) == (2, 2)
+    assert est.confidence == UNCONFIRMED_CAP
+    runs[uuid.uuid4()] = _ev(True, "failure", "id:5")  # a third group for it: 4/7
+    assert estimate(runs).confidence == round(4 / 7, 6)
+
+
+def _run(rid: str, outcome: str, cabin: str, user: str) -> dict[str, object]:
+    return {
+        "id": rid,
+        "outcome": outcome,
+        "steps": [
+            {"type": "message", "role": "user", "text": user},
+            {"type": "tool_call", "tool": "lookup_trip", "args": {"trip": "TRIP1"},
+             "observation": "{}"},
+            {"type": "tool_call", "tool": "change_trip",
+             "args": {"trip": "TRIP1", "cabin": cabin}, "observation": "ok"},
+        ],
+    }  # fmt: skip
+
+
+def _caution(engine) -> tuple[Card, list[CardEvidence]]:
+    with Session(engine) as s:
+        cards = s.execute(select(Card)).scalars().all()
+        [card] = [c for c in cards if c.provenance["pattern"] == "contrast_caution"]
+        ev = s.execute(select(CardEvidence).where(CardEvidence.card_id == card.card_id))
+        return card, list(ev.scalars())
+
+
+def _ingest(engine, runs) -> None:
+    records = [(str(r["id"]), r) for r in runs]
+    ingest(engine=engine, records=records, namespace="default", task_type="default")
+
+
+def test_a_caution_counts_task_groups_on_both_sides(engine) -> None:
+    # one task: two successes chose "economy", two failed trials chose "business"
+    _ingest(
+        engine,
+        [
+            _run("a", "success", "economy", FRIDAY),
+            _run("b", "success", "economy", FRIDAY),
+            _run("c", "failure", "business", FRIDAY),
+            _run("e", "failure", "business", FRIDAY),
+        ],
+    )
+    retrospect_all(engine)
+    card, ev = _caution(engine)
+    assert card.preconditions == ['tool == "change_trip"', 'args.cabin == "business"']
+    groups = {e.result["role"]: e.result.get("group") for e in ev}
+    assert groups["supports"] and groups["supports"].startswith("text:")
+    assert card.confidence == round(2 / 3, 6)  # one task behind it, not two runs (0.75)
+    # two successful trials of another task make the same call: one group against it
+    _ingest(engine, [_run("d", "success", "business", UPGRADE)])
+    _ingest(engine, [_run("f", "success", "business", UPGRADE)])
+    retrospect_all(engine)
+    card, ev = _caution(engine)
+    against = [e.result for e in ev if e.result["role"] == "contradicts"]
+    assert len(against) == 2 and len({r["group"] for r in against}) == 1
+    assert card.confidence == UNCONFIRMED_CAP  # 1 task for, 1 against: not favoured
+
+
+def test_a_caution_its_evidence_does_not_favour_waits_for_review(engine) -> None:
+    _ingest(
+        engine,
+        [
+            _run("a", "success", "economy", FRIDAY),
+            _run("c", "failure", "business", FRIDAY),
+            _run("d", "success", "business", UPGRADE),
+        ],
+    )
+    retrospect_all(engine)
+    validate_drafts(engine=engine, reports_dir=None, review_below=0.5)
+    card, _ = _caution(engine)
+    assert (card.confidence, card.status) == (UNCONFIRMED_CAP, "review")
