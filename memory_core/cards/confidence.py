@@ -103,6 +103,12 @@ def estimate(runs: Mapping[uuid.UUID, RunEvidence]) -> Estimate:
     )
 
 
+def favoured(triples: Iterable[tuple[uuid.UUID, Mapping[str, Any]]]) -> bool:
+    """More supporting units than contradicting ones in this evidence."""
+    e = estimate(runs_of(triples))
+    return e.supporting > e.contradicting
+
+
 def confidence_of(triples: Iterable[tuple[uuid.UUID, Mapping[str, Any]]]) -> float:
     """The confidence a set of evidence triples supports."""
     return estimate(runs_of(triples)).confidence

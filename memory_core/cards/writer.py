@@ -13,7 +13,13 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session, col
 
-from memory_core.cards.confidence import confidence_of, supporting_runs
+from memory_core.cards.confidence import (
+    confidence_of,
+    estimate,
+    favoured,
+    runs_of,
+    supporting_runs,
+)
 from memory_core.cards.draft_rows import (
     OFFSET,
     RowSpec,
@@ -200,3 +206,53 @@ def _bump(
         )
     )
     session.connection().execute(stmt, params)
+    _review_unfavoured(session, every, before, now)
+
+
+def _review_unfavoured(
+    session: Session,
+    every: dict[uuid.UUID, list[tuple[uuid.UUID, dict[str, Any]]]],
+    before: dict[uuid.UUID, list[tuple[uuid.UUID, dict[str, Any]]]],
+    now: Any,
+) -> None:
+    """An active card whose evidence favoured it before this write and no longer does (as many
+    tasks against it as for it, e.g. a caution that successful runs of other tasks contradict)
+    goes back to review, with a version saying why. Validation decides status only for drafts:
+    without this a contradicted lesson stayed served. One an operator approved while already
+    unfavoured is left as approved."""
+    turned = [c for c in every if before.get(c) and favoured(before[c]) and not favoured(every[c])]
+    if not turned:
+        return
+    active = session.execute(
+        select(col(Card.card_id), col(Card.version)).where(
+            col(Card.card_id).in_(turned), col(Card.status) == CardStatus.active.value
+        )
+    ).all()
+    for cid, version in sorted(active, key=lambda r: str(r[0])):
+        e = estimate(runs_of(every[cid]))
+        session.execute(
+            update(Card)
+            .where(col(Card.card_id) == cid)
+            .values(status=CardStatus.review.value, version=version + 1, updated_at=now)
+        )
+        session.execute(
+            _insert(session, CardVersion),
+            [
+                {
+                    "id": new_id(),
+                    "card_id": cid,
+                    "version": version + 1,
+                    "snapshot": {
+                        "status": CardStatus.review.value,
+                        "supporting": e.supporting,
+                        "contradicting": e.contradicting,
+                    },
+                    "reason": (
+                        f"evidence no longer favours it ({e.supporting} tasks or runs for, "
+                        f"{e.contradicting} against): sent to review"
+                    ),
+                    "actor": "retrospect",
+                    "created_at": now,
+                }
+            ],
+        )

@@ -107,3 +107,36 @@ def test_a_caution_its_evidence_does_not_favour_waits_for_review(engine) -> None
     validate_drafts(engine=engine, reports_dir=None, review_below=0.5)
     card, _ = _caution(engine)
     assert (card.confidence, card.status) == (UNCONFIRMED_CAP, "review")
+
+
+def test_an_active_caution_that_later_runs_contradict_goes_back_to_review(engine) -> None:
+    from memory_core.models.card import CardVersion
+
+    _ingest(
+        engine,
+        [
+            _run("a", "success", "economy", FRIDAY),
+            _run("c", "failure", "business", FRIDAY),
+        ],
+    )
+    retrospect_all(engine)
+    validate_drafts(engine=engine, reports_dir=None, review_below=0.5)
+    card, _ = _caution(engine)
+    assert card.status == "active"  # one task for it, none against: 2/3
+    # a later night: a successful run of another task made the same call
+    _ingest(engine, [_run("d", "success", "business", UPGRADE)])
+    retrospect_all(engine)
+    card, _ = _caution(engine)
+    assert (card.status, card.confidence) == ("review", UNCONFIRMED_CAP)
+    with Session(engine) as s:
+        last = (
+            s.execute(
+                select(CardVersion)
+                .where(CardVersion.card_id == card.card_id)
+                .order_by(CardVersion.version.desc())  # type: ignore[attr-defined]
+            )
+            .scalars()
+            .first()
+        )
+    assert last is not None and last.version == card.version
+    assert "no longer favours" in last.reason and last.snapshot["contradicting"] == 1
