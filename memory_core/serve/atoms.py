@@ -58,31 +58,29 @@ def state_key(value: Any) -> AtomKey | None:
     return None
 
 
+# what _split looks at: string literals (skipped whole), brackets and the three operators
+_TOKENS = re.compile(r"\"(?:[^\"\\]|\\.)*\"?|'(?:[^'\\]|\\.)*'?|[()\[\]{}?]|&&|\|\|", re.DOTALL)
+
+
 def _split(expression: str) -> tuple[list[str], str]:
     """Split on the top-level operator of lowest precedence: ('?', '||' or '&&')."""
     ands: list[int] = []
     ors: list[int] = []
-    depth, i, quote = 0, 0, ""
-    while i < len(expression):
-        ch = expression[i]
-        if quote:
-            if ch == "\\":
-                i += 1
-            elif ch == quote:
-                quote = ""
-        elif ch in "\"'":
-            quote = ch
-        elif ch in "([{":
+    depth = 0
+    for m in _TOKENS.finditer(expression):
+        tok = m.group()
+        if tok in ("(", "[", "{"):
             depth += 1
-        elif ch in ")]}":
+        elif tok in (")", "]", "}"):
             depth -= 1
-        elif depth == 0 and ch == "?":
-            return [], "?"
-        elif depth == 0 and expression.startswith(("&&", "||"), i):
-            (ands if ch == "&" else ors).append(i)
-            i += 2
+        elif depth:
             continue
-        i += 1
+        elif tok == "?":
+            return [], "?"
+        elif tok == "&&":
+            ands.append(m.start())
+        elif tok == "||":
+            ors.append(m.start())
     cuts, op = (ors, "||") if ors else (ands, "&&")
     parts, start = [], 0
     for at in cuts:
@@ -143,8 +141,8 @@ def _conjunct_needs(part: str) -> list[Need]:
         return [("range", var, op, float(num))] if var not in _RESERVED else []
     if (m := _SUBSTRING.match(part)) is not None and m.group(1) not in _RESERVED:
         return [("substring", m.group(1), m.group(2)[1:-1])]
-    if part.startswith("(") or "&&" in part or "||" in part:
-        return list(needs(part))
+    if ("&&" in part or "||" in part) and len(_split(part)[0]) > 1:
+        return list(needs(part))  # only a top-level operator: `f(a && b)` is one conjunct
     return []
 
 

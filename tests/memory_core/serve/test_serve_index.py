@@ -30,6 +30,11 @@ def test_needs_of_every_shape() -> None:
     assert needs('last_error.contains("time out")') == (("substring", "last_error", "time out"),)
     assert needs('!last_error.contains("x")') == ()
     assert needs('x ? tool == "a" : true') == ()
+    # an operator inside a call or a quote is no conjunction (this recursed without end)
+    assert needs('x.exists(y, y > 1 && y < 3) && tool == "a"') == (("eq", (("tool", ("s", "a")),)),)
+    assert needs("f(a || b) || c == 1") == ()
+    # a quoted operator splits nothing (an escaped quote's literal is just not indexed)
+    assert needs('a == "q\\" || z" && b == 1') == (("eq", (("b", ("i", 1)),)),)
     both = _entry(["latency_ms >= 100 && latency_ms < 400"])
     assert ("window", "latency_ms", 100.0, 400.0) in card_needs(both)
 
