@@ -263,7 +263,10 @@ def load_snapshot(*, engine: Engine, namespace: str) -> Snapshot:
         result = session.execute(
             select(*_raw_columns()).where(
                 col(Card.namespace) == namespace, col(Card.status) == CardStatus.active.value
-            )
+            ),
+            # fetched in batches (a server-side cursor on PostgreSQL): all rows at once were
+            # the load's peak of memory, which the allocator keeps as the process's size
+            execution_options={"yield_per": 10_000},
         )
         memo: dict[Any, Any] = {}
         entries: dict[uuid.UUID, Entry] = {}
