@@ -146,7 +146,7 @@ def _conjunct_needs(part: str) -> list[Need]:
     return []
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=4096)  # a load memoises by text itself (index.NeedsMemo)
 def needs(expression: str) -> tuple[Need, ...]:
     """What a normalised expression cannot hold without: each need alone is necessary."""
     parts, op = _split(_unwrap(expression))

@@ -26,16 +26,33 @@ if TYPE_CHECKING:
 MAX_BINS = 64  # a window wider than this many bins is filed as a one-sided range
 
 
-def card_needs(e: Entry, memo: dict[str, tuple[Need, ...]] | None = None) -> list[Need]:
+class NeedsMemo:
+    """What one load has worked out once: needs by text, a card's needs by its (shared)
+    precondition tuple, and one object per distinct need (a million cards repeat a few)."""
+
+    def __init__(self) -> None:
+        self.texts: dict[str, tuple[Need, ...]] = {}
+        self.cards: dict[int, list[Need]] = {}  # by id of the tuple, which its cards keep
+        self.shared: dict[Need, Need] = {}
+
+    def one(self, need: Need) -> Need:
+        """The load's one object equal to need."""
+        return self.shared.setdefault(need, need)
+
+
+def card_needs(e: Entry, memo: NeedsMemo | None = None) -> list[Need]:
     """Every need of a card: its preconditions' needs, a window where a variable is bounded
-    on both sides, then each variable it reads (memo: needs by text, for a whole load)."""
+    on both sides, then each variable it reads (memo: for a whole load; do not change the
+    list, cards with the same preconditions share it)."""
+    if memo is not None and (known := memo.cards.get(id(e.compiled))) is not None:
+        return known
     if memo is None:
         out: list[Need] = [n for c in e.compiled for n in needs(c.source)]
     else:
         out = []
         for c in e.compiled:
-            if (found := memo.get(c.source)) is None:
-                found = memo[c.source] = needs(c.source)
+            if (found := memo.texts.get(c.source)) is None:
+                found = memo.texts[c.source] = tuple(memo.one(n) for n in needs(c.source))
             out.extend(found)
     lows = {n[1]: n[3] for n in out if n[0] == "range" and n[2][0] == ">"}
     for n in out:
@@ -43,6 +60,8 @@ def card_needs(e: Entry, memo: dict[str, tuple[Need, ...]] | None = None) -> lis
             out.append(("window", n[1], lows[n[1]], n[3]))
             break
     out += [("has", v) for v in sorted({v for c in e.compiled for v in c.variables})]
+    if memo is not None:
+        out = memo.cards[id(e.compiled)] = [memo.one(n) for n in out]
     return out
 
 
@@ -267,8 +286,20 @@ def build(
     if options is None:
         index._fill([(e, best_need(e, stats)) for e in entries if not e.broken])
     else:
+        chosen: dict[int, Need | None] = {}  # cards sharing a needs list share its choice
         pairs = zip(entries, options, strict=True)
-        index._fill([(e, choose(o, stats)) for e, o in pairs if not e.broken])
+        index._fill(
+            [
+                (
+                    e,
+                    chosen[id(o)]
+                    if id(o) in chosen
+                    else chosen.setdefault(id(o), choose(o, stats)),
+                )
+                for e, o in pairs
+                if not e.broken
+            ]
+        )
     return index
 
 

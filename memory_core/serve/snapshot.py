@@ -29,7 +29,7 @@ from memory_core.preconditions import CompiledPrecondition, compile_stored
 from memory_core.screen.provenance import trust
 from memory_core.serve.atoms import Need
 from memory_core.serve.changes import COLUMNS, Fingerprint, last_seq
-from memory_core.serve.index import CardIndex, Stats, build, card_needs, choose
+from memory_core.serve.index import CardIndex, NeedsMemo, Stats, build, card_needs, choose
 
 if TYPE_CHECKING:
     from memory_core.serve.topk import Bounds
@@ -275,7 +275,7 @@ def load_snapshot(*, engine: Engine, namespace: str) -> Snapshot:
                 entries[r.card_id] = entry_of(r, memo)
     del memo
     stats = Stats()
-    needs_memo: dict[str, Any] = {}
+    needs_memo = NeedsMemo()  # while every card's precondition tuple is alive
     options = [card_needs(e, needs_memo) for e in entries.values()]
     for o in options:
         stats.add(o)
