@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 
 MAX_BINS = 64  # a window wider than this many bins is filed as a one-sided range
+READERS_KEPT = 512  # cards kept per variable for explain's sample (it asks for 256)
 
 
 class NeedsMemo:
@@ -107,7 +108,9 @@ class CardIndex:
         # readers copy them in one C call (list(...)), which no other thread interleaves
         self.has: dict[str, dict[uuid.UUID, Entry]] = {}
         self.unindexed: list[Entry] = []  # reads no variable: evaluated on every query
-        self.readers: dict[str, dict[uuid.UUID, Entry]] = {}  # cards reading a variable
+        # some cards reading each variable, where explain finds near misses: READERS_KEPT of
+        # them, not all (a dict entry per card and variable was ~75 MB at a million cards)
+        self.readers: dict[str, dict[uuid.UUID, Entry]] = {}
         self.spread = 0  # cards filed under equalities of several variables (may repeat)
 
     def _fit(self, need: Need | None) -> Need | None:
@@ -123,8 +126,7 @@ class CardIndex:
         """File a card under a need (None: evaluated on every query)."""
         need = self._fit(need)
         e.filed = need
-        for var in _variables(e):
-            self.readers.setdefault(var, {})[e.card_id] = e
+        self._read_by(e)
         if need is None:
             self.unindexed = [*self.unindexed, e]
         elif need[0] == "eq":
@@ -148,6 +150,13 @@ class CardIndex:
         else:
             self.has.setdefault(need[1], {})[e.card_id] = e
 
+    def _read_by(self, e: Entry) -> None:
+        for c in e.compiled:
+            for var in c.variables:
+                kept = self.readers.setdefault(var, {})
+                if len(kept) < READERS_KEPT:
+                    kept[e.card_id] = e
+
     def _window(self, need: Need) -> tuple[float, dict[int, list[Entry]]]:
         width, bins = self.windows.setdefault(need[1], (max(need[3] - need[2], 1.0), {}))
         return width, bins
@@ -157,8 +166,7 @@ class CardIndex:
         ranges: dict[tuple[str, bool], list[tuple[float, int, Entry]]] = {}
         for i, (e, wanted) in enumerate(filed):
             e.filed = need = self._fit(wanted)
-            for var in _variables(e):
-                self.readers.setdefault(var, {})[e.card_id] = e
+            self._read_by(e)
             if need is None:
                 self.unindexed.append(e)
             elif need[0] == "eq":
@@ -236,7 +244,7 @@ class CardIndex:
 
     def sample(self, state: Mapping[str, Any], *, limit: int) -> list[Entry]:
         """Up to `limit` cards filed under the state's variables whatever the value, then other
-        cards reading them, then any: where an explanation's near misses come from."""
+        cards reading them (some: READERS_KEPT), then any: where near misses come from."""
         out: dict[int, Entry] = {}
         groups: list[Iterable[Entry]] = []
         for var in state:
