@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
-from memory_core.serve.atoms import AtomKey, Need, needs, state_key
+from memory_core.serve.atoms import Atom, AtomKey, Need, needs, state_key
 
 if TYPE_CHECKING:
     from memory_core.serve.snapshot import Entry
@@ -35,9 +35,15 @@ class NeedsMemo:
         self.texts: dict[str, tuple[Need, ...]] = {}
         self.cards: dict[int, list[Need]] = {}  # by id of the tuple, which its cards keep
         self.shared: dict[Need, Need] = {}
+        self.atoms: dict[Atom, Atom] = {}
 
     def one(self, need: Need) -> Need:
-        """The load's one object equal to need."""
+        """The load's one object equal to need (and to each equality in it: `tool in [a, b]`
+        and `tool == a` hold the same atom)."""
+        if (found := self.shared.get(need)) is not None:
+            return found
+        if need[0] == "eq":
+            need = ("eq", tuple(self.atoms.setdefault(a, a) for a in need[1]))
         return self.shared.setdefault(need, need)
 
 

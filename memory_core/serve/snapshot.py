@@ -211,6 +211,11 @@ class LoadMemo:
     def __init__(self) -> None:
         self.lists: dict[Any, tuple[CompiledPrecondition, ...]] = {}
         self.trusts: dict[Any, float] = {}
+        self.texts: dict[str, str] = {}  # steps and failure modes, often repeated
+
+    def text(self, value: str) -> str:
+        """The load's one string equal to value."""
+        return self.texts.setdefault(value, value)
 
 
 def _compiled(stored: Any, memo: LoadMemo | None) -> tuple[CompiledPrecondition, ...]:
@@ -270,6 +275,7 @@ def entry_of(r: Any, memo: LoadMemo | None = None) -> Entry:
     memo shares precondition lists and origins between the cards of one load."""
     (card_id, kind, confidence, last_used, updated, uses, evidence, runs, pre, scenario, steps,
      modes, value, provenance, pinned, version) = _FIELDS(tuple(r))  # fmt: skip
+    rest = _rest(_json(steps), _json(modes), value)
     return Entry(
         card_id,
         sys.intern(kind),
@@ -279,7 +285,7 @@ def entry_of(r: Any, memo: LoadMemo | None = None) -> Entry:
         evidence,
         _compiled(pre, memo),
         scenario,
-        _rest(_json(steps), _json(modes), value),
+        rest if memo is None else memo.text(rest),
         False,
         _trust(provenance, memo),
         bool(pinned),
