@@ -189,15 +189,19 @@ def compile_precondition(
     return _compile_cached(source)
 
 
-def compile_stored(source: str) -> CompiledPrecondition:
-    """An expression that was already normalised and capped when its card was stored, its
-    program compiled on first use (a text that no longer compiles then never holds)."""
+def compile_stored(source: str, *, on_use: bool = False) -> CompiledPrecondition:
+    """Compile an expression that was already normalised and capped when its card was stored
+    (raises InvalidPrecondition); on_use: its program is compiled on first use instead, and a
+    text that no longer compiles then never holds (a snapshot reaches few of its texts)."""
+    if not on_use:
+        return _compile_cached(source)
     variables = scan_variables(source)
     if variables is None:  # a shape the scan does not read exactly: compile now
         try:
-            return _compile_cached(source)
+            program = _compile(source)
         except InvalidPrecondition as exc:
             return CompiledPrecondition(source, _Unusable(str(exc)), frozenset())
+        return CompiledPrecondition(source, program, _shared(frozenset(program.variables())))
     return CompiledPrecondition(source, None, variables)
 
 

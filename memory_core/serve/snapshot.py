@@ -200,7 +200,7 @@ def shared_compiled(source: str) -> CompiledPrecondition:
     """The compiled precondition of a stored text, one object per text (never mutated)."""
     c = _SHARED.get(source)
     if c is None:
-        c = _SHARED.setdefault(source, compile_stored(source))
+        c = _SHARED.setdefault(source, compile_stored(source, on_use=True))
     return c
 
 
