@@ -14,6 +14,7 @@ import uuid
 from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +37,7 @@ class NeedsMemo:
         self.cards: dict[int, list[Need]] = {}  # by id of the tuple, which its cards keep
         self.shared: dict[Need, Need] = {}
         self.atoms: dict[Atom, Atom] = {}
+        self.has: dict[str, Need] = {}
 
     def one(self, need: Need) -> Need:
         """The load's one object equal to need (and to each equality in it: `tool in [a, b]`
@@ -64,11 +66,15 @@ def card_needs(e: Entry, memo: NeedsMemo | None = None) -> list[Need]:
     lows = {n[1]: n[3] for n in out if n[0] == "range" and n[2][0] == ">"}
     for n in out:
         if n[0] == "range" and n[2][0] == "<" and n[1] in lows and lows[n[1]] <= n[3]:
-            out.append(("window", n[1], lows[n[1]], n[3]))
+            window = ("window", n[1], lows[n[1]], n[3])
+            out.append(window if memo is None else memo.one(window))
             break
-    out += [("has", v) for v in sorted({v for c in e.compiled for v in c.variables})]
-    if memo is not None:
-        out = memo.cards[id(e.compiled)] = [memo.one(n) for n in out]
+    variables: AbstractSet[str] = e.compiled[0].variables if len(e.compiled) == 1 else _variables(e)
+    if memo is None:
+        out += [("has", v) for v in sorted(variables)]
+    else:  # the texts' needs are the load's objects already: only the new ones are shared
+        out += [memo.has.get(v) or memo.has.setdefault(v, ("has", v)) for v in sorted(variables)]
+        memo.cards[id(e.compiled)] = out
     return out
 
 
