@@ -22,41 +22,14 @@ _STRING_LITERAL = re.compile(
 )
 _OPENERS, _CLOSERS = "([{", ")]}"
 # CEL's standard functions; anything else would only fail later, at query time
-_STANDARD_FUNCTIONS = frozenset(
-    {
-        "size",
-        "contains",
-        "startsWith",
-        "endsWith",
-        "matches",
-        "int",
-        "uint",
-        "double",
-        "string",
-        "bool",
-        "bytes",
-        "type",
-        "dyn",
-        "has",
-        "timestamp",
-        "duration",
-        "exists",
-        "all",
-        "exists_one",
-        "map",
-        "filter",
-        "getFullYear",
-        "getMonth",
-        "getDayOfMonth",
-        "getDayOfWeek",
-        "getDayOfYear",
-        "getHours",
-        "getMinutes",
-        "getSeconds",
-        "getMilliseconds",
-        "getDate",
-    }
-)
+# fmt: off
+_STANDARD_FUNCTIONS = frozenset([
+    "size", "contains", "startsWith", "endsWith", "matches", "int", "uint", "double", "string",
+    "bool", "bytes", "type", "dyn", "has", "timestamp", "duration", "exists", "all",
+    "exists_one", "map", "filter", "getFullYear", "getMonth", "getDayOfMonth", "getDayOfWeek",
+    "getDayOfYear", "getHours", "getMinutes", "getSeconds", "getMilliseconds", "getDate",
+])
+# fmt: on
 
 
 def normalise_text(value: str) -> str:

@@ -14,11 +14,12 @@ import uuid
 from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from collections.abc import Set as AbstractSet
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
-from memory_core.serve.atoms import Atom, AtomKey, Need, needs, state_key
+from memory_core.serve.atoms import AtomKey, Need, state_key
+from memory_core.serve.atoms import NeedsMemo as NeedsMemo
+from memory_core.serve.atoms import card_needs as card_needs
 
 if TYPE_CHECKING:
     from memory_core.serve.snapshot import Entry
@@ -26,56 +27,6 @@ if TYPE_CHECKING:
 
 MAX_BINS = 64  # a window wider than this many bins is filed as a one-sided range
 READERS_KEPT = 512  # cards kept per variable for explain's sample (it asks for 256)
-
-
-class NeedsMemo:
-    """What one load has worked out once: needs by text, a card's needs by its (shared)
-    precondition tuple, and one object per distinct need (a million cards repeat a few)."""
-
-    def __init__(self) -> None:
-        self.texts: dict[str, tuple[Need, ...]] = {}
-        self.cards: dict[int, list[Need]] = {}  # by id of the tuple, which its cards keep
-        self.shared: dict[Need, Need] = {}
-        self.atoms: dict[Atom, Atom] = {}
-        self.has: dict[str, Need] = {}
-
-    def one(self, need: Need) -> Need:
-        """The load's one object equal to need (and to each equality in it: `tool in [a, b]`
-        and `tool == a` hold the same atom)."""
-        if (found := self.shared.get(need)) is not None:
-            return found
-        if need[0] == "eq":
-            need = ("eq", tuple(self.atoms.setdefault(a, a) for a in need[1]))
-        return self.shared.setdefault(need, need)
-
-
-def card_needs(e: Entry, memo: NeedsMemo | None = None) -> list[Need]:
-    """Every need of a card: its preconditions' needs, a window where a variable is bounded
-    on both sides, then each variable it reads (memo: for a whole load; do not change the
-    list, cards with the same preconditions share it)."""
-    if memo is not None and (known := memo.cards.get(id(e.compiled))) is not None:
-        return known
-    if memo is None:
-        out: list[Need] = [n for c in e.compiled for n in needs(c.source)]
-    else:
-        out = []
-        for c in e.compiled:
-            if (found := memo.texts.get(c.source)) is None:
-                found = memo.texts[c.source] = tuple(memo.one(n) for n in needs(c.source))
-            out.extend(found)
-    lows = {n[1]: n[3] for n in out if n[0] == "range" and n[2][0] == ">"}
-    for n in out:
-        if n[0] == "range" and n[2][0] == "<" and n[1] in lows and lows[n[1]] <= n[3]:
-            window = ("window", n[1], lows[n[1]], n[3])
-            out.append(window if memo is None else memo.one(window))
-            break
-    variables: AbstractSet[str] = e.compiled[0].variables if len(e.compiled) == 1 else _variables(e)
-    if memo is None:
-        out += [("has", v) for v in sorted(variables)]
-    else:  # the texts' needs are the load's objects already: only the new ones are shared
-        out += [memo.has.get(v) or memo.has.setdefault(v, ("has", v)) for v in sorted(variables)]
-        memo.cards[id(e.compiled)] = out
-    return out
 
 
 def _bins(width: float, lo: float, hi: float) -> range:
