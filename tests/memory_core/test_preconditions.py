@@ -105,13 +105,13 @@ SCANNED = [
 @pytest.mark.parametrize("source", SCANNED)
 def test_a_stored_text_reads_its_variables_as_cel_does_without_compiling(source: str) -> None:
     stored = compile_stored(source, on_use=True)
-    assert stored._program is None  # compiled on first use only
+    assert not stored.compiled  # compiled on first use only
     assert stored.variables == frozenset(cel.compile(source).variables())
     assert stored.variables == compile_precondition(source).variables
     # shapes the scan cannot read exactly are compiled at once
     assert scan_variables("google.protobuf.Int64Value{value: 1} == x") is None
     assert scan_variables(".x == 1") is None
-    assert compile_stored(".x == 1", on_use=True)._program is not None
+    assert compile_stored(".x == 1", on_use=True).compiled
     with pytest.raises(InvalidPrecondition):  # other readers of stored cards compile at once
         compile_stored("tool ==")
 
@@ -125,4 +125,4 @@ def test_a_stored_text_that_no_longer_compiles_never_holds_and_says_why() -> Non
         assert not holds_all([stored], make_context(state), frozenset(state))
     good = compile_stored('tool == "a"', on_use=True)
     assert check(good, make_context({"tool": "a"}), frozenset({"tool"})).verdict is Verdict.held
-    assert good._program is not None
+    assert good.compiled
