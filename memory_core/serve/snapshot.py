@@ -1,4 +1,4 @@
-"""The served set of one namespace in memory: active cards, compiled once, indexed by need.
+"""The served set of one namespace in memory: active cards indexed by need, compiled on use.
 
 Loaded once per namespace, then kept current from the card change feed (migration 0013): at
 most once per refresh interval, a query first reads the changes numbered above the snapshot's
@@ -133,7 +133,8 @@ class Snapshot:
 
 
 def load_snapshot(*, engine: Engine, namespace: str) -> Snapshot:
-    """Read and compile a namespace's active cards and build the index over them."""
+    """Read a namespace's active cards and build the index over them (preconditions compile
+    on first use)."""
     with Session(engine) as session:
         # the feed's position first: a change made while the cards are read is applied later
         watermark = last_seq(session)
