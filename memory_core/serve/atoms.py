@@ -12,8 +12,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Hashable
+from collections.abc import Set as AbstractSet
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memory_core.serve.entry import Entry
 
 # (type tag, value): CEL never finds "3" equal to 3, nor true equal to 1
 AtomKey = tuple[str, Hashable]
@@ -58,31 +62,29 @@ def state_key(value: Any) -> AtomKey | None:
     return None
 
 
+# what _split looks at: string literals (skipped whole), brackets and the three operators
+_TOKENS = re.compile(r"\"(?:[^\"\\]|\\.)*\"?|'(?:[^'\\]|\\.)*'?|[()\[\]{}?]|&&|\|\|", re.DOTALL)
+
+
 def _split(expression: str) -> tuple[list[str], str]:
     """Split on the top-level operator of lowest precedence: ('?', '||' or '&&')."""
     ands: list[int] = []
     ors: list[int] = []
-    depth, i, quote = 0, 0, ""
-    while i < len(expression):
-        ch = expression[i]
-        if quote:
-            if ch == "\\":
-                i += 1
-            elif ch == quote:
-                quote = ""
-        elif ch in "\"'":
-            quote = ch
-        elif ch in "([{":
+    depth = 0
+    for m in _TOKENS.finditer(expression):
+        tok = m.group()
+        if tok in ("(", "[", "{"):
             depth += 1
-        elif ch in ")]}":
+        elif tok in (")", "]", "}"):
             depth -= 1
-        elif depth == 0 and ch == "?":
-            return [], "?"
-        elif depth == 0 and expression.startswith(("&&", "||"), i):
-            (ands if ch == "&" else ors).append(i)
-            i += 2
+        elif depth:
             continue
-        i += 1
+        elif tok == "?":
+            return [], "?"
+        elif tok == "&&":
+            ands.append(m.start())
+        elif tok == "||":
+            ors.append(m.start())
     cuts, op = (ors, "||") if ors else (ands, "&&")
     parts, start = [], 0
     for at in cuts:
@@ -143,12 +145,12 @@ def _conjunct_needs(part: str) -> list[Need]:
         return [("range", var, op, float(num))] if var not in _RESERVED else []
     if (m := _SUBSTRING.match(part)) is not None and m.group(1) not in _RESERVED:
         return [("substring", m.group(1), m.group(2)[1:-1])]
-    if part.startswith("(") or "&&" in part or "||" in part:
-        return list(needs(part))
+    if ("&&" in part or "||" in part) and len(_split(part)[0]) > 1:
+        return list(needs(part))  # only a top-level operator: `f(a && b)` is one conjunct
     return []
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=4096)  # a load memoises by text itself (index.NeedsMemo)
 def needs(expression: str) -> tuple[Need, ...]:
     """What a normalised expression cannot hold without: each need alone is necessary."""
     parts, op = _split(_unwrap(expression))
@@ -176,3 +178,57 @@ def equality_atoms(expression: str) -> list[Atom]:
 
 def _only_atoms(parts: list[str]) -> list[Atom]:
     return [a for part in parts if (a := _atom(part.strip())) is not None]
+
+
+class NeedsMemo:
+    """What one load has worked out once: needs by text, a card's needs by its (shared)
+    precondition tuple, and one object per distinct need (a million cards repeat a few)."""
+
+    def __init__(self) -> None:
+        self.texts: dict[str, tuple[Need, ...]] = {}
+        self.cards: dict[int, list[Need]] = {}  # by id of the tuple, which its cards keep
+        self.shared: dict[Need, Need] = {}
+        self.atoms: dict[Atom, Atom] = {}
+        self.has: dict[str, Need] = {}
+
+    def one(self, need: Need) -> Need:
+        """The load's one object equal to need (and to each equality in it: `tool in [a, b]`
+        and `tool == a` hold the same atom)."""
+        if (found := self.shared.get(need)) is not None:
+            return found
+        if need[0] == "eq":
+            need = ("eq", tuple(self.atoms.setdefault(a, a) for a in need[1]))
+        return self.shared.setdefault(need, need)
+
+
+def card_needs(e: Entry, memo: NeedsMemo | None = None) -> list[Need]:
+    """Every need of a card: its preconditions' needs, a window where a variable is bounded
+    on both sides, then each variable it reads (memo: for a whole load; do not change the
+    list, cards with the same preconditions share it)."""
+    if memo is not None and (known := memo.cards.get(id(e.compiled))) is not None:
+        return known
+    if memo is None:
+        out: list[Need] = [n for c in e.compiled for n in needs(c.source)]
+    else:
+        out = []
+        for c in e.compiled:
+            if (found := memo.texts.get(c.source)) is None:
+                found = memo.texts[c.source] = tuple(memo.one(n) for n in needs(c.source))
+            out.extend(found)
+    lows = {n[1]: n[3] for n in out if n[0] == "range" and n[2][0] == ">"}
+    for n in out:
+        if n[0] == "range" and n[2][0] == "<" and n[1] in lows and lows[n[1]] <= n[3]:
+            window = ("window", n[1], lows[n[1]], n[3])
+            out.append(window if memo is None else memo.one(window))
+            break
+    variables: AbstractSet[str] = (
+        e.compiled[0].variables
+        if len(e.compiled) == 1
+        else {v for c in e.compiled for v in c.variables}
+    )
+    if memo is None:
+        out += [("has", v) for v in sorted(variables)]
+    else:  # the texts' needs are the load's objects already: only the new ones are shared
+        out += [memo.has.get(v) or memo.has.setdefault(v, ("has", v)) for v in sorted(variables)]
+        memo.cards[id(e.compiled)] = out
+    return out

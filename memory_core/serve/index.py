@@ -17,33 +17,16 @@ from collections.abc import Iterable, Mapping
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
-from memory_core.serve.atoms import AtomKey, Need, needs, state_key
+from memory_core.serve.atoms import AtomKey, Need, state_key
+from memory_core.serve.atoms import NeedsMemo as NeedsMemo
+from memory_core.serve.atoms import card_needs as card_needs
 
 if TYPE_CHECKING:
     from memory_core.serve.snapshot import Entry
 
 
 MAX_BINS = 64  # a window wider than this many bins is filed as a one-sided range
-
-
-def card_needs(e: Entry, memo: dict[str, tuple[Need, ...]] | None = None) -> list[Need]:
-    """Every need of a card: its preconditions' needs, a window where a variable is bounded
-    on both sides, then each variable it reads (memo: needs by text, for a whole load)."""
-    if memo is None:
-        out: list[Need] = [n for c in e.compiled for n in needs(c.source)]
-    else:
-        out = []
-        for c in e.compiled:
-            if (found := memo.get(c.source)) is None:
-                found = memo[c.source] = needs(c.source)
-            out.extend(found)
-    lows = {n[1]: n[3] for n in out if n[0] == "range" and n[2][0] == ">"}
-    for n in out:
-        if n[0] == "range" and n[2][0] == "<" and n[1] in lows and lows[n[1]] <= n[3]:
-            out.append(("window", n[1], lows[n[1]], n[3]))
-            break
-    out += [("has", v) for v in sorted({v for c in e.compiled for v in c.variables})]
-    return out
+READERS_KEPT = 512  # cards kept per variable for explain's sample (it asks for 256)
 
 
 def _bins(width: float, lo: float, hi: float) -> range:
@@ -88,7 +71,9 @@ class CardIndex:
         # readers copy them in one C call (list(...)), which no other thread interleaves
         self.has: dict[str, dict[uuid.UUID, Entry]] = {}
         self.unindexed: list[Entry] = []  # reads no variable: evaluated on every query
-        self.readers: dict[str, dict[uuid.UUID, Entry]] = {}  # cards reading a variable
+        # some cards reading each variable, where explain finds near misses: READERS_KEPT of
+        # them, not all (a dict entry per card and variable was ~75 MB at a million cards)
+        self.readers: dict[str, dict[uuid.UUID, Entry]] = {}
         self.spread = 0  # cards filed under equalities of several variables (may repeat)
 
     def _fit(self, need: Need | None) -> Need | None:
@@ -104,8 +89,7 @@ class CardIndex:
         """File a card under a need (None: evaluated on every query)."""
         need = self._fit(need)
         e.filed = need
-        for var in _variables(e):
-            self.readers.setdefault(var, {})[e.card_id] = e
+        self._read_by(e)
         if need is None:
             self.unindexed = [*self.unindexed, e]
         elif need[0] == "eq":
@@ -129,6 +113,13 @@ class CardIndex:
         else:
             self.has.setdefault(need[1], {})[e.card_id] = e
 
+    def _read_by(self, e: Entry) -> None:
+        for c in e.compiled:
+            for var in c.variables:
+                kept = self.readers.setdefault(var, {})
+                if len(kept) < READERS_KEPT:
+                    kept[e.card_id] = e
+
     def _window(self, need: Need) -> tuple[float, dict[int, list[Entry]]]:
         width, bins = self.windows.setdefault(need[1], (max(need[3] - need[2], 1.0), {}))
         return width, bins
@@ -138,8 +129,7 @@ class CardIndex:
         ranges: dict[tuple[str, bool], list[tuple[float, int, Entry]]] = {}
         for i, (e, wanted) in enumerate(filed):
             e.filed = need = self._fit(wanted)
-            for var in _variables(e):
-                self.readers.setdefault(var, {})[e.card_id] = e
+            self._read_by(e)
             if need is None:
                 self.unindexed.append(e)
             elif need[0] == "eq":
@@ -217,7 +207,7 @@ class CardIndex:
 
     def sample(self, state: Mapping[str, Any], *, limit: int) -> list[Entry]:
         """Up to `limit` cards filed under the state's variables whatever the value, then other
-        cards reading them, then any: where an explanation's near misses come from."""
+        cards reading them (some: READERS_KEPT), then any: where near misses come from."""
         out: dict[int, Entry] = {}
         groups: list[Iterable[Entry]] = []
         for var in state:
@@ -267,8 +257,20 @@ def build(
     if options is None:
         index._fill([(e, best_need(e, stats)) for e in entries if not e.broken])
     else:
+        chosen: dict[int, Need | None] = {}  # cards sharing a needs list share its choice
         pairs = zip(entries, options, strict=True)
-        index._fill([(e, choose(o, stats)) for e, o in pairs if not e.broken])
+        index._fill(
+            [
+                (
+                    e,
+                    chosen[id(o)]
+                    if id(o) in chosen
+                    else chosen.setdefault(id(o), choose(o, stats)),
+                )
+                for e, o in pairs
+                if not e.broken
+            ]
+        )
     return index
 
 

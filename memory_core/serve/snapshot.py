@@ -1,4 +1,4 @@
-"""The served set of one namespace in memory: active cards, compiled once, indexed by need.
+"""The served set of one namespace in memory: active cards indexed by need, compiled on use.
 
 Loaded once per namespace, then kept current from the card change feed (migration 0013): at
 most once per refresh interval, a query first reads the changes numbered above the snapshot's
@@ -8,82 +8,30 @@ within the interval at any size, without reloading the namespace (snapshot_cache
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
-from weakref import WeakValueDictionary
 
 import orjson
-from sqlalchemy import JSON, Text, select, type_coerce
+from sqlalchemy import select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
-from memory_core.errors import InvalidPrecondition
 from memory_core.models.card import Card, CardStatus
-from memory_core.preconditions import CompiledPrecondition, compile_stored
-from memory_core.screen.provenance import trust
-from memory_core.serve.atoms import Need
-from memory_core.serve.changes import COLUMNS, Fingerprint, last_seq
-from memory_core.serve.index import CardIndex, Stats, build, card_needs, choose
+from memory_core.serve.card_rows import LoadMemo, entry_of, row_columns
+from memory_core.serve.changes import Fingerprint, last_seq
+from memory_core.serve.entry import Entry as Entry  # the names other modules import from here
+from memory_core.serve.entry import support_of as support_of
+from memory_core.serve.entry import touched as touched
+from memory_core.serve.index import CardIndex, NeedsMemo, Stats, build, card_needs, choose
 
 if TYPE_CHECKING:
     from memory_core.serve.topk import Bounds
 
 LOOKBACK_S = 60.0  # a change committed this long after a later-numbered one is still applied
-
-
-@dataclass(slots=True)
-class Entry:
-    """One active card as retrieval needs it; the full row is read only for the top k."""
-
-    card_id: uuid.UUID
-    kind: str
-    confidence: float
-    seen_at: datetime  # last use, else last update: what recency decays from
-    use_count: int
-    evidence_count: int
-    compiled: tuple[CompiledPrecondition, ...]  # shared by every card of the same text
-    scenario: str
-    rest: str  # steps, failure modes and value: `text` without the scenario (held once)
-    broken: bool = False  # a stored precondition no longer compiles: never served
-    trust: float = 1.0  # the weight of the card's origin (memory_core.screen.provenance)
-    pinned: bool = False  # never withheld by the holdout
-    version: int = 1
-    updated_at: datetime | None = None
-    filed: Need | None = None  # where the index holds it (memory_core.serve.index)
-    indexed: bool = False
-    words: frozenset[str] | None = None  # the content words of text, for free-text queries
-    run_count: int = 0  # distinct runs supporting the lesson (see support_of)
-    # (epoch, the highest standing the card can have in it, the most support can add): one
-    # attribute so that threads computing it for different epochs never mix (serve/topk.py)
-    bound: tuple[object, float, float] = (None, 0.0, 0.0)
-    sortkey: float = 0.0  # the bound its lists were ordered by (serve/ordered.py)
-    # its snapshot's `touched` list, where a change in place is reported (a list, not the
-    # snapshot: no reference cycle, a dropped snapshot is freed by reference counts)
-    home: list[Entry] | None = None
-
-    @property
-    def text(self) -> str:
-        """Scenario, steps and failure modes: what a free-text query is compared with."""
-        return f"{self.scenario} {self.rest}"
-
-
-def support_of(e: Entry, counts: str) -> int:
-    """What the support term and ties count (RankingWeights.support_counts): the card's
-    evidence rows, or the distinct runs behind it."""
-    return e.run_count if counts == "runs" else e.evidence_count
-
-
-def touched(e: Entry) -> None:
-    """After a change of the card's score parts in place: its score bound is computed again."""
-    e.bound = (None, 0.0, 0.0)
-    if e.home is not None:  # its place in the ordered lists may now be too low
-        e.home.append(e)
 
 
 # A served card as JSON: (the other fields as a JSON object without its closing brace,
@@ -184,95 +132,28 @@ class Snapshot:
         return len(entries), newest, sum(e.version for e in entries)
 
 
-def _rest(action_sequence: Any, failure_modes: Any, value: Any) -> str:
-    steps = " ".join(f"{a.get('tool', '')} {a.get('note', '')}" for a in action_sequence)
-    modes = " ".join(f"{m.get('mode', '')} {m.get('handling', '')}" for m in failure_modes)
-    return f"{steps} {modes} {value or ''}"
-
-
-# compiled preconditions by normalised text, shared by every card (and snapshot) holding the
-# text while one does: a compiled program costs about 900 bytes, and a million cards hold a
-# few hundred thousand distinct texts (an lru cache of 65k recompiled the rest per card)
-_SHARED: WeakValueDictionary[str, CompiledPrecondition] = WeakValueDictionary()
-
-
-def shared_compiled(source: str) -> CompiledPrecondition:
-    """The compiled precondition of a stored text, one object per text (never mutated)."""
-    c = _SHARED.get(source)
-    if c is None:
-        c = _SHARED.setdefault(source, compile_stored(source))
-    return c
-
-
-def _compiled(
-    sources: Sequence[str], memo: dict[tuple[str, ...], tuple[CompiledPrecondition, ...]] | None
-) -> tuple[CompiledPrecondition, ...]:
-    key = tuple(sources)
-    if memo is not None and (found := memo.get(key)) is not None:
-        return found
-    out = tuple(shared_compiled(p) for p in key)
-    if memo is not None:
-        memo[key] = out
-    return out
-
-
-def _json(value: Any) -> Any:
-    """A JSON column read as text (SQLite) or already parsed (the PostgreSQL driver)."""
-    return orjson.loads(value) if isinstance(value, (str, bytes)) else value
-
-
-def entry_of(r: Any, memo: dict[Any, Any] | None = None) -> Entry:
-    """A card row as retrieval needs it (changes.COLUMNS; JSON columns parsed or as text);
-    memo shares compiled precondition lists between the cards of one load."""
-    try:
-        compiled, broken = _compiled(_json(r.preconditions), memo), False
-    except InvalidPrecondition:
-        compiled, broken = (), True
-    return Entry(
-        r.card_id,
-        sys.intern(r.kind),
-        r.confidence,
-        r.last_used_at or r.updated_at,
-        r.use_count,
-        r.evidence_count,
-        compiled,
-        r.scenario,
-        _rest(_json(r.action_sequence), _json(r.failure_modes), r.value),
-        broken,
-        trust(_json(r.provenance) or {}),
-        bool(r.pinned),
-        r.version,
-        r.updated_at,
-        run_count=r.run_count,
-    )
-
-
-def _raw_columns() -> tuple[Any, ...]:
-    """changes.COLUMNS with the JSON columns as their stored text: parsed by orjson, faster
-    than the driver's json module at a million rows."""
-    return tuple(
-        type_coerce(c, Text).label(c.key) if isinstance(c.type, JSON) else c for c in COLUMNS
-    )
-
-
 def load_snapshot(*, engine: Engine, namespace: str) -> Snapshot:
-    """Read and compile a namespace's active cards and build the index over them."""
+    """Read a namespace's active cards and build the index over them (preconditions compile
+    on first use)."""
     with Session(engine) as session:
         # the feed's position first: a change made while the cards are read is applied later
         watermark = last_seq(session)
         result = session.execute(
-            select(*_raw_columns()).where(
+            select(*row_columns()).where(
                 col(Card.namespace) == namespace, col(Card.status) == CardStatus.active.value
-            )
+            ),
+            # fetched in batches (a server-side cursor on PostgreSQL): all rows at once were
+            # the load's peak of memory, which the allocator keeps as the process's size
+            execution_options={"yield_per": 10_000},
         )
-        memo: dict[Any, Any] = {}
+        memo = LoadMemo()
         entries: dict[uuid.UUID, Entry] = {}
         for rows in result.partitions(10_000):  # the rows of one batch at a time in memory
             for r in rows:
                 entries[r.card_id] = entry_of(r, memo)
     del memo
     stats = Stats()
-    needs_memo: dict[str, Any] = {}
+    needs_memo = NeedsMemo()  # while every card's precondition tuple is alive
     options = [card_needs(e, needs_memo) for e in entries.values()]
     for o in options:
         stats.add(o)

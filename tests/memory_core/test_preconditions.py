@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import cel
 import pytest
 
 from memory_core.errors import InvalidPrecondition
@@ -10,8 +11,10 @@ from memory_core.preconditions import (
     check,
     compile_all,
     compile_precondition,
+    compile_stored,
     holds_all,
     make_context,
+    scan_variables,
 )
 
 
@@ -85,3 +88,41 @@ def test_string_literals_with_quotes_and_escapes_survive_normalisation() -> None
 def test_an_empty_list_holds_and_duplicates_collapse() -> None:
     assert holds_all([], make_context({}), frozenset())
     assert len(compile_all(['a == "X"', 'a == "x"', "a  ==  'x'"])) == 2
+
+
+SCANNED = [
+    'tool == "a" && retry_count < 3',
+    'tool in ["a", "b"] || last_tool == "c"',
+    "last_error.contains('x.y(') && !has(args.id)",
+    "args.page == 1 && size(items) > 0",
+    "[1, 2].exists(q, q == n) ? a : b",
+    "1e5 < x && 0x1f == y && 3u == z && 2.5 > w",
+    'm["k"] == v && x == null && type(t) == int',
+    "a . b == 1 && c.startsWith(e) == f",
+]
+
+
+@pytest.mark.parametrize("source", SCANNED)
+def test_a_stored_text_reads_its_variables_as_cel_does_without_compiling(source: str) -> None:
+    stored = compile_stored(source, on_use=True)
+    assert not stored.compiled  # compiled on first use only
+    assert stored.variables == frozenset(cel.compile(source).variables())
+    assert stored.variables == compile_precondition(source).variables
+    # shapes the scan cannot read exactly are compiled at once
+    assert scan_variables("google.protobuf.Int64Value{value: 1} == x") is None
+    assert scan_variables(".x == 1") is None
+    assert compile_stored(".x == 1", on_use=True).compiled
+    with pytest.raises(InvalidPrecondition):  # other readers of stored cards compile at once
+        compile_stored("tool ==")
+
+
+def test_a_stored_text_that_no_longer_compiles_never_holds_and_says_why() -> None:
+    for source in ("tool ==", "evil(tool)"):
+        stored = compile_stored(source, on_use=True)
+        state = {"tool": "a"}
+        result = check(stored, make_context(state), frozenset(state))
+        assert result.verdict is Verdict.error and "precondition" in result.detail
+        assert not holds_all([stored], make_context(state), frozenset(state))
+    good = compile_stored('tool == "a"', on_use=True)
+    assert check(good, make_context({"tool": "a"}), frozenset({"tool"})).verdict is Verdict.held
+    assert good.compiled

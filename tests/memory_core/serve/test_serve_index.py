@@ -9,7 +9,7 @@ import uuid
 from memory_core.models.columns import utcnow
 from memory_core.preconditions import compile_all, make_context, normalise_value
 from memory_core.serve.atoms import needs
-from memory_core.serve.index import Stats, build, card_needs
+from memory_core.serve.index import READERS_KEPT, Stats, build, card_needs
 from memory_core.serve.retrieval import holds
 from memory_core.serve.snapshot import Entry
 
@@ -30,6 +30,11 @@ def test_needs_of_every_shape() -> None:
     assert needs('last_error.contains("time out")') == (("substring", "last_error", "time out"),)
     assert needs('!last_error.contains("x")') == ()
     assert needs('x ? tool == "a" : true') == ()
+    # an operator inside a call or a quote is no conjunction (this recursed without end)
+    assert needs('x.exists(y, y > 1 && y < 3) && tool == "a"') == (("eq", (("tool", ("s", "a")),)),)
+    assert needs("f(a || b) || c == 1") == ()
+    # a quoted operator splits nothing (an escaped quote's literal is just not indexed)
+    assert needs('a == "q\\" || z" && b == 1') == (("eq", (("b", ("i", 1)),)),)
     both = _entry(["latency_ms >= 100 && latency_ms < 400"])
     assert ("window", "latency_ms", 100.0, 400.0) in card_needs(both)
 
@@ -97,3 +102,18 @@ def test_changes_keep_the_index_exact() -> None:
         found = {e.card_id for e in index.candidates(norm)}
         assert found <= {e.card_id for e in live}  # removed cards are gone
         assert {e.card_id for e in live if holds(e.compiled, ctx, keys)} <= found
+
+
+def test_explain_keeps_a_bounded_sample_of_each_variables_readers() -> None:
+    cards = [_entry([f"retry_count > {i}"]) for i in range(READERS_KEPT + 100)]
+    stats = Stats()
+    for e in cards:
+        stats.add(card_needs(e))
+    index = build(cards, stats)
+    assert len(index.readers["retry_count"]) == READERS_KEPT
+    assert len(index.sample({"retry_count": -1}, limit=50)) == 50
+    for e in cards[:READERS_KEPT]:  # removed readers leave; cards added later refill
+        index.remove(e)
+    assert index.readers["retry_count"] == {}
+    index.add(cards[0], None)
+    assert list(index.readers["retry_count"].values()) == [cards[0]]

@@ -167,6 +167,11 @@ def test_broken_stored_precondition_is_never_served(engine) -> None:
         s.commit()
     snap = load_snapshot(engine=engine, namespace="team-a")
     assert retrieve(snapshot=snap, state={}, now=utcnow()).matches == []
+    # compiled on first use: with the variable present it is evaluated, fails, is explained
+    r = retrieve(snapshot=snap, state={"tool": "a"}, now=utcnow(), explain=True)
+    assert r.matches == []
+    [miss] = r.near_misses
+    assert miss.checks[0].verdict.value == "error" and "compile" in miss.checks[0].detail
     with pytest.raises(InvalidPrecondition):
         add_card(engine, preconditions=["tool =="])
 

@@ -1,0 +1,143 @@
+"""A snapshot's cards read from their rows: values by position, JSON parsed with orjson,
+precondition lists and texts shared within a load and across snapshots."""
+
+from __future__ import annotations
+
+import sys
+from operator import itemgetter
+from typing import Any
+from weakref import WeakValueDictionary
+
+import orjson
+from sqlalchemy import JSON, Text, type_coerce
+
+from memory_core.preconditions import CompiledPrecondition, compile_stored
+from memory_core.screen.provenance import trust
+from memory_core.serve.changes import COLUMNS
+from memory_core.serve.entry import Entry
+
+
+def _rest(action_sequence: Any, failure_modes: Any, value: Any) -> str:
+    steps = " ".join(f"{a.get('tool', '')} {a.get('note', '')}" for a in action_sequence)
+    modes = " ".join(f"{m.get('mode', '')} {m.get('handling', '')}" for m in failure_modes)
+    return f"{steps} {modes} {value or ''}"
+
+
+# compiled preconditions by normalised text, shared by every card (and snapshot) holding the
+# text while one does: a compiled program costs about 900 bytes, and a million cards hold a
+# few hundred thousand distinct texts (an lru cache of 65k recompiled the rest per card)
+_SHARED: WeakValueDictionary[str, CompiledPrecondition] = WeakValueDictionary()
+
+
+def shared_compiled(source: str) -> CompiledPrecondition:
+    """The compiled precondition of a stored text, one object per text (never mutated)."""
+    c = _SHARED.get(source)
+    if c is None:
+        c = _SHARED.setdefault(source, compile_stored(source, on_use=True))
+    return c
+
+
+class LoadMemo:
+    """What the cards of one load share: precondition tuples by stored list, origins' weights
+    by stored provenance."""
+
+    def __init__(self) -> None:
+        self.lists: dict[Any, tuple[CompiledPrecondition, ...]] = {}
+        self.trusts: dict[Any, float] = {}
+        self.texts: dict[str, str] = {}  # steps and failure modes, often repeated
+        self.compiled: dict[str, CompiledPrecondition] = {}
+
+    def text(self, value: str) -> str:
+        """The load's one string equal to value."""
+        return self.texts.setdefault(value, value)
+
+
+def _compiled(stored: Any, memo: LoadMemo | None) -> tuple[CompiledPrecondition, ...]:
+    """A card's precondition list (as stored: JSON text or parsed), one tuple per distinct
+    list within a load; the texts compile on first use (an uncompilable one never holds)."""
+    key = stored if isinstance(stored, (str, bytes)) else tuple(stored)
+    if memo is not None and (found := memo.lists.get(key)) is not None:
+        return found
+    if memo is None:
+        out = tuple(shared_compiled(p) for p in _json(stored))
+    else:  # a plain dict first: the shared one's lookups cost ~1.5 us each
+        out = tuple(
+            memo.compiled.get(p) or memo.compiled.setdefault(p, shared_compiled(p))
+            for p in _json(stored)
+        )
+    if memo is not None:
+        memo.lists[key] = out
+    return out
+
+
+def _trust(stored: Any, memo: LoadMemo | None) -> float:
+    if memo is None or not isinstance(stored, (str, bytes)):
+        return trust(_json(stored) or {})
+    if (found := memo.trusts.get(stored)) is None:
+        found = memo.trusts[stored] = trust(_json(stored) or {})
+    return found
+
+
+def _json(value: Any) -> Any:
+    """A JSON column read as text (SQLite) or already parsed (the PostgreSQL driver)."""
+    return orjson.loads(value) if isinstance(value, (str, bytes)) else value
+
+
+# a row's values by position: a Row's attribute access by name costs ~0.6 us, 16 of them
+# per card were a fifth of a load; unpacking it is one C call
+_FIELDS = itemgetter(
+    *(
+        [c.key for c in COLUMNS].index(name)
+        for name in (
+            "card_id",
+            "kind",
+            "confidence",
+            "last_used_at",
+            "updated_at",
+            "use_count",
+            "evidence_count",
+            "run_count",
+            "preconditions",
+            "scenario",
+            "action_sequence",
+            "failure_modes",
+            "value",
+            "provenance",
+            "pinned",
+            "version",
+        )
+    )
+)
+
+
+def entry_of(r: Any, memo: LoadMemo | None = None) -> Entry:
+    """A card row as retrieval needs it (changes.COLUMNS; JSON columns parsed or as text);
+    memo shares precondition lists and origins between the cards of one load."""
+    (card_id, kind, confidence, last_used, updated, uses, evidence, runs, pre, scenario, steps,
+     modes, value, provenance, pinned, version) = _FIELDS(tuple(r))  # fmt: skip
+    rest = _rest(_json(steps), _json(modes), value)
+    return Entry(
+        card_id,
+        sys.intern(kind),
+        confidence,
+        last_used or updated,
+        uses,
+        evidence,
+        _compiled(pre, memo),
+        scenario,
+        rest if memo is None else memo.text(rest),
+        False,
+        _trust(provenance, memo),
+        bool(pinned),
+        version,
+        updated,
+        run_count=runs,
+    )
+
+
+def row_columns() -> tuple[Any, ...]:
+    """changes.COLUMNS with the JSON columns as their stored text: parsed by orjson, faster
+    than the driver's json module at a million rows."""
+    return tuple(
+        type_coerce(c, Text).label(c.key) if isinstance(c.type, JSON) else c for c in COLUMNS
+    )
