@@ -1,8 +1,9 @@
 """The served set of one namespace in memory: active cards indexed by need, compiled on use.
 
 Loaded once per namespace, then kept current from the card change feed (migration 0013): at
-most once per refresh interval, a query first reads the changes numbered above the snapshot's
-watermark and re-reads those cards alone, whatever process changed them. A change is served
+most once per refresh interval, a query first applies the changes the process's one feed
+reader handed its namespace (serve/feed.py), re-reading those cards alone, whatever process
+changed them. A change is served
 within the interval at any size, without reloading the namespace (snapshot_cache.py).
 """
 
@@ -30,8 +31,6 @@ from memory_core.serve.index import CardIndex, NeedsMemo, Stats, build, card_nee
 
 if TYPE_CHECKING:
     from memory_core.serve.topk import Bounds
-
-LOOKBACK_S = 60.0  # a change committed this long after a later-numbered one is still applied
 
 
 # A served card as JSON: (the other fields as a JSON object without its closing brace,
@@ -72,10 +71,6 @@ class Snapshot:
     # served cards as the API shows them, read once: a hot card is answered from memory; a
     # change of the card drops its row
     rows: dict[uuid.UUID, ServedRow] = field(default_factory=dict)
-    # changes applied lately and the watermark per feed read: a transaction that commits after
-    # a later-numbered one is still found within LOOKBACK_S
-    seen: set[int] = field(default_factory=set)
-    marks: list[tuple[float, int]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)  # one writer at a time
     bounds: Bounds | None = None  # the epoch of the cards' score bounds
     # index lists ordered by bound in one epoch (serve/ordered.py), and cards changed in place
@@ -97,12 +92,6 @@ class Snapshot:
     def candidates(self, state: Mapping[str, Any]) -> list[Entry]:
         """Cards filed under a need the (normalised) state satisfies."""
         return self.index.candidates(state)
-
-    def low(self, now: float) -> int:
-        """Where the next feed read starts: the watermark as of LOOKBACK_S ago."""
-        while len(self.marks) > 1 and self.marks[1][0] <= now - LOOKBACK_S:
-            self.marks.pop(0)
-        return self.marks[0][1] if self.marks else self.watermark
 
     def apply(self, changed: Iterable[uuid.UUID], rows: Sequence[Any]) -> None:
         """Replace, add or drop the changed cards (rows: those still active). Hold `lock`."""
@@ -166,6 +155,5 @@ def load_snapshot(*, engine: Engine, namespace: str) -> Snapshot:
         index,
         stats,
         watermark,
-        marks=[(time.monotonic(), watermark)],
         max_uses=max((e.use_count for e in entries.values()), default=0),
     )

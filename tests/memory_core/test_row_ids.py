@@ -1,5 +1,5 @@
-"""Row ids drawn without a system call are still version 4 UUIDs and differ between processes,
-including a forked one (the generator is reseeded there)."""
+"""Row ids drawn without a system call are still version 4 UUIDs, differ between processes,
+including a forked one (the generator is reseeded there), and do not follow random.seed."""
 
 from __future__ import annotations
 
@@ -14,6 +14,15 @@ def test_row_ids_are_distinct_version_4_uuids() -> None:
     assert len(set(ids)) == len(ids)
     assert {i.version for i in ids} == {4}
     assert {i.variant for i in ids} == {uuid.RFC_4122}
+
+
+def test_seeding_the_global_generator_does_not_repeat_ids() -> None:
+    import random
+
+    random.seed(7)
+    first = row_id()
+    random.seed(7)  # as Hypothesis does before each example
+    assert row_id() != first
 
 
 def test_a_forked_process_draws_other_ids() -> None:
