@@ -34,7 +34,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from bench.retrieval_data import pct  # noqa: E402
-from bench.scale_data import seed, states  # noqa: E402
+from bench.scale_data import floor_and_brute, seed, states  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
 EXPLAIN_SHARE = 0.1
@@ -119,34 +119,18 @@ def _query_run(svc, who, mix: list[dict]) -> dict:
 def _floor_and_brute(svc, mix: list[dict]) -> dict:
     """The index lookup alone, and every card checked, on the same states."""
     from memory_core.models.columns import utcnow
-    from memory_core.preconditions import make_context, normalise_value
-    from memory_core.serve.retrieval import holds, retrieve
+    from memory_core.serve.retrieval import retrieve
 
     snap = svc.snapshots.get("bench")
-    floor, cands = [], []
-    for q in mix:
-        norm = {k: normalise_value(v) for k, v in q["task_state"].items()}
-        t = time.perf_counter()
-        found = snap.candidates(norm)
-        floor.append((time.perf_counter() - t) * 1000)
-        cands.append(len(found))
-    brute = []
-    entries = list(snap.entries.values())
-    for q in mix[:30]:
-        norm = {k: normalise_value(v) for k, v in q["task_state"].items()}
-        t = time.perf_counter()
-        ctx, keys = make_context(norm), frozenset(norm)
-        hits = [e for e in entries if holds(e.compiled, ctx, keys)]
-        hits.sort(key=lambda e: -e.confidence)
-        brute.append((time.perf_counter() - t) * 1000)
+    t = floor_and_brute(snap, mix, brute_states=30)
     r = retrieve(snapshot=snap, state=mix[0]["task_state"], now=utcnow())
     return {
         **_bounded_vs_exhaustive(snap, mix),
-        "floor_p50_ms": round(statistics.median(floor), 3),
-        "floor_p99_ms": round(pct(floor, 99), 3),
-        "brute_p50_ms": round(statistics.median(brute), 1),
-        "brute_p99_ms": round(pct(brute, 99), 1),
-        "mean_candidates": round(statistics.mean(cands), 1),
+        "floor_p50_ms": round(statistics.median(t["floor"]), 3),
+        "floor_p99_ms": round(pct(t["floor"], 99), 3),
+        "brute_p50_ms": round(statistics.median(t["brute"]), 1),
+        "brute_p99_ms": round(pct(t["brute"], 99), 1),
+        "mean_candidates": round(statistics.mean(t["cands"]), 1),
         "active_cards": r.active_cards,
     }
 

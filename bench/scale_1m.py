@@ -20,7 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from bench.retrieval_data import pct  # noqa: E402
-from bench.scale_data import states  # noqa: E402
+from bench.scale_data import floor_and_brute, states  # noqa: E402
 
 
 def _times(snap, mix: list[dict], **kw) -> dict:
@@ -46,26 +46,11 @@ def _times(snap, mix: list[dict], **kw) -> dict:
 
 
 def _floor_and_brute(snap, mix: list[dict]) -> dict:
-    from memory_core.preconditions import make_context, normalise_value
-    from memory_core.serve.retrieval import holds
-
-    floor, brute = [], []
-    for q in mix:
-        norm = {k: normalise_value(v) for k, v in q["task_state"].items()}
-        c = time.thread_time()
-        snap.candidates(norm)
-        floor.append((time.thread_time() - c) * 1000)
-    entries = list(snap.entries.values())
-    for q in mix[:5]:
-        norm = {k: normalise_value(v) for k, v in q["task_state"].items()}
-        c = time.thread_time()
-        ctx, keys = make_context(norm), frozenset(norm)
-        _ = [e for e in entries if holds(e.compiled, ctx, keys)]
-        brute.append((time.thread_time() - c) * 1000)
+    t = floor_and_brute(snap, mix, brute_states=5)
     return {
-        "floor_cpu_p50": round(statistics.median(floor), 2),
-        "floor_cpu_p99": round(pct(floor, 99), 2),
-        "brute_cpu_p50": round(statistics.median(brute)),
+        "floor_cpu_p50": round(statistics.median(t["floor_cpu"]), 2),
+        "floor_cpu_p99": round(pct(t["floor_cpu"], 99), 2),
+        "brute_cpu_p50": round(statistics.median(t["brute_cpu"])),
     }
 
 

@@ -162,3 +162,31 @@ def states(k: int, seed_: int = 7) -> list[dict]:
         query = f"tool_{t} error {e} back off" if rnd.random() < 0.33 else None
         out.append({"task_state": state, "query": query})
     return out
+
+
+def floor_and_brute(snap, mix: list[dict], brute_states: int) -> dict[str, list]:
+    """On the same states: the index lookup alone (the floor) and every card checked (brute
+    force, on the first `brute_states`), each timed by the wall clock and the thread's CPU."""
+    import time
+
+    from memory_core.preconditions import make_context, normalise_value
+    from memory_core.serve.retrieval import holds
+
+    out: dict[str, list] = {k: [] for k in ("floor", "floor_cpu", "brute", "brute_cpu", "cands")}
+    for q in mix:
+        norm = {k: normalise_value(v) for k, v in q["task_state"].items()}
+        t, c = time.perf_counter(), time.thread_time()
+        found = snap.candidates(norm)
+        out["floor_cpu"].append((time.thread_time() - c) * 1000)
+        out["floor"].append((time.perf_counter() - t) * 1000)
+        out["cands"].append(len(found))
+    entries = list(snap.entries.values())
+    for q in mix[:brute_states]:
+        norm = {k: normalise_value(v) for k, v in q["task_state"].items()}
+        t, c = time.perf_counter(), time.thread_time()
+        ctx, keys = make_context(norm), frozenset(norm)
+        hits = [e for e in entries if holds(e.compiled, ctx, keys)]
+        hits.sort(key=lambda e: -e.confidence)
+        out["brute_cpu"].append((time.thread_time() - c) * 1000)
+        out["brute"].append((time.perf_counter() - t) * 1000)
+    return out
