@@ -45,6 +45,15 @@ class Stats:
             if n[0] == "eq":
                 self.atoms.update(n[1])
 
+    def remove(self, card: Iterable[Need]) -> None:
+        """Uncount one card's equalities (it left the served set or changed)."""
+        for n in card:
+            if n[0] == "eq":
+                self.atoms.subtract(n[1])
+                for a in n[1]:
+                    if self.atoms[a] <= 0:
+                        del self.atoms[a]
+
     def cost(self, need: Need) -> tuple[int, int]:
         """(shape, cards sharing it): the lower, the fewer queries it lets through. An
         equality beats a range, a range a substring, a substring a mere variable; among

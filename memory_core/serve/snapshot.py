@@ -98,6 +98,8 @@ class Snapshot:
         fresh = {r.card_id: r for r in rows}
         for cid in dict.fromkeys(changed):
             old = self.entries.pop(cid, None)
+            if old is not None:  # its equalities no longer make a need common
+                self.stats.remove(card_needs(old))
             if old is not None and old.indexed:
                 self.index.remove(old)
             self.rows.pop(cid, None)

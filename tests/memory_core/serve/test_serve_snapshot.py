@@ -139,3 +139,19 @@ def test_cards_of_one_precondition_text_share_it_and_change_alone(engine) -> Non
     assert snap.entries[c2.card_id].compiled is shared
     assert [c.source for c in shared] == ['tool == "search"', "retry_count > 1"]
     assert [c.source for c in snap.entries[c1.card_id].compiled] == ['tool == "fetch"']
+
+
+def test_the_need_counts_follow_changes_as_a_fresh_load_counts_them(engine) -> None:
+    from memory_core.serve.snapshot import load_snapshot
+
+    cards = [add_card(engine, scenario=f"c{i}", preconditions=['tool == "x"']) for i in range(6)]
+    add_card(engine, scenario="y", preconditions=['tool == "y"'])
+    cache = SnapshotCache(engine=engine, refresh_s=0.0)
+    cache.get("team-a")
+    for c in cards[:4]:
+        _edit(engine, c.card_id, status="archived")
+    _edit(engine, cards[4].card_id, preconditions=['tool == "y"'])
+    snap = cache.get("team-a")
+    assert cache.reloads == 0 and len(snap.entries) == 3
+    fresh = load_snapshot(engine=engine, namespace="team-a")
+    assert +snap.stats.atoms == +fresh.stats.atoms  # what choosing a need weighs
