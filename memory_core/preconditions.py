@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+import threading
+import weakref
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -120,11 +123,33 @@ class _OnUse(CompiledPrecondition):
         if name != "program":
             raise AttributeError(name)
         try:
-            self.program = _compile(self.source)
+            program: cel.Program | _Unusable = _compile(self.source)
         except InvalidPrecondition as exc:
-            self.program = _Unusable(str(exc))
+            program = _Unusable(str(exc))
+        self.program = program
         object.__setattr__(self, "__class__", CompiledPrecondition)  # same slots: reads skip this
-        return self.program
+        _compiled_on_use(self)
+        return program
+
+
+# programs compiled on use, oldest first: past MAX_ON_USE the oldest is dropped and compiled
+# again if a query reaches it (~16 us), so a server whose queries reach every text of a
+# million cards (~259k texts, ~2 KB a program) holds ~130 MB of programs, not ~500
+MAX_ON_USE = 65_536
+_ON_USE: deque[weakref.ref[CompiledPrecondition]] = deque()
+_ON_USE_LOCK = threading.Lock()
+
+
+def _compiled_on_use(c: CompiledPrecondition) -> None:
+    with _ON_USE_LOCK:
+        _ON_USE.append(weakref.ref(c))
+        while len(_ON_USE) > MAX_ON_USE:
+            old = _ON_USE.popleft()()
+            if old is not None and type(old) is CompiledPrecondition:
+                # the class first: a reader between the two lines still finds the program in
+                # its slot; once the slot is empty, _OnUse.__getattr__ compiles it again
+                object.__setattr__(old, "__class__", _OnUse)
+                del old.program
 
 
 class _Unusable:

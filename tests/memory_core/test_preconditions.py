@@ -126,3 +126,35 @@ def test_a_stored_text_that_no_longer_compiles_never_holds_and_says_why() -> Non
     good = compile_stored('tool == "a"', on_use=True)
     assert check(good, make_context({"tool": "a"}), frozenset({"tool"})).verdict is Verdict.held
     assert good.compiled
+
+
+def test_programs_compiled_on_use_are_capped_and_compiled_again_when_reached(monkeypatch) -> None:
+    import threading
+
+    import memory_core.preconditions as p
+
+    monkeypatch.setattr(p, "MAX_ON_USE", 4)
+    texts = [compile_stored(f'tool == "t{i}"', on_use=True) for i in range(10)]
+    for i, c in enumerate(texts):
+        state = {"tool": f"t{i}"}
+        assert check(c, make_context(state), frozenset(state)).verdict is Verdict.held
+    held = sum(c.compiled for c in texts)
+    assert held <= 4 and texts[-1].compiled and not texts[0].compiled
+    # dropped programs compile again when reached, while other threads evaluate and evict
+    errors: list[BaseException] = []
+
+    def evaluate(offset: int) -> None:
+        try:
+            for n in range(300):
+                i = (n + offset) % 10
+                state = {"tool": f"t{i}"}
+                assert holds_all([texts[i]], make_context(state), frozenset(state))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=evaluate, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
