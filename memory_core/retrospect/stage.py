@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Protocol
 
@@ -58,6 +58,14 @@ def write_run_drafts(
         )
         created, evidence = created + w.created, evidence + w.evidence_added
     return created, evidence
+
+
+def name_groups(drafts: Sequence[DraftCard], groups: Mapping[uuid.UUID, str | None]) -> None:
+    """Each evidence row of a run with a task group names it (unless it names one already)."""
+    for d in drafts:
+        for e in d.evidence:
+            if "group" not in e.result and (g := groups.get(e.trajectory_id)):
+                e.result = {**e.result, "group": g}
 
 
 def finish_batch(
@@ -125,6 +133,15 @@ def finish_batch(
             for rid, steps in runs:
                 x = extractions[rid]
                 x.drafts = untaint(x.drafts, [Step.model_validate(s) for s in steps])
+        if extractions:  # a task's trials count once for a lesson (memory_core.cards.confidence)
+            named = session.execute(
+                select(col(T.id), col(T.task_group)).where(
+                    col(T.id).in_(list(extractions)), col(T.task_group).is_not(None)
+                )
+            ).tuples()
+            groups = {rid: group for rid, group in named}
+            for x in extractions.values():
+                name_groups(x.drafts, groups)
         if extractions:
             # added to: the rule drafts of a rules-first run were counted when it was claimed
             session.connection().execute(

@@ -140,3 +140,39 @@ def test_an_active_caution_that_later_runs_contradict_goes_back_to_review(engine
         )
     assert last is not None and last.version == card.version
     assert "no longer favours" in last.reason and last.snapshot["contradicting"] == 1
+
+
+def _failing(rid: str, user: str) -> dict[str, object]:
+    return {
+        "id": rid,
+        "outcome": "failure",
+        "steps": [
+            {"type": "message", "role": "user", "text": user},
+            {"type": "tool_call", "tool": "book_seat", "args": {"seat": "12A"},
+             "observation": "Error: payment service unavailable"},
+        ],
+    }  # fmt: skip
+
+
+def _warning_confidence(engine, namespace: str) -> float:
+    with Session(engine) as s:
+        cards = s.execute(select(Card).where(Card.namespace == namespace)).scalars().all()
+        [conf] = [c.confidence for c in cards if "unavailable" in str(c.failure_modes)]
+        return conf
+
+
+def test_an_error_seen_in_the_trials_of_one_task_counts_once(engine) -> None:
+    records = [(f"r{i}", _failing(f"r{i}", FRIDAY)) for i in range(3)]
+    ingest(engine=engine, records=records, namespace="trials", task_type="default")
+    ingest(engine=engine, records=records[:1], namespace="one", task_type="default")
+    retrospect_all(engine)
+    # three trials of one task are one piece of evidence: as sure as one run, no surer
+    assert _warning_confidence(engine, "trials") == _warning_confidence(engine, "one")
+    # three other tasks with the same error are three
+    others = [(f"o{i}", _failing(f"o{i}", f"{UPGRADE} number {i}")) for i in range(3)]
+    ingest(engine=engine, records=others, namespace="trials", task_type="default")
+    retrospect_all(engine)
+    assert _warning_confidence(engine, "trials") > _warning_confidence(engine, "one")
+    with Session(engine) as s:
+        rows = s.execute(select(CardEvidence)).scalars().all()
+    assert all(r.result.get("group") for r in rows)
