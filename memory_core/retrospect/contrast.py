@@ -8,7 +8,8 @@ of a failed run is compared with the calls of the successful runs:
 * a call whose tool no successful run called, or whose argument features (keys, value
   classes: memory_core.retrospect.call_features) no successful call of that tool had, becomes
   a caution keyed on those features (`tool == ... && args...`): it fires on calls that look
-  like the failing one, not on every call of the tool;
+  like the failing one, not on every call of the tool. An identifier's shape (its length, its
+  letters or digits) never is such a feature: the ids of one task's runs differ by accident;
 * a call made without a tool that every successful run had called before it (the order
   differs) becomes a caution keyed on that state (`!("t" in tools_used)`), whose action
   sequence is what the successful runs did first.
@@ -146,7 +147,11 @@ def contrast_group(
                 # (words, flags, list sizes), not the identifiers of this task
                 chosen = sorted(a for a in mine if a.kind in CATEGORICAL)[:MAX_ATOMS]
             else:
-                chosen = sorted(a for a in mine if a.expr not in win_atoms[tool])[:MAX_ATOMS]
+                # what the successful calls never had, but not an identifier's shape: that two
+                # runs' ids differ in length or letters is this task's accident, not a lesson
+                chosen = sorted(
+                    a for a in mine if a.expr not in win_atoms[tool] and a.kind != "pattern"
+                )[:MAX_ATOMS]
                 if not chosen:
                     missing = sorted(first_before.get(tool, set()) - set(st["tools_used"]))
                     if not missing:

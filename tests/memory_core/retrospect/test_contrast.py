@@ -100,6 +100,21 @@ def test_a_silent_failure_becomes_a_selective_caution(engine) -> None:
     ]  # fmt: skip
 
 
+def test_an_identifier_of_another_shape_is_no_lesson(engine) -> None:
+    # the same call in every run; the failed run's trip id merely has another shape
+    runs = [
+        ("a", _run("a", "success", "economy")),
+        ("b", _run("b", "success", "economy")),
+        ("c", _run("c", "failure", "economy")),
+    ]
+    runs[2][1]["steps"][2]["args"]["trip"] = "QWERTY"  # letters only; the others mix digits
+    _ingest(engine, runs)
+    retrospect_all(engine)
+    cards, _ = _cards(engine)
+    cautions = [c for c in cards if c.provenance["pattern"] == "contrast_caution"]
+    assert not any("matches(" in p for c in cautions for p in c.preconditions), cautions
+
+
 def test_tau_contrast_cards_are_grounded_and_idempotent(engine) -> None:
     _ingest(engine, iter_sources([str(tau_path())]))
     retrospect_all(engine)
