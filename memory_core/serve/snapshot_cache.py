@@ -15,14 +15,12 @@ are loaded again on their next query. The namespace just loaded always stays, ho
 
 from __future__ import annotations
 
-import gc
 import logging
 import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
@@ -31,6 +29,7 @@ from sqlmodel import Session
 from memory_core.serve.changes import fingerprint, prune, rows_by_id
 from memory_core.serve.feed import FeedReader
 from memory_core.serve.snapshot import Snapshot, load_snapshot
+from memory_core.serve.snapshot_build import release, timed_load
 
 log = logging.getLogger(__name__)
 LOAD_SHARE = 0.2  # the most of one core whole reloads may take over time
@@ -39,48 +38,6 @@ PRUNE_S = 600.0  # how often the feed is pruned
 VERIFY_TRIES = 10
 # ~650 MB RSS: 2-2.7 KB a card held (bench/scale_namespaces.py: 657 MB at 255k cards)
 MAX_CARDS = 250_000
-
-
-_gc_lock = threading.Lock()
-_gc_holds = 0
-
-
-@contextmanager
-def _no_full_collections() -> Iterator[None]:
-    """Pause the cycle collector while a snapshot is built: the rows read allocate so many
-    containers that full collections ran again and again, each holding the GIL (and so the
-    event loop) 0.3-1.7 s at 20k cards. Nested across threads: the last one out resumes it."""
-    global _gc_holds
-    with _gc_lock:
-        _gc_holds += 1
-        gc.disable()
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_holds -= 1
-            if _gc_holds == 0:
-                gc.enable()
-
-
-def _timed_load(loader: Callable[..., Snapshot], engine: Engine, namespace: str) -> Snapshot:
-    started = time.monotonic()
-    with _no_full_collections():
-        snap = loader(engine=engine, namespace=namespace)
-        # the cards live as long as the snapshot and are freed by reference counts: out of
-        # the collector's generations, a full pass no longer walks a million of them (a
-        # pause of a second, every few hundred thousand allocations)
-        gc.freeze()
-    snap.load_s = time.monotonic() - started
-    return snap
-
-
-def _release(snap: Snapshot) -> None:
-    """Break the one cycle a dropped snapshot holds: its touched cards point at the list that
-    holds them (Entry.home). Loads freeze the heap (gc.freeze), so a cycle among frozen objects
-    is never collected: every eviction would leak its touched cards. A query still on the
-    snapshot finishes on it; at worst its touched cards rank as they stood before their uses."""
-    snap.touched.clear()
 
 
 class SnapshotCache:
@@ -162,7 +119,7 @@ class SnapshotCache:
                 with self._feed.lock, Session(self._engine) as session:
                     self._feed.place(session)
             try:
-                snap = _timed_load(self._loader, self._engine, namespace)
+                snap = timed_load(self._loader, self._engine, namespace)
             except BaseException:  # the next query loads it afresh: what was handed out is moot
                 with self._lock:
                     self._pending.pop(namespace, None)
@@ -186,7 +143,7 @@ class SnapshotCache:
                 self._pending.pop(ns, None)
                 self._must_reload.discard(ns)
                 total -= len(gone.entries)
-                _release(gone)
+                release(gone)
                 self.evictions += 1
 
     def cached(self) -> tuple[int, int]:
@@ -305,14 +262,14 @@ class SnapshotCache:
         # a reload costs a core for load_s: at most one in LOAD_SHARE of the time goes to it
         if time.monotonic() - old.loaded_at < old.load_s / LOAD_SHARE:
             return
-        snap = _timed_load(self._loader, self._engine, namespace)
+        snap = timed_load(self._loader, self._engine, namespace)
         with self._lock:
             if self._snapshots.get(namespace) is not old:  # evicted (or replaced) meanwhile
                 return
             self._snapshots[namespace] = snap
             self._must_reload.discard(namespace)
             self._evict(keep=namespace)
-        _release(old)
+        release(old)
         self.reloads += 1
         self._loaded()
 

@@ -131,7 +131,7 @@ def test_a_stored_text_that_no_longer_compiles_never_holds_and_says_why() -> Non
 def test_programs_compiled_on_use_are_capped_and_compiled_again_when_reached(monkeypatch) -> None:
     import threading
 
-    import memory_core.preconditions as p
+    import memory_core.cel_programs as p
 
     monkeypatch.setattr(p, "MAX_ON_USE", 4)
     texts = [compile_stored(f'tool == "t{i}"', on_use=True) for i in range(10)]
