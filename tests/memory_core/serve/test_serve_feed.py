@@ -89,3 +89,33 @@ def test_a_write_here_is_read_back_even_after_another_namespace_read_the_feed(en
     cache.invalidate(["a"])
     assert _served(cache, "b", {"tool": "t"}) == {"b"}
     assert _served(cache, "a", {"tool": "t"}) == set()
+
+
+def test_a_database_outage_serves_what_is_held_and_catches_up_after(engine, tmp_path) -> None:
+    import os
+
+    import pytest
+
+    if engine.dialect.name != "sqlite":
+        pytest.skip("the outage is made by moving the SQLite file away")
+    a = add_card(engine, namespace="a", scenario="a", preconditions=['tool == "t"'])
+    cache = SnapshotCache(engine=engine, refresh_s=0.0)
+    assert _served(cache, "a", {"tool": "t"}) == {"a"}
+    _edit(engine, a.card_id, status="archived")
+    path = str(engine.url.database)
+    engine.dispose()
+    files = [f for f in (path, path + "-wal", path + "-shm") if os.path.exists(f)]
+    for f in files:  # the database and its write-ahead log move away together
+        os.rename(f, tmp_path / os.path.basename(f))
+    try:  # new connections find no database (an empty file without tables)
+        assert _served(cache, "a", {"tool": "t"}) == {"a"}  # served as held, no error
+        assert _served(cache, "a", {"tool": "t"}) == {"a"}
+    finally:
+        engine.dispose()
+        for f in (path, path + "-wal", path + "-shm"):
+            if os.path.exists(f):
+                os.remove(f)
+        for f in files:
+            os.replace(tmp_path / os.path.basename(f), f)
+    assert _served(cache, "a", {"tool": "t"}) == set()  # back: the change was not lost
+    assert cache.reloads == 0
