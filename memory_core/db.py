@@ -81,6 +81,15 @@ def current_revision(engine: Engine) -> str | None:
 
 
 @contextmanager
+def read_session(engine: Engine) -> Iterator[Session]:
+    """A session that only reads. On SQLite it takes no write lock (BEGIN, not BEGIN
+    IMMEDIATE): under WAL it reads a consistent snapshot, never waits behind a writer and never
+    holds one off (a snapshot load, a feed read or a health check waited for each use flush)."""
+    with engine.connect().execution_options(**READ_ONLY) as conn, Session(bind=conn) as session:
+        yield session
+
+
+@contextmanager
 def session_scope(engine: Engine) -> Iterator[Session]:
     """One transaction: commit on success, roll back on any error."""
     with Session(engine, expire_on_commit=False) as session:

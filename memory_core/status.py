@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, col
+from sqlmodel import col
 
+from memory_core.db import read_session
 from memory_core.models.card import Card
 from memory_core.models.trajectory import Trajectory
 
@@ -15,7 +16,7 @@ def trajectory_counts(*, engine: Engine, namespace: str | None = None) -> dict[s
     q = select(col(Trajectory.status), func.count()).group_by(col(Trajectory.status))
     if namespace is not None:
         q = q.where(col(Trajectory.namespace) == namespace)
-    with Session(engine) as session:
+    with read_session(engine) as session:
         return {str(s): int(n) for s, n in session.execute(q).all()}
 
 
@@ -24,5 +25,5 @@ def card_counts(*, engine: Engine, namespace: str | None = None) -> dict[str, in
     q = select(col(Card.status), func.count()).group_by(col(Card.status))
     if namespace is not None:
         q = q.where(col(Card.namespace) == namespace)
-    with Session(engine) as session:
+    with read_session(engine) as session:
         return {str(s): int(n) for s, n in session.execute(q).all()}

@@ -10,10 +10,10 @@ from anyio import to_thread
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
-from sqlmodel import Session
 
 from memory_api.ui.web import Console, ConsoleRoute
 from memory_core.cards.query import example_state
+from memory_core.db import read_session
 from memory_core.errors import InvalidInput, NotFound
 from memory_core.models.columns import utcnow
 from memory_core.retrospect.dead_letters import dead_letter_error, list_dead_letters, redrive
@@ -42,7 +42,7 @@ def router(console: Console) -> APIRouter:
     def try_form(request: Request) -> Response:
         user = console.user(request)
         user.principal.require("read")
-        with Session(svc.engine) as session:
+        with read_session(svc.engine) as session:
             example = example_state(session=session, namespace=user.principal.namespace)
         state = json.dumps(example or {"task_type": "", "tool": ""}, indent=2)
         return console.render(

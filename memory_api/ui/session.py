@@ -15,8 +15,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from sqlmodel import Session
-
+from memory_core.db import read_session
 from memory_core.models.api_key import ApiKey
 from memory_core.serve.keys import Principal, hash_key
 from memory_core.serve.service import MemoryService
@@ -65,7 +64,7 @@ class Sessions:
         hit = self._cache.get(key_id)
         if hit is not None and hit[1] > now:
             return hit[0]
-        with Session(self._service.engine) as session:
+        with read_session(self._service.engine) as session:
             key = session.get(ApiKey, key_id)
             if key is not None:
                 session.expunge(key)

@@ -8,9 +8,10 @@ from collections.abc import Sequence
 
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, col
+from sqlmodel import col
 
 from memory_core.cards.confidence import RunEvidence, run_of, runs_of_pair
+from memory_core.db import read_session
 from memory_core.models.card import CardEvidence
 
 _CHUNK = 500  # bounded IN lists (SQLite caps bound parameters)
@@ -21,7 +22,7 @@ def runs_by_card(
 ) -> dict[uuid.UUID, dict[uuid.UUID, RunEvidence]]:
     """For each card, how each run behind it bears on its lesson."""
     out: dict[uuid.UUID, dict[uuid.UUID, RunEvidence]] = defaultdict(dict)
-    with Session(engine) as session:
+    with read_session(engine) as session:
         for start in range(0, len(card_ids), _CHUNK):
             chunk = list(card_ids[start : start + _CHUNK])
             rows = session.execute(

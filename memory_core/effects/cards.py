@@ -11,8 +11,9 @@ from typing import Protocol
 from sqlalchemy import and_, not_, or_, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.sql.elements import ColumnElement
-from sqlmodel import Session, col
+from sqlmodel import col
 
+from memory_core.db import READ_ONLY, read_session
 from memory_core.effects.estimate import Effect, HarmsTest, Verdict, estimate
 from memory_core.effects.fdr import harms_tests
 from memory_core.effects.sql import effect_sql
@@ -48,7 +49,7 @@ def tests_for(
     """The harms tests of these namespaces' cards (one query)."""
     if rules.fdr <= 0 or not namespaces:
         return {}
-    with engine.connect() as conn:
+    with engine.connect().execution_options(**READ_ONLY) as conn:
         return harms_tests(conn, rules=rules, namespaces=namespaces)
 
 
@@ -86,7 +87,7 @@ def effects_of(
         col(Card.namespace),
     ).where(col(Card.card_id).in_(list(card_ids)))
     tests = tests_for(engine=engine, namespaces=[namespace], rules=rules)
-    with Session(engine) as session:
+    with read_session(engine) as session:
         # by primary key alone: with the namespace in the WHERE, SQLite (no statistics) read
         # the whole namespace through its (namespace, status) index, 90 ms at 100k cards
         rows = [r for r in session.execute(q).all() if r.namespace == namespace]

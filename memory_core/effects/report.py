@@ -9,8 +9,9 @@ from pathlib import Path
 from pydantic import BaseModel
 from sqlalchemy import or_
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, col, select
+from sqlmodel import col, select
 
+from memory_core.db import READ_ONLY, read_session
 from memory_core.effects.estimate import Effect, Verdict, estimate
 from memory_core.effects.fdr import harms_tests
 from memory_core.models.card import Card
@@ -52,9 +53,9 @@ def effects_report(
         q = q.where(col(Card.namespace) == namespace)
     out: list[CardEffect] = []
     r = rules or EffectRules()
-    with engine.connect() as conn:
+    with engine.connect().execution_options(**READ_ONLY) as conn:
         tests = harms_tests(conn, rules=r, namespaces=None if namespace is None else [namespace])
-    with Session(engine) as session:
+    with read_session(engine) as session:
         for c in session.execute(q).scalars():
             eff = estimate(
                 served_uses=c.served_outcomes,

@@ -11,10 +11,11 @@ from typing import Protocol
 from pydantic import BaseModel
 from sqlalchemy import func, or_, select
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, col
+from sqlmodel import col
 
 from memory_core.cards.query import to_public
 from memory_core.cards.score import ranking_terms
+from memory_core.db import read_session
 from memory_core.errors import InvalidInput
 from memory_core.facts.conflicts import conflicts_of, preference
 from memory_core.keywords import KeywordIndex
@@ -85,7 +86,7 @@ def search_facts(
     statuses = [CardStatus.active.value]
     if include_superseded:
         statuses += [CardStatus.superseded.value]
-    with Session(engine) as session:
+    with read_session(engine) as session:
         q = select(Card).where(
             col(Card.namespace) == namespace,
             col(Card.kind) == CardKind.fact.value,

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, col
+from sqlmodel import col
 
 from memory_core.cards.filters import (
     ATTR,
@@ -23,6 +23,7 @@ from memory_core.cards.filters import (
     CardFilter,
     card_filters,
 )
+from memory_core.db import READ_ONLY, read_session
 from memory_core.effects.fdr import harm_ids, harms_tests
 from memory_core.errors import InvalidInput, NotFound
 from memory_core.models.card import Card, CardUse
@@ -76,7 +77,7 @@ def list_page(
     key = SORTS[filters.sort]
     harmful: list[uuid.UUID] = []
     if filters.effect:  # the harms verdict is the namespace's (memory_core.effects.fdr)
-        with engine.connect() as conn:
+        with engine.connect().execution_options(**READ_ONLY) as conn:
             harmful = harm_ids(
                 harms_tests(conn, rules=filters.effect_rules, namespaces=[namespace])
             )
@@ -92,7 +93,7 @@ def list_page(
         if filters.descending
         else (key.asc(), col(Card.card_id).asc())
     )
-    with Session(engine) as session:
+    with read_session(engine) as session:
         rows = list(
             session.execute(select(*LISTED).where(*where).order_by(*order).limit(limit + 1)).all()
         )
@@ -106,7 +107,7 @@ def recent_uses(
     *, engine: Engine, namespace: str, card_id: uuid.UUID, limit: int = 20
 ) -> list[CardUse]:
     """The last uses of a card, newest first."""
-    with Session(engine) as session:
+    with read_session(engine) as session:
         return list(
             session.execute(
                 select(CardUse)
@@ -131,7 +132,7 @@ def trajectory_window(
     *, engine: Engine, namespace: str, trajectory_id: uuid.UUID, step: int, around: int = 3
 ) -> StepWindow:
     """The steps around one step of a trajectory of this namespace (NotFound otherwise)."""
-    with Session(engine) as session:
+    with read_session(engine) as session:
         t = session.get(Trajectory, trajectory_id)
     if t is None or t.namespace != namespace:
         raise NotFound(f"no trajectory {trajectory_id} in namespace {namespace!r}")
@@ -142,7 +143,7 @@ def trajectory_window(
 def chain(*, engine: Engine, namespace: str, card_id: uuid.UUID, limit: int = 20) -> list[Card]:
     """A card's supersession chain, oldest first: what it replaced and what replaced it."""
     seen: dict[uuid.UUID, Card] = {}
-    with Session(engine) as session:
+    with read_session(engine) as session:
         start = session.get(Card, card_id)
         if start is None or start.namespace != namespace:
             raise NotFound(f"no card {card_id} in namespace {namespace!r}")
@@ -173,7 +174,7 @@ def fact_conflicts(*, engine: Engine, namespace: str, limit: int = 50) -> list[S
         col(Card.kind) == "fact",
         col(Card.status) == "active",
     )
-    with Session(engine) as session:
+    with read_session(engine) as session:
         keys = list(
             session.execute(
                 select(col(Card.key))
@@ -225,7 +226,7 @@ def _disagreeing(cards: list[Card]) -> list[list[Card]]:
 
 def expiring_facts(*, engine: Engine, namespace: str, limit: int = 50) -> list[Card]:
     """Active facts with an expiry, soonest first."""
-    with Session(engine) as session:
+    with read_session(engine) as session:
         return list(
             session.execute(
                 select(Card)

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, col
+from sqlmodel import col
 
-from memory_core.db import session_scope
+from memory_core.db import read_session, session_scope
 from memory_core.errors import Forbidden, InvalidInput, NotFound, Unauthorized
 from memory_core.models.api_key import ApiKey
 from memory_core.models.columns import utcnow
@@ -93,7 +93,7 @@ def list_keys(*, engine: Engine, namespace: str | None = None) -> list[ApiKey]:
     q = select(ApiKey).order_by(col(ApiKey.created_at).desc())
     if namespace is not None:
         q = q.where(col(ApiKey.namespace) == namespace)
-    with Session(engine) as session:
+    with read_session(engine) as session:
         return list(session.execute(q).scalars())
 
 
@@ -128,7 +128,7 @@ class KeyRing:
         if hit is not None and hit[1] > now:
             principal = hit[0]
         else:
-            with Session(self._engine) as session:
+            with read_session(self._engine) as session:
                 key = session.execute(
                     select(ApiKey).where(col(ApiKey.key_hash) == digest)
                 ).scalar_one_or_none()

@@ -8,8 +8,9 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Integer, cast, func, select
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, col
+from sqlmodel import col
 
+from memory_core.db import read_session
 from memory_core.models.card import Card, CardUse
 
 FAILURE_SAMPLE = 500  # failure modes are JSON: counted over the most recently changed cards
@@ -27,7 +28,7 @@ def counts(*, engine: Engine, namespace: str) -> Counts:
     """Cards by status and the confidence distribution of the active ones."""
     out = Counts()
     bucket = cast(col(Card.confidence) * 10, Integer)
-    with Session(engine) as session:
+    with read_session(engine) as session:
         for status, n in session.execute(
             select(col(Card.status), func.count())
             .where(col(Card.namespace) == namespace)
@@ -52,7 +53,7 @@ def uses_per_day(
     used = col(CardUse.used_at)
     # PostgreSQL would take the date in the session's time zone; days here are UTC
     day = func.date(func.timezone("UTC", used) if engine.dialect.name == "postgresql" else used)
-    with Session(engine) as session:
+    with read_session(engine) as session:
         got = {
             str(d): int(n)
             for d, n in session.execute(
@@ -68,7 +69,7 @@ def uses_per_day(
 def top_failure_modes(*, engine: Engine, namespace: str, limit: int = 8) -> list[tuple[str, int]]:
     """The failure modes most active cards name (among the most recently changed ones)."""
     seen: Counter[str] = Counter()
-    with Session(engine) as session:
+    with read_session(engine) as session:
         rows = session.execute(
             select(col(Card.failure_modes))
             .where(col(Card.namespace) == namespace, col(Card.status) == "active")

@@ -8,11 +8,12 @@ from typing import NamedTuple
 
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, col
+from sqlmodel import col
 
 from memory_core.cards.query import get_card as _get_card
 from memory_core.cards.query import list_cards as _list_cards
 from memory_core.cards.query import to_public
+from memory_core.db import read_session
 from memory_core.errors import InvalidInput, NotFound
 from memory_core.models.card import Card, CardPublic, CardVersion
 from memory_core.redact.fields import redact, redact_fields
@@ -36,7 +37,7 @@ def card_history(
     """The one read of a card's history (the API, the MCP server and the CLI): the card and
     its versions with reasons and snapshots redacted. `namespace` None is the operator's
     view (any namespace); otherwise a card outside it is not found."""
-    with Session(engine) as session:
+    with read_session(engine) as session:
         card = session.get(Card, card_id)
         if card is None or (namespace is not None and card.namespace != namespace):
             where = "" if namespace is None else f" in namespace {namespace!r}"
@@ -71,7 +72,7 @@ class ReadOperations:
         """One card of the caller's namespace, with its evidence and its effect judged by the
         configured rules within its namespace."""
         principal.require("read")
-        with Session(self.engine) as session:
+        with read_session(self.engine) as session:
             return _get_card(
                 session=session,
                 namespace=principal.namespace,
@@ -94,7 +95,7 @@ class ReadOperations:
         principal.require("read")
         if not 1 <= limit <= MAX_PAGE or offset < 0:
             raise InvalidInput(f"limit must be 1..{MAX_PAGE}, offset >= 0", field="limit")
-        with Session(self.engine) as session:
+        with read_session(self.engine) as session:
             cards = _list_cards(
                 session=session,
                 namespace=principal.namespace,

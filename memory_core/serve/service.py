@@ -88,7 +88,7 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
 
     def ready(self) -> dict[str, Any]:
         """Readiness: the database answers and uses are being written."""
-        with self.engine.connect() as conn:
+        with self.engine.connect().execution_options(**READ_ONLY) as conn:
             conn.execute(text("SELECT 1"))
         return {
             "database": "ok",

@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, col
+from sqlmodel import col
 
+from memory_core.db import read_session
 from memory_core.models.card import Card, CardStatus
 from memory_core.serve.card_rows import LoadMemo, entry_of, row_columns
 from memory_core.serve.changes import Fingerprint, last_seq
@@ -126,7 +127,7 @@ class Snapshot:
 def load_snapshot(*, engine: Engine, namespace: str) -> Snapshot:
     """Read a namespace's active cards and build the index over them (preconditions compile
     on first use)."""
-    with Session(engine) as session:
+    with read_session(engine) as session:
         # the feed's position first: a change made while the cards are read is applied later
         watermark = last_seq(session)
         result = session.execute(

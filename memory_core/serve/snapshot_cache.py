@@ -24,8 +24,8 @@ from collections.abc import Callable, Sequence
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
-from sqlmodel import Session
 
+from memory_core.db import read_session
 from memory_core.serve.changes import fingerprint, prune, rows_by_id
 from memory_core.serve.feed import FeedReader
 from memory_core.serve.snapshot import Snapshot, load_snapshot
@@ -116,7 +116,7 @@ class SnapshotCache:
                         del self._loading[namespace]
                 return snap
             if self._feed.watermark is None:  # changes from here on are handed to it
-                with self._feed.lock, Session(self._engine) as session:
+                with self._feed.lock, read_session(self._engine) as session:
                     self._feed.place(session)
             try:
                 snap = timed_load(self._loader, self._engine, namespace)
@@ -192,7 +192,7 @@ class SnapshotCache:
     def _read_feed(self) -> None:
         """One read of the feed for every namespace; hand each held or loading namespace its
         changes. Hold the feed's lock."""
-        with Session(self._engine) as session:
+        with read_session(self._engine) as session:
             found = self._feed.read(session)
         with self._lock:
             for ns, changes in found.changed.items():
@@ -216,7 +216,7 @@ class SnapshotCache:
             return False
         ids = list(changes)
         try:
-            with Session(self._engine) as session:
+            with read_session(self._engine) as session:
                 rows = rows_by_id(session, snap.namespace, ids)
         except SQLAlchemyError:
             with self._lock:  # not applied: kept for the next try (newer seqs win)
@@ -239,7 +239,7 @@ class SnapshotCache:
             return
         for _ in range(VERIFY_TRIES):
             with snap.lock:
-                with Session(self._engine) as session:
+                with read_session(self._engine) as session:
                     expected = fingerprint(session, namespace)
                 with self._feed.lock:
                     self._read_feed()
