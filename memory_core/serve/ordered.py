@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from memory_core.keywords import term_set
 from memory_core.serve.groups import covers, groups, homes
+from memory_core.serve.resort import STEP, resort_step
 from memory_core.serve.snapshot import support_of
 from memory_core.serve.topk import (
     SLACK,
@@ -27,6 +28,7 @@ from memory_core.serve.topk import (
     TopQuery,
     base_bound,
     epoch,
+    loosens,
     top_matches,
 )
 
@@ -52,14 +54,26 @@ def _bound(e: Entry, b: Bounds, sup: float, spec: Callable[[int], float]) -> tup
     return bound
 
 
-def _order(snap: Snapshot, name: Any, cards: list[Entry], b: Bounds, spec: Any) -> Order:
+def _order(
+    snap: Snapshot, name: Any, cards: list[Entry], b: Bounds, spec: Any, budget: list[int]
+) -> Order:
     """The list's cards by bound (standing plus support), highest first, cached per epoch;
-    a list replaced by a few cards changed is patched, not sorted again."""
+    a list replaced by a few cards changed is patched, not sorted again; after an epoch that
+    only tightens the bounds, the old order is walked while the new one is made in steps
+    (serve/resort.py)."""
     cached = snap.orders.get(name)
-    if cached is not None and cached[1] is b:
-        if cached[0] is cards:
-            return cached[2], cached[3], cached[4]
-        if (order := _patch(cached, cards, b, spec)) is not None:
+    if cached is not None and (cached[1] is b or loosens(cached[1], b)):
+        order: Order | None = (cached[2], cached[3], cached[4])
+        if cached[0] is not cards and (order := _patch(cached, cards, b, spec)) is not None:
+            snap.orders[name] = cached = (cards, cached[1], *order)
+        if order is not None:
+            if cached[1] is b:
+                return order
+            sup = b.weights.support
+            made = resort_step(snap, name, cards, b, budget, lambda e: _bound(e, b, sup, spec))
+            if made is None:
+                return order  # valid, looser: its keys still bound every card's score
+            order = (made[0], made[1], _most(made[0], b.weights.support_counts))
             snap.orders[name] = (cards, b, *order)
             return order
     w = b.weights
@@ -88,21 +102,39 @@ PATCH = 16  # a list with more cards changed than this is sorted again
 
 
 def _patch(cached: tuple[Any, ...], cards: list[Entry], b: Bounds, spec: Any) -> Order | None:
-    old_ids, new_ids = set(map(id, cached[2])), set(map(id, cards))
-    if len(old_ids ^ new_ids) > PATCH:
+    # the differences by identity at C speed: the lists run to thousands of cards, and a
+    # fold patches every list a changed card left (a loop over each was most of a slow query)
+    old = dict(zip(map(id, cached[2]), cached[2]))
+    new = dict(zip(map(id, cards), cards))
+    gone, added = old.keys() - new.keys(), new.keys() - old.keys()
+    if len(gone) + len(added) > PATCH:
         return None
     entries, keys = list(cached[2]), list(cached[3])
-    for e in cached[2]:
-        if id(e) not in new_ids and (at := _find(entries, keys, e)) >= 0:
+    counts = b.weights.support_counts
+    most = dict(cached[4])
+    lost: set[str] = set()  # kinds whose most-supported card left: recounted unless matched
+    for i in gone:
+        e = old[i]
+        if (at := _find(entries, keys, e)) >= 0:
             del entries[at], keys[at]
-    for e in cards:
-        if id(e) not in old_ids:
-            bound = _bound(e, b, b.weights.support, spec)
-            e.sortkey = bound[1] + bound[2]
-            at = bisect_right(keys, -e.sortkey)
-            entries.insert(at, e)
-            keys.insert(at, -e.sortkey)
-    return entries, keys, _most(entries, b.weights.support_counts)
+        if not e.broken and support_of(e, counts) >= most.get(e.kind, 0):
+            lost.add(e.kind)
+    came: dict[str, int] = {}
+    for i in added:
+        e = new[i]
+        bound = _bound(e, b, b.weights.support, spec)
+        e.sortkey = bound[1] + bound[2]
+        at = bisect_right(keys, -e.sortkey)
+        entries.insert(at, e)
+        keys.insert(at, -e.sortkey)
+        if not e.broken:
+            came[e.kind] = max(came.get(e.kind, 0), support_of(e, counts))
+    # a card replaced by its own new version usually brings the same support back
+    if any(came.get(k, -1) < most.get(k, 0) for k in lost):
+        return entries, keys, _most(entries, counts)
+    for k, n in came.items():
+        most[k] = max(most.get(k, 0), n) if k not in lost else n
+    return entries, keys, most
 
 
 def _find(entries: list[Entry], keys: list[float], e: Entry) -> int:
@@ -118,26 +150,40 @@ def _find(entries: list[Entry], keys: list[float], e: Entry) -> int:
 
 
 def fold(snap: Snapshot, b: Bounds, sup: float, spec: Any) -> None:
-    """Move the touched cards to their places in the ordered lists (hold snap.order_lock)."""
+    """Move the touched cards to their places in the ordered lists, each list copied once
+    (hold snap.order_lock). A list ordered in an earlier epoch that b loosens keeps its epoch:
+    it is still ordered anew in steps (serve/resort.py)."""
     n = len(snap.touched)
-    pending = {id(e): e for e in snap.touched[:n]}
-    for e in pending.values():
+    moves: dict[Any, tuple[list[Entry], list[tuple[Entry, float]]]] = {}
+    placed: list[tuple[Entry, float]] = []
+    for e in {id(e): e for e in snap.touched[:n]}.values():
         bound = _bound(e, b, sup, spec)
         new = -(bound[1] + bound[2])
+        placed.append((e, new))
         for name, cards in homes(snap.index, e):
-            cached = snap.orders.get(name)
-            if cached is None or cached[1] is not b:
-                continue
-            entries, keys = list(cached[2]), list(cached[3])
-            if cached[0] is not cards or (at := _find(entries, keys, e)) < 0:
-                # the list changed since it was ordered: a patch would keep the old place
-                snap.orders.pop(name, None)
-                continue
-            del entries[at], keys[at]
+            moves.setdefault(name, (cards, []))[1].append((e, new))
+    for name, (cards, moved) in moves.items():
+        cached = snap.orders.get(name)
+        if cached is None or (cached[1] is not b and not loosens(cached[1], b)):
+            continue  # no order, or one of an epoch it does not bound: sorted anew
+        if cached[0] is cards:
+            entries, keys, most = list(cached[2]), list(cached[3]), cached[4]
+        elif (patched := _patch(cached, cards, b, spec)) is not None:
+            entries, keys, most = patched  # the list changed since: brought up to date first
+        else:
+            snap.orders.pop(name, None)
+            continue
+        found = []
+        for e, new in moved:  # found by the key it was placed at (e.sortkey, not yet moved)
+            if (at := _find(entries, keys, e)) >= 0:  # not there: replaced or removed since
+                del entries[at], keys[at]
+                found.append((e, new))
+        for e, new in found:
             to = bisect_right(keys, new)
             entries.insert(to, e)
             keys.insert(to, new)
-            snap.orders[name] = (cards, b, entries, keys, cached[4])
+        snap.orders[name] = (cards, cached[1], entries, keys, most)
+    for e, new in placed:
         e.sortkey = -new
     del snap.touched[:n]
 
@@ -166,10 +212,13 @@ def lazy_top(
     # are never changed in place afterwards (copy on write), so the walk needs no lock.
     with snap.order_lock:
         if snap.orders_epoch is not b:
-            snap.orders, snap.orders_epoch = {}, b
+            if snap.orders_epoch is None or not loosens(snap.orders_epoch, b):
+                snap.orders = {}  # the old keys may not bound the new scores
+            snap.orders_epoch, snap.resorts = b, {}
         if len(snap.touched) >= FOLD:
             fold(snap, b, sup, specificity)
-        orders = [_order(snap, name, cards, b, specificity) for name, cards in lists]
+        budget = [STEP]
+        orders = [_order(snap, name, cards, b, specificity, budget) for name, cards in lists]
     late = [
         e
         for e in {id(e): e for e in list(snap.touched)}.values()

@@ -78,6 +78,7 @@ class Snapshot:
     # since (uses, feedback): their places are moved in batches
     orders: dict[Any, Any] = field(default_factory=dict)
     orders_epoch: Bounds | None = None
+    resorts: dict[Any, Any] = field(default_factory=dict)  # lists being ordered anew, in steps
     touched: list[Entry] = field(default_factory=list)
     order_lock: threading.Lock = field(default_factory=threading.Lock)  # orders and touched
 

@@ -82,6 +82,17 @@ def epoch(snapshot: Snapshot, w: RankingWeights, now: datetime) -> Bounds:
     return b
 
 
+def loosens(old: Bounds, new: Bounds) -> bool:
+    """old's bounds still bound every score of new's epoch: the same weights, an earlier start
+    (recency only decays) and no more uses assumed (a use share only falls as the most-used
+    card gains uses). Such an epoch was renewed to tighten the bounds, not to correct them."""
+    return (
+        (old.weights is new.weights or old.weights == new.weights)
+        and old.at <= new.at
+        and old.max_uses <= new.max_uses
+    )
+
+
 def base_bound(e: Entry, b: Bounds, specificity: Callable[[int], float]) -> float:
     """The card's highest standing (times trust) at any time after b.at: retrieval's formula
     (cards/score.py) at b.at, its use count against no more uses than it has or b assumed;

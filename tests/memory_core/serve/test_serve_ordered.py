@@ -149,3 +149,62 @@ def test_queries_from_many_threads_while_cards_are_used_keep_the_ranking_exact()
         kw = dict(snapshot=snap, state=state, now=now, top_k=3, weights=w)
         exhaustive = retrieve(**kw, bounded_from=10**9)  # type: ignore[arg-type]
         assert _key(retrieve(**kw)) == _key(exhaustive), state  # type: ignore[arg-type]
+
+
+def test_epochs_renewed_to_tighten_keep_the_ranking_exact_and_reorder_in_steps(
+    monkeypatch,
+) -> None:
+    """Time passes and the most-used card gains uses, so epochs renew (topk.loosens): the old
+    orders are walked while the new ones are made STEP cards per query, with uses, feedback
+    and replacements between; every query still ranks as scoring every match."""
+    from memory_core.serve import ordered
+    from memory_core.serve import topk as topk_module
+
+    rnd = random.Random(13)
+    start = utcnow()
+    step = 16  # a few queries per list here, as a few hundred are at 100k cards
+    monkeypatch.setattr(ordered, "STEP", step)
+    renewals = stepped = finished = walked_big = 0
+    for trial in range(8):
+        snap = _snapshot([_entry(rnd, start, i) for i in range(rnd.choice([400, 1500]))])
+        w = _weights(rnd)
+        now = start
+        for q in range(90):
+            if q % 10 == 9:  # an hour and more passes: recency decays, the epoch renews
+                now += topk_module.EPOCH + timedelta(minutes=rnd.randrange(30))
+            for _ in range(rnd.choice([0, 3, 9])):
+                e = rnd.choice(list(snap.entries.values()))
+                e.use_count += rnd.choice([1, 1, 5])  # the most-used card races ahead
+                e.seen_at = now
+                if rnd.random() < 0.3:
+                    e.confidence = rnd.choice([0.2, 0.95, 1.0])
+                snap.max_uses = max(snap.max_uses, e.use_count)
+                touched(e)
+            if q % 4 == 0:  # a card changed elsewhere: replaced, as the change feed does
+                old = rnd.choice(list(snap.entries.values()))
+                snap.index.remove(old)
+                del snap.entries[old.card_id]
+                snap._add(replace(old, confidence=rnd.random(), bound=(None, 0.0, 0.0)))
+            before = snap.orders_epoch
+            big = {name for name, o in snap.orders.items() if len(o[2]) > 2 * step}
+            state = {"tool": f"t{rnd.randrange(4)}", "retry_count": rnd.randrange(4)}
+            query = rnd.choice([None, "retry page"])
+            top_k = rnd.choice([1, 3, 5])
+            kw = dict(snapshot=snap, state=state, now=now, top_k=top_k, weights=w, query=query)
+            lazy = retrieve(**kw)  # type: ignore[arg-type]
+            exhaustive = retrieve(**kw, bounded_from=10**9)  # type: ignore[arg-type]
+            assert _key(lazy) == _key(exhaustive), (trial, q, w, state, query, top_k)
+            if before is not None and snap.orders_epoch is not before:
+                renewals += 1
+                # lists of more than a query's steps stay in their old order meanwhile
+                kept = [snap.orders.get(name) for name in big]
+                assert all(o is not None and o[1] is not snap.orders_epoch for o in kept)
+                walked_big += len(big)
+            stepped += len(snap.resorts)
+            finished += sum(1 for o in snap.orders.values() if o[1] is snap.orders_epoch)
+    assert renewals >= 20 and stepped and finished and walked_big, (
+        renewals,
+        stepped,
+        finished,
+        walked_big,
+    )
