@@ -10,11 +10,14 @@ thread, so the event loop never waits on it and a health check answers at once.
 import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
 
 from memory_api.errors import BodyLimit, install_error_handlers
 from memory_api.guards import install_guards
+from memory_api.hot_query import PATH as HOT_PATH
+from memory_api.hot_query import HotQuery
 from memory_api.metrics import install_metrics
 from memory_api.routes import ROUTERS
 from memory_api.ui import mount_console
@@ -37,6 +40,16 @@ def app_from_env() -> FastAPI:
     settings = Settings()
     return create_app(
         MemoryService(engine=make_engine(settings), settings=settings), freeze_gc=True
+    )
+
+
+def _route(path: str, method: str) -> Any:
+    """The API's route object for a path and method (metrics label requests by it)."""
+    return next(
+        r
+        for router in ROUTERS
+        for r in router.routes
+        if getattr(r, "path", None) == path and method in (getattr(r, "methods", None) or ())
     )
 
 
@@ -65,16 +78,18 @@ def create_app(service: MemoryService, *, freeze_gc: bool = False) -> FastAPI:
         # a generated client gets `query_cards`, not `query_cards_v1_cards_query_post`
         generate_unique_id_function=lambda route: route.name,
     )
-    # deeper than any record may nest (limits.max_json_depth, at most 500) plus its envelope:
-    # refused before the parser, whose recursion limit would give a nameless error
-    app.add_middleware(BodyLimit, max_bytes=service.settings.serve.max_body_bytes, max_depth=512)
-    install_error_handlers(app)
-    install_guards(app)  # NUL / surrogates in query strings; 422s that never echo the input
     app.state.service = service  # what the routes' ServiceDep answers (memory_api/routes/deps.py)
     # the API's routes first: a request is matched against the routes in order, and the
     # console's forty-odd routes ahead of /v1/cards/query cost it more than its retrieval
     for router in ROUTERS:
         app.include_router(router)
+    # innermost: warm plain queries answered before routing (memory_api/hot_query.py)
+    app.add_middleware(HotQuery, service=service, route=_route(HOT_PATH, "POST"))
+    # deeper than any record may nest (limits.max_json_depth, at most 500) plus its envelope:
+    # refused before the parser, whose recursion limit would give a nameless error
+    app.add_middleware(BodyLimit, max_bytes=service.settings.serve.max_body_bytes, max_depth=512)
+    install_error_handlers(app)
+    install_guards(app)  # NUL / surrogates in query strings; 422s that never echo the input
     install_metrics(app, service)  # GET /metrics; requests timed by a plain ASGI wrapper
     mount_console(app, service)  # the web console under /ui, offline /docs and /redoc
     return app

@@ -123,9 +123,10 @@ def compile_all(
     return list(compiled.values())
 
 
-def make_context(state: Mapping[str, Any]) -> cel.Context:
-    """Build the evaluation context for one task state (normalised once, reused for every card)."""
-    return cel.Context(normalise_value(dict(state)))
+def make_context(state: Mapping[str, Any], *, normalised: bool = False) -> cel.Context:
+    """Build the evaluation context for one task state (normalised once, reused for every card;
+    normalised: the caller already did, as retrieval does for its index lookups)."""
+    return cel.Context(dict(state) if normalised else normalise_value(dict(state)))
 
 
 def check(

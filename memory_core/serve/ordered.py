@@ -104,8 +104,8 @@ PATCH = 16  # a list with more cards changed than this is sorted again
 def _patch(cached: tuple[Any, ...], cards: list[Entry], b: Bounds, spec: Any) -> Order | None:
     # the differences by identity at C speed: the lists run to thousands of cards, and a
     # fold patches every list a changed card left (a loop over each was most of a slow query)
-    old = dict(zip(map(id, cached[2]), cached[2]))
-    new = dict(zip(map(id, cards), cards))
+    old = dict(zip(map(id, cached[2]), cached[2], strict=True))
+    new = dict(zip(map(id, cards), cards, strict=True))
     gone, added = old.keys() - new.keys(), new.keys() - old.keys()
     if len(gone) + len(added) > PATCH:
         return None

@@ -138,7 +138,7 @@ def retrieve(
     """Cards of the snapshot whose preconditions all hold on the state, best first."""
     w = weights or RankingWeights()
     norm = {str(k): normalise_value(v) for k, v in state.items()}
-    context = make_context(norm)
+    context = make_context(norm, normalised=True)
     keys = frozenset(norm)
     qwords = term_set(query) if query and query.strip() else None
     matches: list[Ranked] = []

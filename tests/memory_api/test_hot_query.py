@@ -1,0 +1,123 @@
+"""The hot route's framework-free path (memory_api/hot_query.py) on a real uvicorn server: a
+warm plain query is answered by it with the route's own answer, counted under the route in
+the metrics, and every request it must not take (no key, a bad key, a bad body, explain, a
+prompt, a body the limit refuses) is answered by the route exactly as before."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from memory_api.app import create_app
+from memory_api.hot_query import HotQuery
+from memory_core.serve.service import MemoryService
+from tests.helpers.serve import LiveServer, add_card, keys_for
+
+STATE = {"tool": "search", "retry_count": 1}
+
+
+def _hot(app) -> HotQuery:
+    """The wrapper in the built middleware stack."""
+    layer = app.middleware_stack
+    while layer is not None and not isinstance(layer, HotQuery):
+        layer = getattr(layer, "app", None)
+    assert isinstance(layer, HotQuery)
+    return layer
+
+
+@pytest.fixture
+def served(settings, engine):
+    for i in range(3):
+        add_card(engine, scenario=f"card {i}", preconditions=['tool == "search"'])
+    svc = MemoryService(engine=engine, settings=settings)
+    app = create_app(svc)
+    with LiveServer(app) as server:
+        yield server, app, keys_for(engine), svc
+
+
+def _warm(c: httpx.Client, svc: MemoryService, who_key: str) -> None:
+    """Queries down the route until the namespace is warm (memory_core/serve/inline.py)."""
+    principal = svc.authenticate(who_key)
+    for _ in range(4 * svc.inline.streak):
+        assert c.post("/v1/cards/query", json={"task_state": STATE}).status_code == 200
+        if svc.inline.warm(principal.namespace) is not None:
+            return
+    pytest.fail("the namespace never warmed up")
+
+
+def test_a_warm_plain_query_is_answered_by_the_hot_path_as_the_route_would(served) -> None:
+    server, app, keys, svc = served
+    auth = {"Authorization": f"Bearer {keys['read']}"}
+    with httpx.Client(base_url=server.url, headers=auth) as c:
+        cold = c.post("/v1/cards/query", json={"task_state": STATE})
+        hot_layer = _hot(app)
+        assert hot_layer.answered == 0  # the first query loads the snapshot: the route's
+        _warm(c, svc, keys["read"])
+        before = hot_layer.answered
+        r = c.post("/v1/cards/query", json={"task_state": STATE})
+        assert hot_layer.answered == before + 1
+        assert r.status_code == 200 and r.headers["content-type"] == "application/json"
+        assert int(r.headers["content-length"]) == len(r.content)
+        body, route_body = r.json(), cold.json()
+        assert set(body) == set(route_body)
+        ids = [h["card"]["card_id"] for h in body["cards"]]
+        assert sorted(ids) == sorted(h["card"]["card_id"] for h in route_body["cards"])
+        assert body["query_id"] and all(h["use_id"] for h in body["cards"])  # uses recorded
+        svc.uses.flush()
+        hit = body["cards"][0]
+        fb = c.post(
+            f"/v1/cards/{hit['card']['card_id']}/feedback",
+            json={"outcome": "success", "use_id": hit["use_id"]},
+            headers={"Authorization": f"Bearer {keys['write']}"},
+        )
+        assert fb.status_code == 200, fb.text  # the use id it gave is a real, written use
+        metrics = c.get("/metrics").text
+    line = 'hindsight_http_requests_total{method="POST",route="/v1/cards/query",status="200"}'
+    counted = [ln for ln in metrics.splitlines() if ln.startswith(line)]
+    assert counted and float(counted[0].split()[-1]) >= before + 2
+
+
+def test_requests_the_hot_path_must_not_take_get_the_routes_answers(served) -> None:
+    server, app, keys, svc = served
+    auth = {"Authorization": f"Bearer {keys['read']}"}
+    with httpx.Client(base_url=server.url, headers=auth) as c:
+        _warm(c, svc, keys["read"])
+        hot_layer = _hot(app)
+        before = hot_layer.answered
+        cases = {
+            "no key": c.post(
+                "/v1/cards/query", json={"task_state": STATE}, headers={"Authorization": ""}
+            ),
+            "unknown key": c.post(
+                "/v1/cards/query",
+                json={"task_state": STATE},
+                headers={"Authorization": "Bearer hs_nope"},
+            ),
+            "not json": c.post(
+                "/v1/cards/query",
+                content=b"{not json",
+                headers={"content-type": "application/json"},
+            ),
+            "wrong shape": c.post("/v1/cards/query", json={"task_state": "search"}),
+            "unknown field": c.post("/v1/cards/query", json={"task_state": STATE, "top_k": -1}),
+            "too deep": c.post(
+                "/v1/cards/query",
+                content=b'{"task_state": {"a": ' + b"[" * 600 + b"]" * 600 + b"}}",
+                headers={"content-type": "application/json"},
+            ),
+        }
+        explained = c.post("/v1/cards/query", json={"task_state": STATE, "explain": True})
+        prompted = c.post("/v1/cards/query", json={"task_state": STATE, "prompt_tokens": 100})
+    assert hot_layer.answered == before  # none of them went the hot way
+    assert cases["no key"].status_code == 401 and cases["unknown key"].status_code == 401
+    assert cases["not json"].status_code == 422
+    assert cases["wrong shape"].status_code == 422
+    assert cases["unknown field"].status_code == 422
+    assert cases["too deep"].status_code == 400
+    for what, r in cases.items():
+        assert "code" in r.json(), (what, r.text)
+    assert explained.status_code == 200 and explained.json()["explain"] is not None
+    assert prompted.status_code == 200 and prompted.json()["prompt"]
+    assert json.loads(explained.content)["cards"]
