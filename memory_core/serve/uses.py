@@ -152,8 +152,10 @@ class UseRecorder:
                         )
                     ],
                 )
-            session.execute(
-                insert(CardUse),
+            # Core, not the ORM's bulk insert: the same rows at a fraction of the Python per row
+            # (the writer shares the GIL with every query)
+            session.connection().execute(
+                insert(CardUse.__table__),  # type: ignore[arg-type]
                 [
                     {
                         "id": u.use_id,
