@@ -155,7 +155,7 @@ class UseRecorder:
             # Core, not the ORM's bulk insert: the same rows at a fraction of the Python per row
             # (the writer shares the GIL with every query)
             session.connection().execute(
-                insert(CardUse.__table__),  # type: ignore[arg-type]
+                insert(CardUse.__table__),  # type: ignore[attr-defined]
                 [
                     {
                         "id": u.use_id,
