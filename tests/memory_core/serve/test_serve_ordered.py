@@ -18,6 +18,26 @@ from memory_core.settings import RankingWeights
 from tests.memory_core.serve.test_serve_topk import _entry, _key, _snapshot, _weights
 
 
+def _use_some(rnd: random.Random, snap, now, steps: list[int]) -> None:
+    """Served cards get a use (of one of these sizes), some feedback."""
+    for _ in range(rnd.choice([0, 3, 9])):
+        e = rnd.choice(list(snap.entries.values()))
+        e.use_count += rnd.choice(steps)
+        e.seen_at = now
+        if rnd.random() < 0.3:
+            e.confidence = rnd.choice([0.2, 0.95, 1.0])
+        snap.max_uses = max(snap.max_uses, e.use_count)
+        touched(e)
+
+
+def _replace_one(rnd: random.Random, snap, confidence) -> None:
+    """A card changed elsewhere: replaced, as the change feed does."""
+    old = rnd.choice(list(snap.entries.values()))
+    snap.index.remove(old)
+    del snap.entries[old.card_id]
+    snap._add(replace(old, confidence=confidence(old), bound=(None, 0.0, 0.0)))
+
+
 def test_in_place_changes_within_an_epoch_keep_the_ranking_exact() -> None:
     rnd = random.Random(5)
     now = utcnow()
@@ -26,20 +46,9 @@ def test_in_place_changes_within_an_epoch_keep_the_ranking_exact() -> None:
         w = _weights(rnd)
         folded = False
         for q in range(60):
-            for _ in range(rnd.choice([0, 3, 9])):  # served cards get a use, some feedback
-                e = rnd.choice(list(snap.entries.values()))
-                e.use_count += 1
-                e.seen_at = now + timedelta(seconds=q)
-                if rnd.random() < 0.3:
-                    e.confidence = rnd.choice([0.2, 0.95, 1.0])
-                snap.max_uses = max(snap.max_uses, e.use_count)
-                touched(e)
-            if q % 3 == 0:  # a card changed elsewhere: replaced, as the change feed does
-                old = rnd.choice(list(snap.entries.values()))
-                snap.index.remove(old)
-                del snap.entries[old.card_id]
-                conf = rnd.choice([old.confidence, 0.1, 1.0])
-                snap._add(replace(old, confidence=conf, bound=(None, 0.0, 0.0)))
+            _use_some(rnd, snap, now + timedelta(seconds=q), [1])
+            if q % 3 == 0:
+                _replace_one(rnd, snap, lambda old: rnd.choice([old.confidence, 0.1, 1.0]))
             folded = folded or len(snap.touched) >= FOLD
             state = {"tool": f"t{rnd.randrange(4)}", "retry_count": rnd.randrange(4)}
             if rnd.random() < 0.5:
@@ -172,19 +181,9 @@ def test_epochs_renewed_to_tighten_keep_the_ranking_exact_and_reorder_in_steps(
         for q in range(90):
             if q % 10 == 9:  # an hour and more passes: recency decays, the epoch renews
                 now += topk_module.EPOCH + timedelta(minutes=rnd.randrange(30))
-            for _ in range(rnd.choice([0, 3, 9])):
-                e = rnd.choice(list(snap.entries.values()))
-                e.use_count += rnd.choice([1, 1, 5])  # the most-used card races ahead
-                e.seen_at = now
-                if rnd.random() < 0.3:
-                    e.confidence = rnd.choice([0.2, 0.95, 1.0])
-                snap.max_uses = max(snap.max_uses, e.use_count)
-                touched(e)
-            if q % 4 == 0:  # a card changed elsewhere: replaced, as the change feed does
-                old = rnd.choice(list(snap.entries.values()))
-                snap.index.remove(old)
-                del snap.entries[old.card_id]
-                snap._add(replace(old, confidence=rnd.random(), bound=(None, 0.0, 0.0)))
+            _use_some(rnd, snap, now, [1, 1, 5])  # the most-used card races ahead
+            if q % 4 == 0:
+                _replace_one(rnd, snap, lambda _old: rnd.random())
             before = snap.orders_epoch
             big = {name for name, o in snap.orders.items() if len(o[2]) > 2 * step}
             state = {"tool": f"t{rnd.randrange(4)}", "retry_count": rnd.randrange(4)}
