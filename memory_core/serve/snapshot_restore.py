@@ -1,0 +1,216 @@
+"""Cold loads through a saved snapshot file (serve/snapshot_file.py): a million cards read from
+the database took ~29 s of CPU; read from the file, brought current through the change feed.
+
+A file is used only when its header names this database and namespace and the feed still holds
+every change since its watermark. The changes since are applied as to any held snapshot; then
+the served set must agree with the database's fingerprint (count, newest update, version sum),
+and use counts, which change without a feed entry, are read again when their sum differs. Any
+doubt means a full load (and the file is written anew after it): a warning, never an error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import func, select, text
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import SQLAlchemyError
+from sqlmodel import Session, col
+
+from memory_core.models.card import Card, CardStatus
+from memory_core.models.card_change import CardChange
+from memory_core.models.columns import utcnow
+from memory_core.serve.changes import first_seq, last_seq, rows_by_id
+from memory_core.serve.index import Stats
+from memory_core.serve.index_file import rebuild
+from memory_core.serve.snapshot import Snapshot
+from memory_core.serve.snapshot_file import TMP_SUFFIX, Rejected, decode, encode, file_name
+from memory_core.serve.snapshot_file import read as read_file
+from memory_core.serve.snapshot_file import write as write_file
+from memory_core.settings import Settings
+
+log = logging.getLogger(__name__)
+TRIES = 3  # fingerprint reads when changes land meanwhile
+STALE_TMP_S = 3600.0  # a temp file this old is a killed write's: removed
+
+
+@dataclass(frozen=True)
+class SnapshotFiles:
+    """Where namespaces' files go, and the fewest cards that get one."""
+
+    folder: Path
+    min_cards: int
+
+    def path(self, namespace: str) -> Path:
+        """The namespace's file."""
+        return self.folder / file_name(namespace)
+
+
+def snapshot_files(settings: Settings) -> SnapshotFiles | None:
+    """The settings' snapshot files (None: turned off)."""
+    n = settings.serve.snapshot_file_min_cards
+    return SnapshotFiles(settings.data_dir / "snapshots", n) if n > 0 else None
+
+
+def db_identity(engine: Engine) -> str:
+    """What tells this database from another: its URL (no password), its schema revision, and
+    on PostgreSQL the database's oid (a database dropped and made again under the name)."""
+    parts = [engine.url.render_as_string(hide_password=True)]
+    with engine.connect() as conn:
+        parts.append(str(conn.execute(text("SELECT version_num FROM alembic_version")).scalar()))
+        if engine.dialect.name == "postgresql":
+            oid = "SELECT oid FROM pg_database WHERE datname = current_database()"
+            parts.append(str(conn.execute(text(oid)).scalar()))
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def cold_load(
+    loader: Callable[..., Snapshot], files: SnapshotFiles, *, engine: Engine, namespace: str
+) -> Snapshot:
+    """The namespace from its file when that can be trusted, else from `loader`."""
+    path = files.path(namespace)
+    if path.exists():
+        try:
+            return _restore(engine, namespace, path)
+        except Rejected as exc:
+            log.warning(
+                "snapshot file %s not used (%s): loading %r from the database",
+                path,
+                exc.reason,
+                namespace,
+            )
+            path.unlink(missing_ok=True)  # written anew after the full load when still big
+    return loader(engine=engine, namespace=namespace)
+
+
+def _restore(engine: Engine, namespace: str, path: Path) -> Snapshot:
+    header, body = read_file(path)
+    if header.get("db") != db_identity(engine):
+        raise Rejected("written for another database or schema revision")
+    if header.get("namespace") != namespace:
+        raise Rejected(f"written for namespace {header.get('namespace')!r}")
+    watermark = header.get("watermark")
+    if not isinstance(watermark, int) or isinstance(watermark, bool):
+        raise Rejected("no watermark")
+    with Session(engine) as session:
+        if last_seq(session) < watermark:
+            raise Rejected("the database's change feed ends before the file's watermark")
+        if first_seq(session) > watermark + 1:
+            raise Rejected("the change feed was pruned past the file's watermark")
+    saved = decode(body)
+    del body
+    stats = Stats()
+    stats.atoms = saved.atoms
+    entries = saved.entries
+    index = rebuild(entries, saved.filed, saved.needs, saved.readers)
+    snap = Snapshot(
+        namespace,
+        dict(zip([e.card_id for e in entries], entries, strict=True)),
+        index,
+        stats,
+        watermark,
+    )
+    snap.from_file = True
+    with Session(engine) as session:
+        uses = _current(session, snap)
+        if sum(e.use_count for e in snap.entries.values()) != uses:
+            _read_uses(session, snap)
+    snap.max_uses = max((e.use_count for e in snap.entries.values()), default=0)
+    return snap
+
+
+def _current(session: Session, snap: Snapshot) -> int:
+    """Apply the namespace's changes since the snapshot's watermark until the served set
+    agrees with the database's fingerprint, read before the changes (a change landing in
+    between is found by the next try); returns the database's sum of use counts."""
+    for _ in range(TRIES):
+        active = (col(Card.namespace) == snap.namespace) & (
+            col(Card.status) == CardStatus.active.value
+        )
+        count, newest, versions, uses = session.execute(
+            select(
+                func.count(),
+                func.max(col(Card.updated_at)),
+                func.sum(col(Card.version)),
+                func.sum(col(Card.use_count)),
+            ).where(active)
+        ).one()
+        changes = dict(
+            session.execute(
+                select(col(CardChange.card_id), col(CardChange.seq))
+                .where(
+                    col(CardChange.namespace) == snap.namespace,
+                    col(CardChange.seq) > snap.watermark,
+                )
+                .order_by(col(CardChange.seq))
+            ).all()
+        )
+        if changes:
+            ids = list(changes)
+            snap.apply(ids, rows_by_id(session, snap.namespace, ids))
+            snap.watermark = max(snap.watermark, *changes.values())
+        if snap.local_fingerprint() == (int(count), newest, int(versions or 0)):
+            return int(uses or 0)
+    raise Rejected("brought current from the feed, its cards still differ from the database's")
+
+
+def _read_uses(session: Session, snap: Snapshot) -> None:
+    """Use counts and last uses as the database has them (a use writes no feed entry)."""
+    result = session.execute(
+        select(col(Card.card_id), col(Card.use_count), col(Card.last_used_at)).where(
+            col(Card.namespace) == snap.namespace, col(Card.status) == CardStatus.active.value
+        ),
+        execution_options={"yield_per": 10_000},
+    )
+    entries = snap.entries
+    for rows in result.partitions(10_000):
+        for card_id, uses, last in rows:
+            e = entries.get(card_id)
+            if e is not None and e.use_count != uses:
+                e.use_count, e.seen_at = uses, last or e.updated_at or e.seen_at
+
+
+def save(engine: Engine, files: SnapshotFiles, snap: Snapshot) -> Path | None:
+    """Write the snapshot's file when the namespace is big enough (None: not written). Its
+    cards are copied under the snapshot's lock with the watermark they are current at."""
+    if len(snap.entries) < files.min_cards:
+        return None
+    with snap.lock:
+        entries = list(snap.entries.values())
+        watermark, atoms = snap.watermark, snap.stats.atoms.copy()
+        readers = {var: dict(kept) for var, kept in snap.index.readers.items()}
+    try:
+        identity = db_identity(engine)
+    except SQLAlchemyError as exc:
+        log.warning("snapshot file of %r not written: %s", snap.namespace, exc)
+        return None
+    path = files.path(snap.namespace)
+    header = {
+        "db": identity,
+        "namespace": snap.namespace,
+        "watermark": watermark,
+        "cards": len(entries),
+        "written_at": utcnow().isoformat(),
+    }
+    try:
+        _drop_stale(path)
+        write_file(path, header, encode(entries, atoms, readers))
+    except OSError as exc:
+        log.warning("snapshot file %s not written: %s", path, exc)
+        return None
+    return path
+
+
+def _drop_stale(path: Path) -> None:
+    """Remove temp files of killed writes (a live writer's is younger than STALE_TMP_S)."""
+    for tmp in path.parent.glob(f"{path.name}.*{TMP_SUFFIX}"):
+        try:
+            if time.time() - tmp.stat().st_mtime > STALE_TMP_S:
+                tmp.unlink()
+        except FileNotFoundError:  # another process removed it meanwhile
+            continue
