@@ -5,7 +5,7 @@ was chosen before, so filing it is a few appends to lists worked out once per di
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from memory_core.serve.atoms import Need
@@ -19,8 +19,10 @@ class _Plan:
 
     need: Need | None
     lists: list[list[Entry]] = field(default_factory=list)
+    adds: list[Callable[[Entry], None]] = field(default_factory=list)  # their appends
     has: dict[uuid.UUID, Entry] | None = None
     ranged: list[tuple[float, int, Entry]] | None = None
+    bound: float = 0.0
     spread: int = 0
 
 
@@ -34,22 +36,24 @@ def rebuild(
     need in needs (-1: reads no variable, -2: broken, not indexed); readers: the cards kept
     per variable for explain, by position."""
     index = CardIndex()
-    plans: dict[int, _Plan] = {}
+    # by need position; -1 (unindexed) and -2 (broken: skipped) index from the end
+    plans: list[_Plan | None] = [None] * (len(needs) + 2)
     ranges: dict[tuple[str, bool], list[tuple[float, int, Entry]]] = {}
     spread = 0
     for i, (e, f) in enumerate(zip(entries, filed, strict=True)):
         if f == -2:
             continue
-        plan = plans.get(f)
+        plan = plans[f]
         if plan is None:  # the first card under this need: its lists, in the order _fill made
             plan = plans[f] = _plan(index, None if f == -1 else needs[f], ranges)
-        e.filed, e.indexed = plan.need, True
-        for cards in plan.lists:
-            cards.append(e)
+        e.filed = plan.need
+        e.indexed = True
+        for add in plan.adds:
+            add(e)
         if plan.has is not None:
             plan.has[e.card_id] = e
-        if plan.ranged is not None:
-            plan.ranged.append((plan.need[3] if plan.need else 0.0, i, e))
+        elif plan.ranged is not None:
+            plan.ranged.append((plan.bound, i, e))
         spread += plan.spread
     index.spread = spread
     for (var, up), items in ranges.items():
@@ -78,6 +82,7 @@ def _plan(
         plan.spread = int(len({var for var, _ in need[1]}) > 1)
     elif need[0] == "range":
         plan.ranged = ranges.setdefault((need[1], need[2][0] == ">"), [])
+        plan.bound = need[3]
     elif need[0] == "substring":
         plan.lists.append(index.substring.setdefault(need[1], {}).setdefault(need[2], []))
     elif need[0] == "window":
@@ -85,4 +90,5 @@ def _plan(
         plan.lists.extend(bins.setdefault(b, []) for b in _bins(width, need[2], need[3]))
     else:
         plan.has = index.has.setdefault(need[1], {})
+    plan.adds = [cards.append for cards in plan.lists]
     return plan

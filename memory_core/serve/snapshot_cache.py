@@ -123,12 +123,8 @@ class SnapshotCache:
                 with self._feed.lock, Session(self._engine) as session:
                     self._feed.place(session)
             try:
-                loader = (
-                    self._loader
-                    if self.files is None
-                    else partial(cold_load, self._loader, self.files)
-                )
-                snap = timed_load(loader, self._engine, namespace)
+                load = partial(cold_load, self._loader, self.files)  # from its file if any
+                snap = timed_load(load, self._engine, namespace)
             except BaseException:  # the next query loads it afresh: what was handed out is moot
                 with self._lock:
                     self._pending.pop(namespace, None)
@@ -286,11 +282,9 @@ class SnapshotCache:
 
     def _save_later(self, snap: Snapshot) -> None:
         """After a full load of a big namespace: its file, written off the query path."""
-        files = self.files
-        if files is not None and not snap.from_file and len(snap.entries) >= files.min_cards:
-            self._background_task(
-                f"save {snap.namespace}", lambda _k: save(self._engine, files, snap)
-            )
+        engine = self._engine
+        if (files := self.files) is not None and files.wanted(snap):
+            self._background_task(f"save {snap.namespace}", lambda _: save(engine, files, snap))
 
     def _background_task(self, key: str, task: Callable[[str], object]) -> None:
         with self._lock:

@@ -101,7 +101,8 @@ def encode(
         "id": "".join(e.card_id.hex for e in entries),
         "kind": kind,
         "confidence": [e.confidence for e in entries],
-        "seen_at": [e.seen_at for e in entries],
+        # null: the last update (never used), one datetime fewer to parse
+        "seen_at": [None if e.seen_at == e.updated_at else e.seen_at for e in entries],
         "use_count": [e.use_count for e in entries],
         "evidence_count": [e.evidence_count for e in entries],
         "pre": pre,
@@ -144,12 +145,18 @@ class Saved:
     readers: dict[str, list[int]]
 
 
-def _uuid(hex32: str, new: Any = object.__new__, put: Any = object.__setattr__) -> uuid.UUID:
+def _uuid(
+    hex32: str,
+    new: Any = object.__new__,
+    put: Any = object.__setattr__,
+    cls: type[uuid.UUID] = uuid.UUID,
+    unknown: uuid.SafeUUID = uuid.SafeUUID.unknown,
+) -> uuid.UUID:
     """uuid.UUID(hex32) without its checks of other forms (half a load's id cost): the two
-    slots set as UUID.__setstate__ sets them; the hex is 32 digits (int() rejects others)."""
-    u = new(uuid.UUID)
+    slots set as UUID.__setstate__ sets them. The ids were checked to be hex digits only."""
+    u = new(cls)
     put(u, "int", int(hex32, 16))
-    put(u, "is_safe", uuid.SafeUUID.unknown)
+    put(u, "is_safe", unknown)
     return u  # type: ignore[no-any-return]
 
 
@@ -183,20 +190,26 @@ def decode(body: bytes | memoryview) -> Saved:
         tuples = [tuple(compiled[i] for i in row) for row in cols["lists"]]
         shared, kinds = cols["shared"], [str(k) for k in cols["kinds"]]
         ids: str = cols["id"]
-        if len(ids) != 32 * len(cols["filed"]):
+        # hex digits only (fromhex skips whitespace: the byte count catches it), 32 a card
+        if len(bytes.fromhex(ids)) * 2 != len(ids) or len(ids) != 32 * len(cols["filed"]):
             raise Rejected("the card ids do not match the columns")
         when = datetime.fromisoformat
-        entries = [
+        entries: list[Entry] = []
+        add = entries.append
+        at = 0
+        for k, conf, seen, uses, ev, p, sc, r, tr, pin, ver, upd, runs, f in zip(
+            *(cols[c] for c in _COLUMNS), strict=True
+        ):
+            updated = None if upd is None else when(upd)
             # positional: Entry's fields in order (filed, indexed and words as the index sets)
-            Entry(
-                _uuid(ids[32 * i : 32 * i + 32]), kinds[k], conf, when(seen), uses, ev,
-                tuples[p], sc, shared[r], f == -2, tr, pin is True, ver,
-                None if upd is None else when(upd), None, False, None, runs,
-            )
-            for i, (k, conf, seen, uses, ev, p, sc, r, tr, pin, ver, upd, runs, f) in enumerate(
-                zip(*(cols[c] for c in _COLUMNS), strict=True)
-            )
-        ]  # fmt: skip
+            add(
+                Entry(
+                    _uuid(ids[at : at + 32]), kinds[k], conf,
+                    updated if seen is None and updated else when(seen), uses, ev, tuples[p], sc,
+                    shared[r], f == -2, tr, pin is True, ver, updated, None, False, None, runs,
+                )
+            )  # fmt: skip
+            at += 32
         saved = Saved(
             entries,
             cols["filed"],
@@ -204,7 +217,7 @@ def decode(body: bytes | memoryview) -> Saved:
             Counter({(str(v), (str(t), x)): int(n) for v, t, x, n in cols["atoms"]}),
             {str(var): [int(p) for p in ps] for var, ps in cols["readers"].items()},
         )
-        if any(f >= len(saved.needs) or f < -2 for f in saved.filed):
+        if saved.filed and (max(saved.filed) >= len(saved.needs) or min(saved.filed) < -2):
             raise Rejected("a card filed under a need the file does not hold")
     except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
         raise Rejected(f"malformed body: {type(exc).__name__}: {exc}") from exc

@@ -1,0 +1,127 @@
+"""Cold load of a seeded namespace from the database and from its saved snapshot file (issue
+#21): CPU and wall, RSS after the load and at its peak, and the first query after it. Each
+run is a new process (nothing shared from a run before), database and file alternately.
+
+    python bench/cold_file.py OUT_JSON RUNS SIZE=DATA_DIR [SIZE=DATA_DIR ...]
+
+Each DATA_DIR holds a database seeded by bench/scale_data.seed (namespace "bench"); its file is
+written once (a full load, then save) when it is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+NS = "bench"
+
+
+def _files(data: Path):  # type: ignore[no-untyped-def]
+    from memory_core.serve.snapshot_restore import SnapshotFiles
+
+    return SnapshotFiles(data / "snapshots", 1)
+
+
+def one(data: Path, mode: str) -> dict:
+    """One cold load in this process (mode: database or file), then one query."""
+    import resource
+
+    import psutil
+
+    from bench.scale_data import states
+    from memory_core import db
+    from memory_core.models.columns import utcnow
+    from memory_core.serve.retrieval import retrieve
+    from memory_core.serve.snapshot_cache import SnapshotCache
+    from memory_core.settings import Settings
+
+    engine = db.make_engine(Settings(data_dir=data))
+    cache = SnapshotCache(engine=engine, files=_files(data) if mode == "file" else None)
+    state = states(1)[0]["task_state"]
+    load = os.getloadavg()[0]
+    t, c = time.perf_counter(), time.process_time()
+    snap = cache.get(NS)
+    wall, cpu = time.perf_counter() - t, time.process_time() - c
+    t = time.perf_counter()
+    found = retrieve(snapshot=snap, state=state, now=utcnow(), top_k=5)
+    first = time.perf_counter() - t
+    assert snap.from_file == (mode == "file"), "the file was not used"
+    return {
+        "cards": len(snap.entries),
+        "wall_s": round(wall, 2),
+        "cpu_s": round(cpu, 2),
+        "rss_mb_after_load": round(psutil.Process().memory_info().rss / 2**20),
+        "rss_mb_peak": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "first_query_ms": round(first * 1000, 1),
+        "first_query_matches": len(found.matches),
+        "load_avg_1m": round(load, 2),
+    }
+
+
+def _ensure_file(data: Path) -> None:
+    from memory_core import db
+    from memory_core.serve.snapshot import load_snapshot
+    from memory_core.serve.snapshot_restore import save
+    from memory_core.settings import Settings
+
+    if not _files(data).path(NS).exists():
+        engine = db.make_engine(Settings(data_dir=data))
+        save(engine, _files(data), load_snapshot(engine=engine, namespace=NS))
+
+
+def _run(data: Path, mode: str) -> dict:
+    out = subprocess.run(
+        [sys.executable, __file__, "--one", str(data), mode],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def _median(runs: list[dict]) -> dict:
+    keys = ("wall_s", "cpu_s", "rss_mb_after_load", "rss_mb_peak", "first_query_ms")
+    return {k: statistics.median(r[k] for r in runs) for k in keys} | {
+        "load_avg_1m": [r["load_avg_1m"] for r in runs]
+    }
+
+
+def main() -> None:
+    """Alternate database and file loads per size; medians and raw runs to OUT_JSON."""
+    out_path, runs = Path(sys.argv[1]), int(sys.argv[2])
+    result: dict = {
+        "what": "cold load of namespace 'bench' (SQLite, bench/scale_data.seed) in a new "
+        "process each run, from the database and from its snapshot file alternately; "
+        "CPU = process_time of the load (both threads), first query = one retrieve right after",
+        "sizes": {},
+    }
+    for arg in sys.argv[3:]:
+        size, data = arg.split("=", 1)
+        _ensure_file(Path(data))
+        raw: dict[str, list[dict]] = {"database": [], "file": []}
+        for _ in range(runs):
+            for mode in ("database", "file"):
+                raw[mode].append(_run(Path(data), mode))
+                print(size, mode, json.dumps(raw[mode][-1]), flush=True)
+        result["sizes"][size] = {
+            "cards": raw["file"][0]["cards"],
+            "database": _median(raw["database"]),
+            "file": _median(raw["file"]),
+            "file_mb": round(_files(Path(data)).path(NS).stat().st_size / 2**20),
+            "raw": raw,
+        }
+        out_path.write_text(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "--one":
+        print(json.dumps(one(Path(sys.argv[2]), sys.argv[3])))
+    else:
+        main()
