@@ -32,7 +32,14 @@ from memory_core.serve.changes import Fingerprint, first_seq, last_seq, rows_by_
 from memory_core.serve.index import Stats
 from memory_core.serve.index_file import rebuild
 from memory_core.serve.snapshot import Snapshot
-from memory_core.serve.snapshot_file import TMP_SUFFIX, Rejected, decode, encode, file_name
+from memory_core.serve.snapshot_file import (
+    TMP_SUFFIX,
+    Rejected,
+    decode,
+    encode,
+    file_name,
+    parse,
+)
 from memory_core.serve.snapshot_file import read as read_file
 from memory_core.serve.snapshot_file import write as write_file
 from memory_core.settings import Settings
@@ -123,8 +130,10 @@ def _restore(engine: Engine, namespace: str, path: Path) -> Snapshot:
     # without the GIL): a second of a million cards' load off the wall time
     with ThreadPoolExecutor(1, thread_name_prefix="snapshot-file") as pool:
         ahead = pool.submit(_read_db, engine, namespace, watermark, first=True)
-        saved = decode(body)
-        del body
+        cols = parse(body)
+        del body  # the file's bytes freed before the cards are built
+        saved = decode(cols)
+        del cols
         stats = Stats()
         stats.atoms = saved.atoms
         entries = saved.entries

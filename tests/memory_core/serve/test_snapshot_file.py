@@ -160,7 +160,16 @@ def test_changes_and_uses_after_the_file_are_served_after_a_cold_load(engine, se
     assert read(path)[0]["watermark"] < cold.watermark  # only a full load writes the file
 
 
-@pytest.mark.parametrize("damage", ["truncated", "garbage", "other_db", "format", "pruned"])
+REASONS = {
+    "truncated": "truncated",
+    "garbage": "not a snapshot file",
+    "other_db": "another database",
+    "format": "format 999",
+    "pruned": "pruned past the file's watermark",
+}
+
+
+@pytest.mark.parametrize("damage", list(REASONS))
 def test_a_file_that_cannot_be_trusted_means_a_full_load_a_warning_and_a_new_file(
     engine, settings, damage, caplog
 ) -> None:
@@ -188,7 +197,8 @@ def test_a_file_that_cannot_be_trusted_means_a_full_load_a_warning_and_a_new_fil
     with caplog.at_level(logging.WARNING):
         cold = cache.get(NS)
     assert not cold.from_file
-    assert any(str(path) in r.getMessage() for r in caplog.records), caplog.text
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(str(path) in m and REASONS[damage] in m for m in warned), warned
     _assert_same(cold, load_snapshot(engine=engine, namespace=NS))
     _saved(cache, path, after=written)  # written anew after the full load
     assert read(path)[0]["watermark"] == cold.watermark
@@ -267,3 +277,11 @@ def test_small_namespaces_write_no_file_and_zero_turns_files_off(
     reloaded = SnapshotCache(engine=engine, files=_files(settings, min_cards=6))
     reloaded.get(NS)
     _saved(reloaded, _files(settings).path(NS))  # at the threshold: written
+
+
+def test_the_servers_save_and_read_snapshot_files(engine, settings) -> None:
+    """`hindsight serve` and `hindsight mcp` build their service with the settings' files."""
+    from memory_cli.serve import _service
+
+    service = _service(engine, settings)
+    assert service.snapshots.files == snapshot_files(settings) == _files(settings, 20_000)
