@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,8 @@ from memory_core.settings import Settings
 
 log = logging.getLogger(__name__)
 TRIES = 3  # fingerprint reads when changes land meanwhile
-STALE_TMP_S = 3600.0  # a temp file this old is a killed write's: removed
+STALE_TMP_S = 3600.0
+USES_MARGIN_S = 600.0  # a temp file this old is a killed write's: removed
 
 
 @dataclass(frozen=True)
@@ -151,8 +153,10 @@ def _restore(engine: Engine, namespace: str, path: Path) -> Snapshot:
         found = _read_db(engine, namespace, snap.watermark, first=False)
     else:
         raise Rejected("brought current from the feed, its cards still differ from the database's")
-    if sum(e.use_count for e in snap.entries.values()) != found.uses:
-        _read_uses(engine, snap)
+    if _use_sum(snap) != found.uses:  # uses since the file: the cards used lately first
+        _read_uses(engine, snap, since=_since(header.get("uses_since")))
+        if _use_sum(snap) != _db_use_sum(engine, namespace):  # one used long before: all
+            _read_uses(engine, snap, since=None)
     snap.max_uses = max((e.use_count for e in snap.entries.values()), default=0)
     return snap
 
@@ -184,14 +188,41 @@ def _read_db(engine: Engine, namespace: str, watermark: int, *, first: bool) -> 
     return _Found((int(count), newest, int(versions or 0)), int(uses or 0), changes, rows)
 
 
-def _read_uses(engine: Engine, snap: Snapshot) -> None:
-    """Use counts and last uses as the database has them (a use writes no feed entry)."""
+def _since(value: Any) -> datetime | None:
+    """The header's uses_since (None: read every card's uses)."""
+    try:
+        found = datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+    return found if found is not None and found.tzinfo is not None else None
+
+
+def _use_sum(snap: Snapshot) -> int:
+    return sum(e.use_count for e in snap.entries.values())
+
+
+def _db_use_sum(engine: Engine, namespace: str) -> int:
+    with Session(engine) as session:
+        return int(
+            session.execute(
+                select(func.sum(col(Card.use_count))).where(
+                    col(Card.namespace) == namespace, col(Card.status) == CardStatus.active.value
+                )
+            ).scalar()
+            or 0
+        )
+
+
+def _read_uses(engine: Engine, snap: Snapshot, *, since: datetime | None) -> None:
+    """Use counts and last uses as the database has them (a use writes no feed entry): of the
+    cards last used at or after `since`, or of every card (a million rows cost ~6 s)."""
     entries = snap.entries
+    where = [col(Card.namespace) == snap.namespace, col(Card.status) == CardStatus.active.value]
+    if since is not None:
+        where.append(col(Card.last_used_at) >= since)
     with Session(engine) as session:
         result = session.execute(
-            select(col(Card.card_id), col(Card.use_count), col(Card.last_used_at)).where(
-                col(Card.namespace) == snap.namespace, col(Card.status) == CardStatus.active.value
-            ),
+            select(col(Card.card_id), col(Card.use_count), col(Card.last_used_at)).where(*where),
             execution_options={"yield_per": 10_000},
         )
         for rows in result.partitions(10_000):
@@ -206,6 +237,10 @@ def save(engine: Engine, files: SnapshotFiles, snap: Snapshot) -> Path | None:
     cards are copied under the snapshot's lock with the watermark they are current at."""
     if len(snap.entries) < files.min_cards:  # a file-loaded one is saved too (benches, tools)
         return None
+    # uses written after the load read the cards are read again on a restore: from when the
+    # load began, less USES_MARGIN for uses queued meanwhile and clocks apart
+    ago = time.monotonic() - snap.loaded_at + snap.load_s
+    since = utcnow() - timedelta(seconds=ago + USES_MARGIN_S)
     with snap.lock:
         entries = list(snap.entries.values())
         watermark, atoms = snap.watermark, snap.stats.atoms.copy()
@@ -220,6 +255,7 @@ def save(engine: Engine, files: SnapshotFiles, snap: Snapshot) -> Path | None:
         "db": identity,
         "namespace": snap.namespace,
         "watermark": watermark,
+        "uses_since": since.isoformat(),
         "cards": len(entries),
         "written_at": utcnow().isoformat(),
     }

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import orjson
@@ -75,11 +76,11 @@ def _seed(engine, n: int = 40) -> list:
     return cards
 
 
-def _use(engine, cards, times: int = 1) -> None:
+def _use(engine, cards, times: int = 1, ago: timedelta = timedelta(0)) -> None:
     """Uses written as the serving process writes them: no change feed entry, no version."""
     rec = UseRecorder(engine=engine)
     for _ in range(times):
-        rec.record(namespace=NS, card_ids=[c.card_id for c in cards], now=utcnow())
+        rec.record(namespace=NS, card_ids=[c.card_id for c in cards], now=utcnow() - ago)
     rec.flush()
 
 
@@ -148,6 +149,8 @@ def test_changes_and_uses_after_the_file_are_served_after_a_cold_load(engine, se
     _edit(engine, cards[1].card_id, status="archived")
     added = add_card(engine, namespace=NS, scenario="added", preconditions=['tool == "other"'])
     _use(engine, cards[5:9], times=3)  # uses write no feed entry
+    # a use queued long before (the database was down) lands after the file: all uses read
+    _use(engine, cards[12:13], ago=timedelta(days=1))
     cache = SnapshotCache(engine=engine, files=_files(settings))
     cold = cache.get(NS)
     assert cold.from_file
@@ -155,6 +158,7 @@ def test_changes_and_uses_after_the_file_are_served_after_a_cold_load(engine, se
     _assert_same(cold, fresh)
     assert cards[1].card_id not in cold.entries and added.card_id in cold.entries
     assert cold.entries[cards[6].card_id].use_count == cards[6].use_count + 3
+    assert cold.entries[cards[12].card_id].use_count == cards[12].use_count + 1
     assert {e.scenario for e in cold.candidates({"tool": "other"})} >= {"changed", "added"}
     assert cold.watermark == fresh.watermark
     assert read(path)[0]["watermark"] < cold.watermark  # only a full load writes the file
