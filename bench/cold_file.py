@@ -65,15 +65,48 @@ def one(data: Path, mode: str) -> dict:
     }
 
 
-def _ensure_file(data: Path) -> None:
+def _ensure_file(data: Path) -> dict:
+    """Write the namespace's file after a full load when missing; the write's cost."""
     from memory_core import db
     from memory_core.serve.snapshot import load_snapshot
     from memory_core.serve.snapshot_restore import save
     from memory_core.settings import Settings
 
-    if not _files(data).path(NS).exists():
-        engine = db.make_engine(Settings(data_dir=data))
-        save(engine, _files(data), load_snapshot(engine=engine, namespace=NS))
+    if _files(data).path(NS).exists():
+        return {}
+    engine = db.make_engine(Settings(data_dir=data))
+    snap = load_snapshot(engine=engine, namespace=NS)
+    t, c = time.perf_counter(), time.process_time()
+    save(engine, _files(data), snap)
+    return {
+        "save_wall_s": round(time.perf_counter() - t, 2),
+        "save_cpu_s": round(time.process_time() - c, 2),
+    }
+
+
+def _use_some(data: Path, share: float) -> int:
+    """Uses of a share of the cards, written after the file (as a server writes them)."""
+    from sqlalchemy import select
+    from sqlmodel import Session, col
+
+    from memory_core import db
+    from memory_core.models.card import Card
+    from memory_core.serve.uses import UseRecorder
+    from memory_core.settings import Settings
+
+    engine = db.make_engine(Settings(data_dir=data))
+    with Session(engine) as session:
+        ids = [
+            r[0]
+            for r in session.execute(
+                select(col(Card.card_id)).where(col(Card.namespace) == NS)
+            ).all()
+        ]
+    used = ids[:: int(1 / share)]
+    rec = UseRecorder(engine=engine)
+    rec.record(namespace=NS, card_ids=used)
+    rec.flush()
+    return len(used)
 
 
 def _run(data: Path, mode: str) -> dict:
@@ -99,21 +132,29 @@ def main() -> None:
     result: dict = {
         "what": "cold load of namespace 'bench' (SQLite, bench/scale_data.seed) in a new "
         "process each run, from the database and from its snapshot file alternately; "
-        "CPU = process_time of the load (both threads), first query = one retrieve right after",
+        "CPU = process_time of the load (both threads), first query = one retrieve right after; "
+        "file_after_uses: 1% of the cards used after the file was written (their uses read again); "
+        "save: writing the file after a full load (off the query path in a server)",
         "sizes": {},
     }
     for arg in sys.argv[3:]:
         size, data = arg.split("=", 1)
-        _ensure_file(Path(data))
-        raw: dict[str, list[dict]] = {"database": [], "file": []}
+        save = _ensure_file(Path(data))
+        raw: dict[str, list[dict]] = {"database": [], "file": [], "file_after_uses": []}
         for _ in range(runs):
             for mode in ("database", "file"):
                 raw[mode].append(_run(Path(data), mode))
                 print(size, mode, json.dumps(raw[mode][-1]), flush=True)
+        used = _use_some(Path(data), 0.01)  # 1% of the cards used after the file was written
+        for _ in range(runs):
+            raw["file_after_uses"].append(_run(Path(data), "file"))
+            print(size, "file_after_uses", json.dumps(raw["file_after_uses"][-1]), flush=True)
         result["sizes"][size] = {
             "cards": raw["file"][0]["cards"],
             "database": _median(raw["database"]),
             "file": _median(raw["file"]),
+            "file_after_uses": _median(raw["file_after_uses"]) | {"cards_used_since": used},
+            "save": save,
             "file_mb": round(_files(Path(data)).path(NS).stat().st_size / 2**20),
             "raw": raw,
         }
