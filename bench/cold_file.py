@@ -130,11 +130,12 @@ def main() -> None:
     """Alternate database and file loads per size; medians and raw runs to OUT_JSON."""
     out_path, runs = Path(sys.argv[1]), int(sys.argv[2])
     result: dict = {
-        "what": "cold load of namespace 'bench' (SQLite, bench/scale_data.seed) in a new "
+        "what": "cold load of namespace 'bench' (bench/scale_data.seed) in a new "
         "process each run, from the database and from its snapshot file alternately; "
         "CPU = process_time of the load (both threads), first query = one retrieve right after; "
         "file_after_uses: 1% of the cards used after the file was written (their uses read again); "
         "save: writing the file after a full load (off the query path in a server)",
+        "database": "postgresql" if os.environ.get("HINDSIGHT_DATABASE_URL") else "sqlite",
         "sizes": {},
     }
     for arg in sys.argv[3:]:
