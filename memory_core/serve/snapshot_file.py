@@ -72,9 +72,9 @@ def encode(
     entries: Sequence[Entry],
     atoms: Counter[tuple[str, AtomKey]],
     readers: dict[str, dict[uuid.UUID, Entry]],
-) -> bytes:
-    """The body: the cards' columns (in their snapshot's order), the index's statistics, and
-    the cards kept per variable for explain (by position)."""
+) -> list[bytes]:
+    """The body in parts of one JSON object: the cards' columns (in their snapshot's order),
+    the index's statistics, and the cards kept per variable for explain (by position)."""
     texts: dict[str, int] = {}
     lists: dict[int, int] = {}
     list_rows: list[list[int]] = []
@@ -130,7 +130,12 @@ def encode(
             var: [position[c] for c in kept if c in position] for var, kept in readers.items()
         },
     }
-    return orjson.dumps(body)
+    # a column at a time: one dump of the whole body held the GIL, and so every query,
+    # ~0.5 s at a million cards (a column's: ~0.1 s)
+    parts = [b"{"]
+    for key, value in body.items():
+        parts += [b"," if len(parts) > 1 else b"", orjson.dumps(key), b":", orjson.dumps(value)]
+    return [*parts, b"}"]
 
 
 @dataclass
@@ -227,16 +232,20 @@ def decode(cols: Any) -> Saved:
     return saved
 
 
-def write(path: Path, header: dict[str, Any], body: bytes) -> None:
+def write(path: Path, header: dict[str, Any], body: Sequence[bytes]) -> None:
     """Write atomically: a temp file beside it, fsynced, renamed over it, the folder fsynced.
     A write killed midway leaves a temp file, never a part of the file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    head = orjson.dumps({**header, "format": FORMAT, "body_bytes": len(body), "crc32": _crc(body)})
+    crc = 0
+    for part in body:
+        crc = zlib.crc32(part, crc)
+    size = sum(len(part) for part in body)
+    head = orjson.dumps({**header, "format": FORMAT, "body_bytes": size, "crc32": crc})
     tmp = path.with_name(f"{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}{TMP_SUFFIX}")
     try:
         with open(tmp, "wb") as f:
             f.write(MAGIC + head + b"\n")
-            f.write(body)
+            f.writelines(body)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -270,10 +279,6 @@ def read(path: Path) -> tuple[dict[str, Any], memoryview]:
     body = memoryview(data)[end + 1 :]  # not a copy: the body is the file's bulk
     if len(body) != header.get("body_bytes"):
         raise Rejected(f"truncated: {len(body)} of {header.get('body_bytes')} body bytes")
-    if _crc(body) != header.get("crc32"):
+    if zlib.crc32(body) != header.get("crc32"):
         raise Rejected("the body's CRC does not match")
     return header, body
-
-
-def _crc(body: bytes | memoryview) -> int:
-    return zlib.crc32(body) & 0xFFFFFFFF

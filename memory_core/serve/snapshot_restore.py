@@ -33,6 +33,7 @@ from memory_core.serve.changes import Fingerprint, first_seq, last_seq, rows_by_
 from memory_core.serve.index import Stats
 from memory_core.serve.index_file import rebuild
 from memory_core.serve.snapshot import Snapshot
+from memory_core.serve.snapshot_build import no_full_collections
 from memory_core.serve.snapshot_file import (
     TMP_SUFFIX,
     Rejected,
@@ -261,7 +262,9 @@ def save(engine: Engine, files: SnapshotFiles, snap: Snapshot) -> Path | None:
     }
     try:
         _drop_stale(path)
-        write_file(path, header, encode(entries, atoms, readers))
+        with no_full_collections():  # its passes over what encoding makes: 3 s of 10 at 1M
+            body = encode(entries, atoms, readers)
+        write_file(path, header, body)
     except OSError as exc:
         log.warning("snapshot file %s not written: %s", path, exc)
         return None

@@ -235,7 +235,7 @@ import os, sys, time
 from pathlib import Path
 from memory_core.serve import snapshot_file
 os.fsync = lambda fd: (print("writing", flush=True), time.sleep(60))
-snapshot_file.write(Path(sys.argv[1]), {"db": "x"}, b"[" + b"1," * 5_000_000 + b"1]")
+snapshot_file.write(Path(sys.argv[1]), {"db": "x"}, [b"[" + b"1," * 5_000_000 + b"1]"])
 """
 
 
@@ -289,3 +289,30 @@ def test_the_servers_save_and_read_snapshot_files(engine, settings) -> None:
 
     service = _service(engine, settings)
     assert service.snapshots.files == snapshot_files(settings) == _files(settings, 20_000)
+
+
+def test_a_file_written_for_another_database_is_not_used(
+    engine, settings, sqlite_template, tmp_path, caplog
+) -> None:
+    """Not a forged header: the file of one database put beside another one's data."""
+    import shutil
+
+    from memory_core import db
+
+    _seed(engine, 5)
+    path = _written(engine, settings)
+    other = Settings(data_dir=tmp_path / "other")
+    shutil.copytree(sqlite_template, other.data_dir)
+    other_engine = db.make_engine(other)
+    try:
+        add_card(other_engine, namespace=NS, scenario="the other database's")
+        copied = _files(other).path(NS)
+        copied.parent.mkdir(parents=True)
+        shutil.copy(path, copied)
+        with caplog.at_level(logging.WARNING):
+            cold = SnapshotCache(engine=other_engine, files=_files(other)).get(NS)
+        assert not cold.from_file
+        assert {e.scenario for e in cold.entries.values()} == {"the other database's"}
+        assert "another database" in caplog.text and str(copied) in caplog.text
+    finally:
+        other_engine.dispose()
