@@ -159,6 +159,13 @@ def _restore(engine: Engine, namespace: str, path: Path) -> Snapshot:
         if _use_sum(snap) != _db_use_sum(engine, namespace):  # one used long before: all
             _read_uses(engine, snap, since=None)
     snap.max_uses = max((e.use_count for e in snap.entries.values()), default=0)
+    log.info(
+        "%r read from %s: %d cards, current from the feed since %d",
+        namespace,
+        path,
+        len(snap.entries),
+        watermark,
+    )
     return snap
 
 
@@ -265,6 +272,7 @@ def save(engine: Engine, files: SnapshotFiles, snap: Snapshot) -> Path | None:
         with no_full_collections():  # its passes over what encoding makes: 3 s of 10 at 1M
             body = encode(entries, atoms, readers)
         write_file(path, header, body)
+        log.info("%r saved to %s: %d cards", snap.namespace, path, len(entries))
     except OSError as exc:
         log.warning("snapshot file %s not written: %s", path, exc)
         return None
