@@ -16,7 +16,7 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -48,8 +48,11 @@ from memory_core.settings import Settings
 
 log = logging.getLogger(__name__)
 TRIES = 3  # fingerprint reads when changes land meanwhile
-STALE_TMP_S = 3600.0
-USES_MARGIN_S = 600.0  # a temp file this old is a killed write's: removed
+STALE_TMP_S = 3600.0  # a temp file this old is a killed write's: removed
+USES_MARGIN_S = 600.0
+# a restore that brought more than this share of the cards current writes the file again: the
+# changes since a file pile up in the feed (each restart applies them, until it is pruned)
+BEHIND_SHARE = 0.05
 
 
 @dataclass(frozen=True)
@@ -58,14 +61,16 @@ class SnapshotFiles:
 
     folder: Path
     min_cards: int
+    behind: set[str] = field(default_factory=set, compare=False)  # restored far behind
 
     def path(self, namespace: str) -> Path:
         """The namespace's file."""
         return self.folder / file_name(namespace)
 
     def wanted(self, snap: Snapshot) -> bool:
-        """A full load big enough to be saved."""
-        return not snap.from_file and len(snap.entries) >= self.min_cards
+        """A full load big enough to be saved, or a restore that was far behind."""
+        fresh = not snap.from_file or snap.namespace in self.behind
+        return fresh and len(snap.entries) >= self.min_cards
 
 
 def snapshot_files(settings: Settings) -> SnapshotFiles | None:
@@ -94,10 +99,12 @@ def cold_load(
     namespace: str,
 ) -> Snapshot:
     """The namespace from its file when there is one it can trust, else from `loader`."""
-    path = None if files is None else files.path(namespace)
-    if path is not None and path.exists():
+    if files is None:
+        return loader(engine=engine, namespace=namespace)
+    path = files.path(namespace)
+    if path.exists():
         try:
-            return _restore(engine, namespace, path)
+            snap, behind = _restore(engine, namespace, path)
         except Rejected as exc:
             log.warning(
                 "snapshot file %s not used (%s): loading %r from the database",
@@ -106,6 +113,10 @@ def cold_load(
                 namespace,
             )
             path.unlink(missing_ok=True)  # written anew after the full load when still big
+        else:
+            if behind > BEHIND_SHARE * len(snap.entries):
+                files.behind.add(namespace)
+            return snap
     return loader(engine=engine, namespace=namespace)
 
 
@@ -120,7 +131,8 @@ class _Found:
     rows: list[Any]
 
 
-def _restore(engine: Engine, namespace: str, path: Path) -> Snapshot:
+def _restore(engine: Engine, namespace: str, path: Path) -> tuple[Snapshot, int]:
+    """The snapshot and how many of its cards were brought current (changes, uses)."""
     header, body = read_file(path)
     if header.get("db") != db_identity(engine):
         raise Rejected("written for another database or schema revision")
@@ -144,7 +156,9 @@ def _restore(engine: Engine, namespace: str, path: Path) -> Snapshot:
         cards = dict(zip([e.card_id for e in entries], entries, strict=True))
         snap = Snapshot(namespace, cards, index, stats, watermark, from_file=True)
         found = ahead.result()
+    behind = 0
     for _ in range(TRIES):
+        behind += len(found.changes)
         if found.changes:
             snap.apply(list(found.changes), found.rows)
             snap.watermark = max(snap.watermark, *found.changes.values())
@@ -155,18 +169,19 @@ def _restore(engine: Engine, namespace: str, path: Path) -> Snapshot:
     else:
         raise Rejected("brought current from the feed, its cards still differ from the database's")
     if _use_sum(snap) != found.uses:  # uses since the file: the cards used lately first
-        _read_uses(engine, snap, since=_since(header.get("uses_since")))
+        behind += _read_uses(engine, snap, since=_since(header.get("uses_since")))
         if _use_sum(snap) != _db_use_sum(engine, namespace):  # one used long before: all
-            _read_uses(engine, snap, since=None)
+            behind += _read_uses(engine, snap, since=None)
     snap.max_uses = max((e.use_count for e in snap.entries.values()), default=0)
     log.info(
-        "%r read from %s: %d cards, current from the feed since %d",
+        "%r read from %s: %d cards, %d brought current (feed since %d, uses)",
         namespace,
         path,
         len(snap.entries),
+        behind,
         watermark,
     )
-    return snap
+    return snap, behind
 
 
 def _read_db(engine: Engine, namespace: str, watermark: int, *, first: bool) -> _Found:
@@ -221,10 +236,11 @@ def _db_use_sum(engine: Engine, namespace: str) -> int:
         )
 
 
-def _read_uses(engine: Engine, snap: Snapshot, *, since: datetime | None) -> None:
+def _read_uses(engine: Engine, snap: Snapshot, *, since: datetime | None) -> int:
     """Use counts and last uses as the database has them (a use writes no feed entry): of the
-    cards last used at or after `since`, or of every card (a million rows cost ~6 s)."""
-    entries = snap.entries
+    cards last used at or after `since`, or of every card (a million rows cost ~6 s); returns
+    how many changed."""
+    entries, changed = snap.entries, 0
     where = [col(Card.namespace) == snap.namespace, col(Card.status) == CardStatus.active.value]
     if since is not None:
         where.append(col(Card.last_used_at) >= since)
@@ -238,6 +254,8 @@ def _read_uses(engine: Engine, snap: Snapshot, *, since: datetime | None) -> Non
                 e = entries.get(card_id)
                 if e is not None and e.use_count != uses:
                     e.use_count, e.seen_at = uses, last or e.updated_at or e.seen_at
+                    changed += 1
+    return changed
 
 
 def save(engine: Engine, files: SnapshotFiles, snap: Snapshot) -> Path | None:
@@ -272,6 +290,7 @@ def save(engine: Engine, files: SnapshotFiles, snap: Snapshot) -> Path | None:
         with no_full_collections():  # its passes over what encoding makes: 3 s of 10 at 1M
             body = encode(entries, atoms, readers)
         write_file(path, header, body)
+        files.behind.discard(snap.namespace)
         log.info("%r saved to %s: %d cards", snap.namespace, path, len(entries))
     except OSError as exc:
         log.warning("snapshot file %s not written: %s", path, exc)
