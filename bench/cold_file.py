@@ -17,13 +17,17 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from memory_core.serve.snapshot_restore import SnapshotFiles
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 NS = "bench"
 
 
-def _files(data: Path):  # type: ignore[no-untyped-def]
+def _files(data: Path) -> SnapshotFiles:
     from memory_core.serve.snapshot_restore import SnapshotFiles
 
     return SnapshotFiles(data / "snapshots", 1)
