@@ -141,10 +141,15 @@ def _restore(engine: Engine, namespace: str, path: Path) -> tuple[Snapshot, int]
     watermark = header.get("watermark")
     if not isinstance(watermark, int) or isinstance(watermark, bool):
         raise Rejected("no watermark")
+    with Session(engine) as session:  # before decoding: a file past its feed is not read
+        if last_seq(session) < watermark:
+            raise Rejected("the database's change feed ends before the file's watermark")
+        if first_seq(session) > watermark + 1:
+            raise Rejected("the change feed was pruned past the file's watermark")
     # the database's side on the other core while the file is decoded (its queries run
     # without the GIL): a second of a million cards' load off the wall time
     with ThreadPoolExecutor(1, thread_name_prefix="snapshot-file") as pool:
-        ahead = pool.submit(_read_db, engine, namespace, watermark, first=True)
+        ahead = pool.submit(_read_db, engine, namespace, watermark)
         cols = parse(body)
         del body  # the file's bytes freed before the cards are built
         saved = decode(cols)
@@ -165,7 +170,7 @@ def _restore(engine: Engine, namespace: str, path: Path) -> tuple[Snapshot, int]
         if snap.local_fingerprint() == found.fingerprint:
             break
         # a change landed between the fingerprint and the feed's read: read both again
-        found = _read_db(engine, namespace, snap.watermark, first=False)
+        found = _read_db(engine, namespace, snap.watermark)
     else:
         raise Rejected("brought current from the feed, its cards still differ from the database's")
     if _use_sum(snap) != found.uses:  # uses since the file: the cards used lately first
@@ -173,25 +178,14 @@ def _restore(engine: Engine, namespace: str, path: Path) -> tuple[Snapshot, int]
         if _use_sum(snap) != _db_use_sum(engine, namespace):  # one used long before: all
             behind += _read_uses(engine, snap, since=None)
     snap.max_uses = max((e.use_count for e in snap.entries.values()), default=0)
-    log.info(
-        "%r read from %s: %d cards, %d brought current (feed since %d, uses)",
-        namespace,
-        path,
-        len(snap.entries),
-        behind,
-        watermark,
-    )
+    log.info("%r read from %s: %d cards, %d brought current", namespace, path, len(cards), behind)
     return snap, behind
 
 
-def _read_db(engine: Engine, namespace: str, watermark: int, *, first: bool) -> _Found:
+def _read_db(engine: Engine, namespace: str, watermark: int) -> _Found:
     """The fingerprint first, then the changes since the watermark: a change committed in
     between is applied beyond the fingerprint, and the next try reads both again."""
     with Session(engine) as session:
-        if first and last_seq(session) < watermark:
-            raise Rejected("the database's change feed ends before the file's watermark")
-        if first and first_seq(session) > watermark + 1:
-            raise Rejected("the change feed was pruned past the file's watermark")
         count, newest, versions, uses = session.execute(
             select(
                 func.count(),
