@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import orjson
 from sqlalchemy import func, select, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
@@ -286,7 +287,7 @@ def save(engine: Engine, files: SnapshotFiles, snap: Snapshot) -> Path | None:
         write_file(path, header, body)
         files.behind.discard(snap.namespace)
         log.info("%r saved to %s: %d cards", snap.namespace, path, len(entries))
-    except OSError as exc:
+    except (OSError, orjson.JSONEncodeError) as exc:  # disk full; an integer past 64 bits
         log.warning("snapshot file %s not written: %s", path, exc)
         return None
     return path

@@ -332,3 +332,25 @@ def test_a_file_written_for_another_database_is_not_used(
         assert "another database" in caplog.text and str(copied) in caplog.text
     finally:
         other_engine.dispose()
+
+
+def test_a_card_the_file_cannot_hold_means_no_file_and_a_warning(engine, settings, caplog) -> None:
+    """A literal past 64 bits (orjson's integers; written by a tool, as CEL refuses it): the
+    namespace is served, never saved."""
+    from memory_core.db import session_scope
+    from memory_core.models.card import Card
+
+    _seed(engine, 3)
+    with session_scope(engine) as session:
+        pre = ["n == 123456789012345678901"]
+        session.add(
+            Card(namespace=NS, scenario="huge", preconditions=pre, signature="x", status="active")
+        )
+    cache = SnapshotCache(engine=engine, files=_files(settings))
+    with caplog.at_level(logging.WARNING):
+        snap = cache.get(NS)
+        deadline = time.monotonic() + 10
+        while cache._background and time.monotonic() < deadline:
+            time.sleep(0.02)
+    assert len(snap.entries) == 4 and not _files(settings).path(NS).exists()
+    assert "not written" in caplog.text
