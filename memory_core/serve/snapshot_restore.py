@@ -113,7 +113,7 @@ def cold_load(
                 exc.reason,
                 namespace,
             )
-            path.unlink(missing_ok=True)  # written anew after the full load when still big
+            _drop(path)  # written anew after the full load when still big
         else:
             if behind > BEHIND_SHARE * len(snap.entries):
                 files.behind.add(namespace)
@@ -291,6 +291,14 @@ def save(engine: Engine, files: SnapshotFiles, snap: Snapshot) -> Path | None:
         log.warning("snapshot file %s not written: %s", path, exc)
         return None
     return path
+
+
+def _drop(path: Path) -> None:
+    """Remove a file not used; one that cannot be removed is only logged (read again later)."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as exc:
+        log.warning("snapshot file %s not removed: %s", path, exc)
 
 
 def _drop_stale(path: Path) -> None:
