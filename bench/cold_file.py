@@ -3,6 +3,7 @@
 run is a new process (nothing shared from a run before), database and file alternately.
 
     python bench/cold_file.py OUT_JSON RUNS SIZE=DATA_DIR [SIZE=DATA_DIR ...]
+    python bench/cold_file.py --compare DATA_DIR  # the file's snapshot against a fresh load
 
 Each DATA_DIR holds a database seeded by bench/scale_data.seed (namespace "bench"); its file is
 written once (a full load, then save) when it is missing.
@@ -66,6 +67,49 @@ def one(data: Path, mode: str) -> dict:
         "first_query_ms": round(first * 1000, 1),
         "first_query_matches": len(found.matches),
         "load_avg_1m": round(load, 2),
+    }
+
+
+def compare(data: Path, n: int = 200) -> dict:
+    """A fresh load against the file's: every entry field, the index's statistics, and the
+    candidates and top 10 (with scores) of n bench states."""
+    from bench.scale_data import states
+    from memory_core import db
+    from memory_core.models.columns import utcnow
+    from memory_core.serve.retrieval import retrieve
+    from memory_core.serve.snapshot import load_snapshot
+    from memory_core.serve.snapshot_restore import cold_load
+    from memory_core.settings import Settings
+
+    engine = db.make_engine(Settings(data_dir=data))
+    fresh = load_snapshot(engine=engine, namespace=NS)
+    saved = cold_load(load_snapshot, _files(data), engine=engine, namespace=NS)
+    assert saved.from_file, "the file was not used"
+    now, differ, matches = utcnow(), 0, 0
+    for q in states(n):
+        state, ranked = q["task_state"], []
+        for snap in (fresh, saved):
+            r = retrieve(snapshot=snap, state=state, now=now, top_k=10, query=q["query"])
+            cands = sorted(e.card_id for e in snap.candidates(state))
+            ranked.append((cands, [(m.entry.card_id, m.score) for m in r.matches]))
+        differ += ranked[0] != ranked[1]
+        matches += len(ranked[0][1])
+
+    def fields(e):  # type: ignore[no-untyped-def]
+        return (e.kind, e.confidence, e.seen_at, e.use_count, e.evidence_count,
+                [c.source for c in e.compiled], e.scenario, e.rest, e.trust, e.pinned,
+                e.version, e.updated_at, e.filed, e.indexed, e.run_count)  # fmt: skip
+
+    return {
+        "cards": len(fresh.entries),
+        "entries_differing": sum(
+            fields(e) != fields(saved.entries[k]) if k in saved.entries else 1
+            for k, e in fresh.entries.items()
+        ),
+        "stats_equal": fresh.stats.atoms == saved.stats.atoms,
+        "states": n,
+        "states_differing": differ,
+        "matches_compared": matches,
     }
 
 
@@ -169,5 +213,7 @@ def main() -> None:
 if __name__ == "__main__":
     if sys.argv[1] == "--one":
         print(json.dumps(one(Path(sys.argv[2]), sys.argv[3])))
+    elif sys.argv[1] == "--compare":  # python bench/cold_file.py --compare DATA_DIR
+        print(json.dumps(compare(Path(sys.argv[2]))))
     else:
         main()
