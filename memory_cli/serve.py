@@ -11,10 +11,24 @@ from memory_cli.context import fail_on_errors, load
 from memory_cli.output import err_console, literal
 
 if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
     from memory_core.serve.keys import Principal
     from memory_core.serve.service import MemoryService
+    from memory_core.settings import Settings
 
 KEY_ENV = "HINDSIGHT_API_KEY"
+
+
+def _service(engine: Engine, settings: Settings) -> MemoryService:
+    """The service a server runs: its big namespaces are saved to snapshot files and read
+    from them on a cold start (HINDSIGHT_SERVE__SNAPSHOT_FILE_MIN_CARDS)."""
+    from memory_core.serve.service import MemoryService
+    from memory_core.serve.snapshot_restore import snapshot_files
+
+    service = MemoryService(engine=engine, settings=settings)
+    service.snapshots.files = snapshot_files(settings)
+    return service
 
 
 def serve(
@@ -28,11 +42,10 @@ def serve(
     import uvicorn
 
     from memory_api.app import create_app
-    from memory_core.serve.service import MemoryService
 
     with fail_on_errors():
         settings, engine = load()
-        app = create_app(MemoryService(engine=engine, settings=settings), freeze_gc=True)
+        app = create_app(_service(engine, settings), freeze_gc=True)
     bind_host = host or settings.serve.host
     bind_port = port if port is not None else settings.serve.port
     base = f"http://{bind_host}:{bind_port}"
@@ -60,13 +73,11 @@ def mcp(
 ) -> None:
     """Run the MCP server. stdio: the key comes from $HINDSIGHT_API_KEY; HTTP: each request
     sends `Authorization: Bearer <key>`."""
-    from memory_core.serve.service import MemoryService
-
     with fail_on_errors():
         settings, engine = load()
         if read_only:
             settings.serve.mcp_write_tools = False
-        service = MemoryService(engine=engine, settings=settings)
+        service = _service(engine, settings)
         if not http:
             principal = _stdio_principal(service)
     service.start()

@@ -139,6 +139,12 @@ _RESERVED = frozenset({"true", "false", "null", "in"})
 _VARIABLE_SETS: dict[frozenset[str], frozenset[str]] = {}
 
 
+def on_use_scanned(source: str, variables: frozenset[str]) -> CompiledPrecondition:
+    """A stored text whose variables were scanned before (a saved snapshot): compiled on first
+    use, without scanning it again (the scan was most of a load from the file)."""
+    return _OnUse(source, _shared(variables))
+
+
 def scan_variables(source: str) -> frozenset[str] | None:
     """The variables CEL reports for an expression (every identifier neither a member nor a
     call), read without compiling; None for message literals and leading-dot names."""

@@ -84,6 +84,9 @@ class ServeSettings(BaseModel):
     max_cached_cards: int = Field(default=250_000, ge=1)
     """cards of all namespaces held in memory, 2-2.7 KB each (250k: ~650 MB RSS); past it the
     least recently queried namespaces are dropped and loaded again on their next query"""
+    snapshot_file_min_cards: int = Field(default=20_000, ge=0)
+    """a namespace with at least this many cards is saved to a file under data_dir/snapshots
+    after a full load and read from it on the next cold load (0: no files)"""
     use_flush_s: float = Field(default=0.25, gt=0, description="batched use writes")
     inline_budget_ms: float = Field(
         default=1.0,

@@ -11,6 +11,7 @@ from weakref import WeakValueDictionary
 import orjson
 from sqlalchemy import JSON, Text, type_coerce
 
+from memory_core.cel_programs import on_use_scanned
 from memory_core.preconditions import CompiledPrecondition, compile_stored
 from memory_core.screen.provenance import trust
 from memory_core.serve.changes import COLUMNS
@@ -29,11 +30,17 @@ def _rest(action_sequence: Any, failure_modes: Any, value: Any) -> str:
 _SHARED: WeakValueDictionary[str, CompiledPrecondition] = WeakValueDictionary()
 
 
-def shared_compiled(source: str) -> CompiledPrecondition:
-    """The compiled precondition of a stored text, one object per text (never mutated)."""
+def shared_compiled(source: str, variables: frozenset[str] | None = None) -> CompiledPrecondition:
+    """The compiled precondition of a stored text, one object per text (never mutated);
+    variables: what scan_variables found in it before (not scanned again)."""
     c = _SHARED.get(source)
     if c is None:
-        c = _SHARED.setdefault(source, compile_stored(source, on_use=True))
+        made = (
+            compile_stored(source, on_use=True)
+            if variables is None
+            else on_use_scanned(source, variables)
+        )
+        c = _SHARED.setdefault(source, made)
     return c
 
 

@@ -68,6 +68,7 @@ class Snapshot:
     verified_at: float = field(default_factory=time.monotonic)  # the last fingerprint check
     load_s: float = 0.0  # how long building it took (spaces the reloads of a big namespace)
     max_uses: int = 0
+    from_file: bool = False  # read from a saved file (serve/snapshot_restore.py)
     stale: bool = False  # written through this process: read the feed before the next query
     # served cards as the API shows them, read once: a hot card is answered from memory; a
     # change of the card drops its row

@@ -19,7 +19,7 @@ _gc_holds = 0
 
 
 @contextmanager
-def _no_full_collections() -> Iterator[None]:
+def no_full_collections() -> Iterator[None]:
     """Pause the cycle collector while a snapshot is built: the rows read allocate so many
     containers that full collections ran again and again, each holding the GIL (and so the
     event loop) 0.3-1.7 s at 20k cards. Nested across threads: the last one out resumes it."""
@@ -38,7 +38,7 @@ def _no_full_collections() -> Iterator[None]:
 
 def timed_load(loader: Callable[..., Snapshot], engine: Engine, namespace: str) -> Snapshot:
     started = time.monotonic()
-    with _no_full_collections():
+    with no_full_collections():
         snap = loader(engine=engine, namespace=namespace)
         # the cards live as long as the snapshot and are freed by reference counts: out of
         # the collector's generations, a full pass no longer walks a million of them (a

@@ -21,6 +21,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from functools import partial
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
@@ -30,6 +31,7 @@ from memory_core.serve.changes import fingerprint, prune, rows_by_id
 from memory_core.serve.feed import FeedReader
 from memory_core.serve.snapshot import Snapshot, load_snapshot
 from memory_core.serve.snapshot_build import release, timed_load
+from memory_core.serve.snapshot_restore import SnapshotFiles, cold_load, save
 
 log = logging.getLogger(__name__)
 LOAD_SHARE = 0.2  # the most of one core whole reloads may take over time
@@ -51,12 +53,14 @@ class SnapshotCache:
         loader: Callable[..., Snapshot] = load_snapshot,
         verify_s: float = VERIFY_S,
         max_cards: int = MAX_CARDS,
+        files: SnapshotFiles | None = None,
     ) -> None:
         self._engine = engine
         self._refresh_s = refresh_s
         self._verify_s = verify_s
         self._loader = loader
         self._max_cards = max_cards
+        self.files = files  # saved snapshots: cold loads read them, full loads write them
         # least recently queried first; changed only under _lock
         self._snapshots: OrderedDict[str, Snapshot] = OrderedDict()
         self._lock = threading.Lock()
@@ -119,7 +123,8 @@ class SnapshotCache:
                 with self._feed.lock, read_session(self._engine) as session:
                     self._feed.place(session)
             try:
-                snap = timed_load(self._loader, self._engine, namespace)
+                load = partial(cold_load, self._loader, self.files)  # from its file if any
+                snap = timed_load(load, self._engine, namespace)
             except BaseException:  # the next query loads it afresh: what was handed out is moot
                 with self._lock:
                     self._pending.pop(namespace, None)
@@ -130,6 +135,7 @@ class SnapshotCache:
                 self.loads += 1
                 self._evict(keep=namespace)
         self._loaded()
+        self._save_later(snap)
         return snap
 
     def _evict(self, *, keep: str) -> None:
@@ -272,6 +278,13 @@ class SnapshotCache:
         release(old)
         self.reloads += 1
         self._loaded()
+        self._save_later(snap)
+
+    def _save_later(self, snap: Snapshot) -> None:
+        """After a full load of a big namespace: its file, written off the query path."""
+        engine = self._engine
+        if (files := self.files) is not None and files.wanted(snap):
+            self._background_task(f"save {snap.namespace}", lambda _: save(engine, files, snap))
 
     def _background_task(self, key: str, task: Callable[[str], object]) -> None:
         with self._lock:

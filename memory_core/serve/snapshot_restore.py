@@ -1,0 +1,311 @@
+"""Cold loads through a saved snapshot file (serve/snapshot_file.py): a million cards read from
+the database took ~29 s of CPU; read from the file, brought current through the change feed.
+
+A file is used only when its header names this database and namespace and the feed still holds
+every change since its watermark. The changes since are applied as to any held snapshot; then
+the served set must agree with the database's fingerprint (count, newest update, version sum),
+and use counts, which change without a feed entry, are read again when their sum differs. Any
+doubt means a full load (and the file is written anew after it): a warning, never an error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import orjson
+from sqlalchemy import func, select, text
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import SQLAlchemyError
+from sqlmodel import Session, col
+
+from memory_core.models.card import Card, CardStatus
+from memory_core.models.card_change import CardChange
+from memory_core.models.columns import utcnow
+from memory_core.serve.changes import Fingerprint, first_seq, last_seq, rows_by_id
+from memory_core.serve.index import Stats
+from memory_core.serve.index_file import rebuild
+from memory_core.serve.snapshot import Snapshot
+from memory_core.serve.snapshot_build import no_full_collections
+from memory_core.serve.snapshot_file import (
+    TMP_SUFFIX,
+    Rejected,
+    decode,
+    encode,
+    file_name,
+    parse,
+)
+from memory_core.serve.snapshot_file import read as read_file
+from memory_core.serve.snapshot_file import write as write_file
+from memory_core.settings import Settings
+
+log = logging.getLogger(__name__)
+TRIES = 3  # fingerprint reads when changes land meanwhile
+STALE_TMP_S = 3600.0  # a temp file this old is a killed write's: removed
+USES_MARGIN_S = 600.0
+# a restore that brought more than this share of the cards current writes the file again: the
+# changes since a file pile up in the feed (each restart applies them, until it is pruned)
+BEHIND_SHARE = 0.05
+
+
+@dataclass(frozen=True)
+class SnapshotFiles:
+    """Where namespaces' files go, and the fewest cards that get one."""
+
+    folder: Path
+    min_cards: int
+    behind: set[str] = field(default_factory=set, compare=False)  # restored far behind
+
+    def path(self, namespace: str) -> Path:
+        """The namespace's file."""
+        return self.folder / file_name(namespace)
+
+    def wanted(self, snap: Snapshot) -> bool:
+        """A full load big enough to be saved, or a restore that was far behind."""
+        fresh = not snap.from_file or snap.namespace in self.behind
+        return fresh and len(snap.entries) >= self.min_cards
+
+
+def snapshot_files(settings: Settings) -> SnapshotFiles | None:
+    """The settings' snapshot files (None: turned off)."""
+    n = settings.serve.snapshot_file_min_cards
+    return SnapshotFiles(settings.data_dir / "snapshots", n) if n > 0 else None
+
+
+def db_identity(engine: Engine) -> str:
+    """What tells this database from another: its URL (no password), its schema revision, and
+    on PostgreSQL the database's oid (a database dropped and made again under the name)."""
+    parts = [engine.url.render_as_string(hide_password=True)]
+    with engine.connect() as conn:
+        parts.append(str(conn.execute(text("SELECT version_num FROM alembic_version")).scalar()))
+        if engine.dialect.name == "postgresql":
+            oid = "SELECT oid FROM pg_database WHERE datname = current_database()"
+            parts.append(str(conn.execute(text(oid)).scalar()))
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def cold_load(
+    loader: Callable[..., Snapshot],
+    files: SnapshotFiles | None,
+    *,
+    engine: Engine,
+    namespace: str,
+) -> Snapshot:
+    """The namespace from its file when there is one it can trust, else from `loader`."""
+    if files is None:
+        return loader(engine=engine, namespace=namespace)
+    path = files.path(namespace)
+    if path.exists():
+        try:
+            snap, behind = _restore(engine, namespace, path)
+        except Rejected as exc:
+            log.warning(
+                "snapshot file %s not used (%s): loading %r from the database",
+                path,
+                exc.reason,
+                namespace,
+            )
+            _drop(path)  # written anew after the full load when still big
+        else:
+            if behind > BEHIND_SHARE * len(snap.entries):
+                files.behind.add(namespace)
+            return snap
+    return loader(engine=engine, namespace=namespace)
+
+
+@dataclass
+class _Found:
+    """The database's side of a restore: its fingerprint and use sum, read before the
+    namespace's changes since the watermark (and the changed cards still active)."""
+
+    fingerprint: Fingerprint
+    uses: int
+    changes: dict[uuid.UUID, int]
+    rows: list[Any]
+
+
+def _restore(engine: Engine, namespace: str, path: Path) -> tuple[Snapshot, int]:
+    """The snapshot and how many of its cards were brought current (changes, uses)."""
+    header, body = read_file(path)
+    if header.get("db") != db_identity(engine):
+        raise Rejected("written for another database or schema revision")
+    if header.get("namespace") != namespace:
+        raise Rejected(f"written for namespace {header.get('namespace')!r}")
+    watermark = header.get("watermark")
+    if not isinstance(watermark, int) or isinstance(watermark, bool):
+        raise Rejected("no watermark")
+    with Session(engine) as session:  # before decoding: a file past its feed is not read
+        if last_seq(session) < watermark:
+            raise Rejected("the database's change feed ends before the file's watermark")
+        if first_seq(session) > watermark + 1:
+            raise Rejected("the change feed was pruned past the file's watermark")
+    # the database's side on the other core while the file is decoded (its queries run
+    # without the GIL): a second of a million cards' load off the wall time
+    with ThreadPoolExecutor(1, thread_name_prefix="snapshot-file") as pool:
+        ahead = pool.submit(_read_db, engine, namespace, watermark)
+        cols = parse(body)
+        del body  # the file's bytes freed before the cards are built
+        saved = decode(cols)
+        del cols
+        stats = Stats()
+        stats.atoms = saved.atoms
+        entries = saved.entries
+        index = rebuild(entries, saved.filed, saved.needs, saved.readers)
+        cards = dict(zip([e.card_id for e in entries], entries, strict=True))
+        snap = Snapshot(namespace, cards, index, stats, watermark, from_file=True)
+        found = ahead.result()
+    behind = 0
+    for _ in range(TRIES):
+        behind += len(found.changes)
+        if found.changes:
+            snap.apply(list(found.changes), found.rows)
+            snap.watermark = max(snap.watermark, *found.changes.values())
+        if snap.local_fingerprint() == found.fingerprint:
+            break
+        # a change landed between the fingerprint and the feed's read: read both again
+        found = _read_db(engine, namespace, snap.watermark)
+    else:
+        raise Rejected("brought current from the feed, its cards still differ from the database's")
+    if _use_sum(snap) != found.uses:  # uses since the file: the cards used lately first
+        behind += _read_uses(engine, snap, since=_since(header.get("uses_since")))
+        if _use_sum(snap) != _db_use_sum(engine, namespace):  # one used long before: all
+            behind += _read_uses(engine, snap, since=None)
+    snap.max_uses = max((e.use_count for e in snap.entries.values()), default=0)
+    log.info("%r read from %s: %d cards, %d brought current", namespace, path, len(cards), behind)
+    return snap, behind
+
+
+def _read_db(engine: Engine, namespace: str, watermark: int) -> _Found:
+    """The fingerprint first, then the changes since the watermark: a change committed in
+    between is applied beyond the fingerprint, and the next try reads both again."""
+    with Session(engine) as session:
+        count, newest, versions, uses = session.execute(
+            select(
+                func.count(),
+                func.max(col(Card.updated_at)),
+                func.sum(col(Card.version)),
+                func.sum(col(Card.use_count)),
+            ).where(col(Card.namespace) == namespace, col(Card.status) == CardStatus.active.value)
+        ).one()
+        changes = dict(
+            session.execute(
+                select(col(CardChange.card_id), col(CardChange.seq))
+                .where(col(CardChange.namespace) == namespace, col(CardChange.seq) > watermark)
+                .order_by(col(CardChange.seq))
+            ).all()
+        )
+        rows = rows_by_id(session, namespace, list(changes)) if changes else []
+    return _Found((int(count), newest, int(versions or 0)), int(uses or 0), changes, rows)
+
+
+def _since(value: Any) -> datetime | None:
+    """The header's uses_since (None: read every card's uses)."""
+    try:
+        found = datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+    return found if found is not None and found.tzinfo is not None else None
+
+
+def _use_sum(snap: Snapshot) -> int:
+    return sum(e.use_count for e in snap.entries.values())
+
+
+def _db_use_sum(engine: Engine, namespace: str) -> int:
+    with Session(engine) as session:
+        return int(
+            session.execute(
+                select(func.sum(col(Card.use_count))).where(
+                    col(Card.namespace) == namespace, col(Card.status) == CardStatus.active.value
+                )
+            ).scalar()
+            or 0
+        )
+
+
+def _read_uses(engine: Engine, snap: Snapshot, *, since: datetime | None) -> int:
+    """Use counts and last uses as the database has them (a use writes no feed entry): of the
+    cards last used at or after `since`, or of every card (a million rows cost ~6 s); returns
+    how many changed."""
+    entries, changed = snap.entries, 0
+    where = [col(Card.namespace) == snap.namespace, col(Card.status) == CardStatus.active.value]
+    if since is not None:
+        where.append(col(Card.last_used_at) >= since)
+    with Session(engine) as session:
+        result = session.execute(
+            select(col(Card.card_id), col(Card.use_count), col(Card.last_used_at)).where(*where),
+            execution_options={"yield_per": 10_000},
+        )
+        for rows in result.partitions(10_000):
+            for card_id, uses, last in rows:
+                e = entries.get(card_id)
+                if e is not None and e.use_count != uses:
+                    e.use_count, e.seen_at = uses, last or e.updated_at or e.seen_at
+                    changed += 1
+    return changed
+
+
+def save(engine: Engine, files: SnapshotFiles, snap: Snapshot) -> Path | None:
+    """Write the snapshot's file when the namespace is big enough (None: not written). Its
+    cards are copied under the snapshot's lock with the watermark they are current at."""
+    if len(snap.entries) < files.min_cards:  # a file-loaded one is saved too (benches, tools)
+        return None
+    # uses written after the load read the cards are read again on a restore: from when the
+    # load began, less USES_MARGIN for uses queued meanwhile and clocks apart
+    ago = time.monotonic() - snap.loaded_at + snap.load_s
+    since = utcnow() - timedelta(seconds=ago + USES_MARGIN_S)
+    with snap.lock:
+        entries = list(snap.entries.values())
+        watermark, atoms = snap.watermark, snap.stats.atoms.copy()
+        readers = {var: dict(kept) for var, kept in snap.index.readers.items()}
+    try:
+        identity = db_identity(engine)
+    except SQLAlchemyError as exc:
+        log.warning("snapshot file of %r not written: %s", snap.namespace, exc)
+        return None
+    path = files.path(snap.namespace)
+    header = {
+        "db": identity,
+        "namespace": snap.namespace,
+        "watermark": watermark,
+        "uses_since": since.isoformat(),
+        "cards": len(entries),
+        "written_at": utcnow().isoformat(),
+    }
+    try:
+        _drop_stale(path)
+        with no_full_collections():  # its passes over what encoding makes: 3 s of 10 at 1M
+            body = encode(entries, atoms, readers)
+        write_file(path, header, body)
+        files.behind.discard(snap.namespace)
+        log.info("%r saved to %s: %d cards", snap.namespace, path, len(entries))
+    except (OSError, orjson.JSONEncodeError) as exc:  # disk full; an integer past 64 bits
+        log.warning("snapshot file %s not written: %s", path, exc)
+        return None
+    return path
+
+
+def _drop(path: Path) -> None:
+    """Remove a file not used; one that cannot be removed is only logged (read again later)."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as exc:
+        log.warning("snapshot file %s not removed: %s", path, exc)
+
+
+def _drop_stale(path: Path) -> None:
+    """Remove temp files of killed writes (a live writer's is younger than STALE_TMP_S)."""
+    for tmp in path.parent.glob(f"{path.name}.*{TMP_SUFFIX}"):
+        try:
+            if time.time() - tmp.stat().st_mtime > STALE_TMP_S:
+                tmp.unlink()
+        except FileNotFoundError:  # another process removed it meanwhile
+            continue
