@@ -25,8 +25,9 @@ import orjson
 from sqlalchemy import func, select, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
-from sqlmodel import Session, col
+from sqlmodel import col
 
+from memory_core.db import READ_ONLY, read_session
 from memory_core.models.card import Card, CardStatus
 from memory_core.models.card_change import CardChange
 from memory_core.models.columns import utcnow
@@ -84,7 +85,7 @@ def db_identity(engine: Engine) -> str:
     """What tells this database from another: its URL (no password), its schema revision, and
     on PostgreSQL the database's oid (a database dropped and made again under the name)."""
     parts = [engine.url.render_as_string(hide_password=True)]
-    with engine.connect() as conn:
+    with engine.connect().execution_options(**READ_ONLY) as conn:
         parts.append(str(conn.execute(text("SELECT version_num FROM alembic_version")).scalar()))
         if engine.dialect.name == "postgresql":
             oid = "SELECT oid FROM pg_database WHERE datname = current_database()"
@@ -142,7 +143,7 @@ def _restore(engine: Engine, namespace: str, path: Path) -> tuple[Snapshot, int]
     watermark = header.get("watermark")
     if not isinstance(watermark, int) or isinstance(watermark, bool):
         raise Rejected("no watermark")
-    with Session(engine) as session:  # before decoding: a file past its feed is not read
+    with read_session(engine) as session:  # before decoding: a file past its feed is not read
         if last_seq(session) < watermark:
             raise Rejected("the database's change feed ends before the file's watermark")
         if first_seq(session) > watermark + 1:
@@ -186,7 +187,7 @@ def _restore(engine: Engine, namespace: str, path: Path) -> tuple[Snapshot, int]
 def _read_db(engine: Engine, namespace: str, watermark: int) -> _Found:
     """The fingerprint first, then the changes since the watermark: a change committed in
     between is applied beyond the fingerprint, and the next try reads both again."""
-    with Session(engine) as session:
+    with read_session(engine) as session:
         count, newest, versions, uses = session.execute(
             select(
                 func.count(),
@@ -220,7 +221,7 @@ def _use_sum(snap: Snapshot) -> int:
 
 
 def _db_use_sum(engine: Engine, namespace: str) -> int:
-    with Session(engine) as session:
+    with read_session(engine) as session:
         return int(
             session.execute(
                 select(func.sum(col(Card.use_count))).where(
@@ -239,7 +240,7 @@ def _read_uses(engine: Engine, snap: Snapshot, *, since: datetime | None) -> int
     where = [col(Card.namespace) == snap.namespace, col(Card.status) == CardStatus.active.value]
     if since is not None:
         where.append(col(Card.last_used_at) >= since)
-    with Session(engine) as session:
+    with read_session(engine) as session:
         result = session.execute(
             select(col(Card.card_id), col(Card.use_count), col(Card.last_used_at)).where(*where),
             execution_options={"yield_per": 10_000},
