@@ -23,6 +23,7 @@ from memory_api.routes import ROUTERS
 from memory_api.ui import mount_console
 from memory_core.db import make_engine
 from memory_core.serve.service import MemoryService
+from memory_core.serve.snapshot_restore import snapshot_files
 from memory_core.settings import Settings
 
 
@@ -38,9 +39,11 @@ def app_from_env() -> FastAPI:
     """The API over a service built from the HINDSIGHT_* settings: uvicorn's factory when it
     runs several worker processes (each holds its own snapshots, key cache and use writer)."""
     settings = Settings()
-    return create_app(
-        MemoryService(engine=make_engine(settings), settings=settings), freeze_gc=True
-    )
+    service = MemoryService(engine=make_engine(settings), settings=settings)
+    # saved snapshots as `hindsight serve` uses them (several workers may write one file: each
+    # writes a temp file of its own and renames it over the file)
+    service.snapshots.files = snapshot_files(settings)
+    return create_app(service, freeze_gc=True)
 
 
 def _route(path: str, method: str) -> Any:
