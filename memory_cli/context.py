@@ -104,8 +104,7 @@ def prefect_defaults(data_dir: Path) -> None:
     if not _INLINE_RUNS.entered:  # once per process; Prefect reads the env set above
         from flows.naming import inline_runs
 
-        logging.getLogger(_RECORDER).addFilter(_shutdown_cancel)
-
+        quiet_recorder_shutdown()
         _INLINE_RUNS.stack.enter_context(inline_runs())
         _INLINE_RUNS.entered = True
 
@@ -114,6 +113,13 @@ def prefect_defaults(data_dir: Path) -> None:
 # shutdown cancels a flush it was in (seen in CI: "Error flushing 6 events", a CancelledError);
 # the run has finished by then. Any other failure to record still shows.
 _RECORDER = "prefect.server.services.task_run_recorder"
+
+
+def quiet_recorder_shutdown() -> None:
+    """Drop the recorder's error about a flush its shutdown cancelled (idempotent)."""
+    recorder = logging.getLogger(_RECORDER)
+    if _shutdown_cancel not in recorder.filters:
+        recorder.addFilter(_shutdown_cancel)
 
 
 def _shutdown_cancel(record: Any) -> bool:

@@ -201,9 +201,9 @@ def test_a_flush_cancelled_by_the_temporary_servers_shutdown_is_not_shown(tmp_pa
 
     from prefect.server.services import task_run_recorder
 
-    from memory_cli.context import prefect_defaults
+    from memory_cli.context import quiet_recorder_shutdown
 
-    prefect_defaults(tmp_path)
+    quiet_recorder_shutdown()  # what prefect_defaults does (it also sets up inline runs)
     logger = task_run_recorder.logger
     seen: list[str] = []
 
