@@ -1,0 +1,166 @@
+"""The index's lists kept in order of their cards' score bounds for one epoch (the walk of
+serve/ordered.py reads them): ordering a list, patching one a few changed cards replaced, and
+moving touched cards to their new places."""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from memory_core.serve.groups import homes
+from memory_core.serve.resort import resort_step
+from memory_core.serve.snapshot import support_of
+from memory_core.serve.topk import UNBOUNDED, Bounds, base_bound, loosens
+
+if TYPE_CHECKING:
+    from memory_core.serve.snapshot import Entry, Snapshot
+
+# cards and their negated keys, ascending; the most support of each kind among them
+Order = tuple[list["Entry"], list[float], dict[str, int]]
+
+
+def bound_of(e: Entry, b: Bounds, sup: float, spec: Callable[[int], float]) -> tuple[Any, ...]:
+    bound = e.bound
+    if bound[0] is not b:
+        parts = (e.confidence, e.seen_at, e.use_count)
+        bound = (b, base_bound(e, b, spec), sup * max(e.trust, 0.0))
+        e.bound = bound
+        if (e.confidence, e.seen_at, e.use_count) != parts:  # changed meanwhile
+            e.bound = (None, 0.0, 0.0)
+            return (b, UNBOUNDED, bound[2])
+    return bound
+
+
+def order_of(
+    snap: Snapshot, name: Any, cards: list[Entry], b: Bounds, spec: Any, budget: list[int]
+) -> Order:
+    """The list's cards by bound (standing plus support), highest first, cached per epoch;
+    a list replaced by a few cards changed is patched, not sorted again; after an epoch that
+    only tightens the bounds, the old order is walked while the new one is made in steps
+    (serve/resort.py)."""
+    cached = snap.orders.get(name)
+    if cached is not None and (cached[1] is b or loosens(cached[1], b)):
+        order: Order | None = (cached[2], cached[3], cached[4])
+        if cached[0] is not cards and (order := _patch(cached, cards, b, spec)) is not None:
+            snap.orders[name] = cached = (cards, cached[1], *order)
+        if order is not None:
+            if cached[1] is b:
+                return order
+            sup = b.weights.support
+            made = resort_step(snap, name, cards, b, budget, lambda e: bound_of(e, b, sup, spec))
+            if made is None:
+                return order  # valid, looser: its keys still bound every card's score
+            order = (made[0], made[1], _most(made[0], b.weights.support_counts))
+            snap.orders[name] = (cards, b, *order)
+            return order
+    w = b.weights
+    pairs: list[tuple[float, Entry]] = []
+    for e in cards:
+        bound = bound_of(e, b, w.support, spec)
+        e.sortkey = bound[1] + bound[2]
+        pairs.append((-e.sortkey, e))
+    pairs.sort(key=lambda p: p[0])
+    entries = [e for _, e in pairs]
+    order = (entries, [k for k, _ in pairs], _most(entries, w.support_counts))
+    if name is not None:
+        snap.orders[name] = (cards, b, *order)
+    return order
+
+
+def _most(entries: list[Entry], counts: str) -> dict[str, int]:
+    most: dict[str, int] = {}
+    for e in entries:
+        if not e.broken:
+            most[e.kind] = max(most.get(e.kind, 0), support_of(e, counts))
+    return most
+
+
+PATCH = 16  # a list with more cards changed than this is sorted again
+
+
+def _patch(cached: tuple[Any, ...], cards: list[Entry], b: Bounds, spec: Any) -> Order | None:
+    # the differences by identity at C speed: the lists run to thousands of cards, and a
+    # fold patches every list a changed card left (a loop over each was most of a slow query)
+    old = dict(zip(map(id, cached[2]), cached[2], strict=True))
+    new = dict(zip(map(id, cards), cards, strict=True))
+    gone, added = old.keys() - new.keys(), new.keys() - old.keys()
+    if len(gone) + len(added) > PATCH:
+        return None
+    entries, keys = list(cached[2]), list(cached[3])
+    counts = b.weights.support_counts
+    most = dict(cached[4])
+    lost: set[str] = set()  # kinds whose most-supported card left: recounted unless matched
+    for i in gone:
+        e = old[i]
+        if (at := _find(entries, keys, e)) >= 0:
+            del entries[at], keys[at]
+        if not e.broken and support_of(e, counts) >= most.get(e.kind, 0):
+            lost.add(e.kind)
+    came: dict[str, int] = {}
+    for i in added:
+        e = new[i]
+        bound = bound_of(e, b, b.weights.support, spec)
+        e.sortkey = bound[1] + bound[2]
+        at = bisect_right(keys, -e.sortkey)
+        entries.insert(at, e)
+        keys.insert(at, -e.sortkey)
+        if not e.broken:
+            came[e.kind] = max(came.get(e.kind, 0), support_of(e, counts))
+    # a card replaced by its own new version usually brings the same support back
+    if any(came.get(k, -1) < most.get(k, 0) for k in lost):
+        return entries, keys, _most(entries, counts)
+    for k, n in came.items():
+        most[k] = max(most.get(k, 0), n) if k not in lost else n
+    return entries, keys, most
+
+
+def _find(entries: list[Entry], keys: list[float], e: Entry) -> int:
+    """Where the card is in an ordered list (-1: not there)."""
+    old = -e.sortkey
+    at = bisect_left(keys, old)
+    while at < len(keys) and keys[at] == old and entries[at] is not e:
+        at += 1
+    if at < len(keys) and entries[at] is e:
+        return at
+    # ordered under another key (its other list was ordered after a change)
+    return next((i for i, x in enumerate(entries) if x is e), -1)
+
+
+def fold(snap: Snapshot, b: Bounds, sup: float, spec: Any) -> None:
+    """Move the touched cards to their places in the ordered lists, each list copied once
+    (hold snap.order_lock). A list ordered in an earlier epoch that b loosens keeps its epoch:
+    it is still ordered anew in steps (serve/resort.py)."""
+    n = len(snap.touched)
+    moves: dict[Any, tuple[list[Entry], list[tuple[Entry, float]]]] = {}
+    placed: list[tuple[Entry, float]] = []
+    for e in {id(e): e for e in snap.touched[:n]}.values():
+        bound = bound_of(e, b, sup, spec)
+        new = -(bound[1] + bound[2])
+        placed.append((e, new))
+        for name, cards in homes(snap.index, e):
+            moves.setdefault(name, (cards, []))[1].append((e, new))
+    for name, (cards, moved) in moves.items():
+        cached = snap.orders.get(name)
+        if cached is None or (cached[1] is not b and not loosens(cached[1], b)):
+            continue  # no order, or one of an epoch it does not bound: sorted anew
+        if cached[0] is cards:
+            entries, keys, most = list(cached[2]), list(cached[3]), cached[4]
+        elif (patched := _patch(cached, cards, b, spec)) is not None:
+            entries, keys, most = patched  # the list changed since: brought up to date first
+        else:
+            snap.orders.pop(name, None)
+            continue
+        found = []
+        for e, new in moved:  # found by the key it was placed at (e.sortkey, not yet moved)
+            if (at := _find(entries, keys, e)) >= 0:  # not there: replaced or removed since
+                del entries[at], keys[at]
+                found.append((e, new))
+        for e, new in found:
+            to = bisect_right(keys, new)
+            entries.insert(to, e)
+            keys.insert(to, new)
+        snap.orders[name] = (cards, cached[1], entries, keys, most)
+    for e, new in placed:
+        e.sortkey = -new
+    del snap.touched[:n]
