@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,7 @@ from memory_core.serve.snapshot_file import (
 )
 from memory_core.serve.snapshot_file import read as read_file
 from memory_core.serve.snapshot_file import write as write_file
+from memory_core.serve.snapshot_uses import uses_current
 from memory_core.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -175,10 +176,7 @@ def _restore(engine: Engine, namespace: str, path: Path) -> tuple[Snapshot, int]
         found = _read_db(engine, namespace, snap.watermark)
     else:
         raise Rejected("brought current from the feed, its cards still differ from the database's")
-    if _use_sum(snap) != found.uses:  # uses since the file: the cards used lately first
-        behind += _read_uses(engine, snap, since=_since(header.get("uses_since")))
-        if _use_sum(snap) != _db_use_sum(engine, namespace):  # one used long before: all
-            behind += _read_uses(engine, snap, since=None)
+    behind += uses_current(engine, snap, db_uses=found.uses, since=header.get("uses_since"))
     snap.max_uses = max((e.use_count for e in snap.entries.values()), default=0)
     log.info("%r read from %s: %d cards, %d brought current", namespace, path, len(cards), behind)
     return snap, behind
@@ -205,53 +203,6 @@ def _read_db(engine: Engine, namespace: str, watermark: int) -> _Found:
         )
         rows = rows_by_id(session, namespace, list(changes)) if changes else []
     return _Found((int(count), newest, int(versions or 0)), int(uses or 0), changes, rows)
-
-
-def _since(value: Any) -> datetime | None:
-    """The header's uses_since (None: read every card's uses)."""
-    try:
-        found = datetime.fromisoformat(value) if isinstance(value, str) else None
-    except ValueError:
-        return None
-    return found if found is not None and found.tzinfo is not None else None
-
-
-def _use_sum(snap: Snapshot) -> int:
-    return sum(e.use_count for e in snap.entries.values())
-
-
-def _db_use_sum(engine: Engine, namespace: str) -> int:
-    with read_session(engine) as session:
-        return int(
-            session.execute(
-                select(func.sum(col(Card.use_count))).where(
-                    col(Card.namespace) == namespace, col(Card.status) == CardStatus.active.value
-                )
-            ).scalar()
-            or 0
-        )
-
-
-def _read_uses(engine: Engine, snap: Snapshot, *, since: datetime | None) -> int:
-    """Use counts and last uses as the database has them (a use writes no feed entry): of the
-    cards last used at or after `since`, or of every card (a million rows cost ~6 s); returns
-    how many changed."""
-    entries, changed = snap.entries, 0
-    where = [col(Card.namespace) == snap.namespace, col(Card.status) == CardStatus.active.value]
-    if since is not None:
-        where.append(col(Card.last_used_at) >= since)
-    with read_session(engine) as session:
-        result = session.execute(
-            select(col(Card.card_id), col(Card.use_count), col(Card.last_used_at)).where(*where),
-            execution_options={"yield_per": 10_000},
-        )
-        for rows in result.partitions(10_000):
-            for card_id, uses, last in rows:
-                e = entries.get(card_id)
-                if e is not None and e.use_count != uses:
-                    e.use_count, e.seen_at = uses, last or e.updated_at or e.seen_at
-                    changed += 1
-    return changed
 
 
 def save(engine: Engine, files: SnapshotFiles, snap: Snapshot) -> Path | None:
