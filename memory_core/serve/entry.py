@@ -32,9 +32,10 @@ class Entry:
     indexed: bool = False
     words: frozenset[str] | None = None  # the content words of text, for free-text queries
     run_count: int = 0  # distinct runs supporting the lesson (see support_of)
-    # (epoch, the highest standing the card can have in it, the most support can add): one
-    # attribute so that threads computing it for different epochs never mix (serve/topk.py)
-    bound: tuple[object, float, float] = (None, 0.0, 0.0)
+    # (its epoch's serial, the highest standing the card can have in it, the most support can
+    # add): one attribute so that threads computing it for different epochs never mix
+    # (serve/topk.py); atoms only, so the collector does not track it
+    bound: tuple[int | None, float, float] = (None, 0.0, 0.0)
     sortkey: float = 0.0  # the bound its lists were ordered by (serve/ordered.py)
     # its snapshot's `touched` list, where a change in place is reported (a list, not the
     # snapshot: no reference cycle, a dropped snapshot is freed by reference counts)

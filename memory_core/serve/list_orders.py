@@ -22,13 +22,13 @@ Order = tuple[list["Entry"], list[float], dict[str, int]]
 
 def bound_of(e: Entry, b: Bounds, sup: float, spec: Callable[[int], float]) -> tuple[Any, ...]:
     bound = e.bound
-    if bound[0] is not b:
+    if bound[0] != b.serial:
         parts = (e.confidence, e.seen_at, e.use_count)
-        bound = (b, base_bound(e, b, spec), sup * max(e.trust, 0.0))
+        bound = (b.serial, base_bound(e, b, spec), sup * max(e.trust, 0.0))
         e.bound = bound
         if (e.confidence, e.seen_at, e.use_count) != parts:  # changed meanwhile
             e.bound = (None, 0.0, 0.0)
-            return (b, UNBOUNDED, bound[2])
+            return (b.serial, UNBOUNDED, bound[2])
     return bound
 
 
@@ -127,11 +127,11 @@ def _find(entries: list[Entry], keys: list[float], e: Entry) -> int:
     return next((i for i, x in enumerate(entries) if x is e), -1)
 
 
-def fold(snap: Snapshot, b: Bounds, sup: float, spec: Any) -> None:
-    """Move the touched cards to their places in the ordered lists, each list copied once
-    (hold snap.order_lock). A list ordered in an earlier epoch that b loosens keeps its epoch:
-    it is still ordered anew in steps (serve/resort.py)."""
-    n = len(snap.touched)
+def fold(snap: Snapshot, b: Bounds, sup: float, spec: Any, limit: int) -> None:
+    """Move the first `limit` touched cards to their places in the ordered lists, each list
+    copied once (hold snap.order_lock). A list ordered in an earlier epoch that b loosens keeps
+    its epoch: it is still ordered anew in steps (serve/resort.py)."""
+    n = min(len(snap.touched), limit)
     moves: dict[Any, tuple[list[Entry], list[tuple[Entry, float]]]] = {}
     placed: list[tuple[Entry, float]] = []
     for e in {id(e): e for e in snap.touched[:n]}.values():

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from memory_core.serve.snapshot import Entry, Snapshot
     from memory_core.serve.topk import Bounds
 
+Bound = tuple[int | None, float, float]  # Entry.bound
 STEP = 512  # new bounds computed per query across the lists it touches (~1 ms)
 
 
@@ -29,7 +30,7 @@ class Resort:
     """One list's new order in progress: the bounds computed so far, by card."""
 
     epoch: Bounds
-    done: dict[int, tuple[float, Entry, tuple[object, float, float]]] = field(default_factory=dict)
+    done: dict[int, tuple[float, Entry, Bound]] = field(default_factory=dict)
     at: int = 0  # the next position of the list to bound
 
 

@@ -17,8 +17,9 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from itertools import count
 from typing import TYPE_CHECKING
 
 from memory_core.keywords import term_set
@@ -42,6 +43,10 @@ class Bounds:
     weights: RankingWeights
     at: datetime
     max_uses: int
+    # what a card's bound names its epoch by: an int, not the Bounds, so the bound is a tuple
+    # of atoms that the collector stops tracking (100k tracked bounds made a full collection
+    # ~100 ms, a query's worst case)
+    serial: int = field(default_factory=count().__next__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,20 +124,20 @@ def top_matches(
     wt, sup, size = w.text_similarity, w.support, len(query) if query else 0
     unit = w.support_counts
     pool: list[Entry] = []
-    bases: list[tuple[object, float, float]] = []  # each card's bound, as read once here
+    bases: list[tuple[int | None, float, float]] = []  # each card's bound, as read once here
     bounds: list[float] = []
     for e in candidates:
         if e.broken or e.kind not in kinds:
             continue
         bound = e.bound
-        if bound[0] is not b:
+        if bound[0] != b.serial:
             parts = (e.confidence, e.seen_at, e.use_count)
             most = sup * max(e.trust, 0.0)  # support is at most 1
-            e.bound = bound = (b, base_bound(e, b, specificity), most)
+            e.bound = bound = (b.serial, base_bound(e, b, specificity), most)
             # a use or feedback changing the card meanwhile (`touched` may have run before
             # the line above): no bound this time, computed again next time
             if (e.confidence, e.seen_at, e.use_count) != parts:
-                e.bound, bound = (None, 0.0, 0.0), (b, UNBOUNDED, most)
+                e.bound, bound = (None, 0.0, 0.0), (b.serial, UNBOUNDED, most)
         x = bound[1]
         if query is not None:  # a card's words not split yet: its similarity is at most 1
             sim = 1.0 if e.words is None else len(query & e.words) / size if query else 0.0
