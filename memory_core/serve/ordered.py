@@ -12,12 +12,13 @@ support term needs every candidate, and the walk hands over to top_matches.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from memory_core.keywords import term_set
-from memory_core.serve.groups import covers, groups
+from memory_core.serve.groups import Group, covers, groups
 from memory_core.serve.list_orders import bound_of as _bound
 from memory_core.serve.list_orders import fold, order_of
 from memory_core.serve.resort import STEP
@@ -31,6 +32,7 @@ from memory_core.serve.topk import (
 )
 
 if TYPE_CHECKING:
+    from memory_core.serve.index import CardIndex
     from memory_core.serve.retrieval import Ranked
     from memory_core.serve.snapshot import Entry, Snapshot
 
@@ -42,24 +44,30 @@ FOLD = 64
 TRUST_MAX = 1.0  # trust is a weight in 0..1 (memory_core.screen.provenance)
 
 
+def candidate_count(index: CardIndex, lists: list[Group]) -> int:
+    """How many cards these lists hold (a card filed under `a == 1 || b == 2` may be in two:
+    counted once)."""
+    if index.spread:
+        return len(set(map(id, chain.from_iterable(cards for _, cards in lists))))
+    return sum(len(cards) for _, cards in lists)
+
+
 def lazy_top(
     snap: Snapshot,
     state: Mapping[str, Any],
     *,
     q: TopQuery,
-) -> tuple[list[Ranked], int]:
+) -> tuple[list[Ranked], Callable[[], int]]:
     """(the best matches, unsorted, with support, among the cards the index gives the state;
-    how many candidates the index gave)."""
+    how many candidates the index gave, counted when asked: a set of thousands of ids was a
+    third of a plain query at 100k cards)."""
     kinds, w, query, top_k, holds, score, specificity, tie = (
         q.kinds, q.w, q.query, q.top_k, q.holds, q.score, q.specificity, q.tie
     )  # fmt: skip
     b = epoch(snap, w, q.now)
     wt, sup, size, unit = w.text_similarity, w.support, len(query) if query else 0, w.support_counts
     lists = groups(snap.index, state)
-    if snap.index.spread:  # a card filed under `a == 1 || b == 2` may be in two lists
-        count = len(set(map(id, chain.from_iterable(cards for _, cards in lists))))
-    else:
-        count = sum(len(cards) for _, cards in lists)
+    count = partial(candidate_count, snap.index, lists)
     # query threads share the orders: each read-modify-write of them (a fold, a patch, a new
     # epoch) under one lock, or one thread's write undoes another's move and a touched card
     # waits in its old place, out of the walk's reach, until the epoch ends. The orders read

@@ -8,7 +8,7 @@ condition away) come from: an explanation costs a few queries, not a scan of eve
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -50,9 +50,16 @@ class Retrieval:
     """Matches best first; with explain, the closest misses and what was evaluated."""
 
     matches: list[Ranked]
-    candidates: int
+    counted: int | Callable[[], int]  # the candidates, or how to count them when asked
     active_cards: int
     near_misses: list[Ranked] = field(default_factory=list)
+
+    @property
+    def candidates(self) -> int:
+        """How many cards the index gave the state (counted on first read)."""
+        if callable(self.counted):
+            self.counted = self.counted()
+        return self.counted
 
 
 TIE = 1e-3  # score resolution of the ranking: recency moves this much in about three hours
@@ -218,7 +225,7 @@ def retrieve(
     misses.sort(key=lambda hm: (-hm[0], -hm[1].score.score, str(hm[1].entry.card_id)))
     return Retrieval(
         matches=matches[:top_k],
-        candidates=len(candidates),
+        counted=len(candidates),
         active_cards=len(snapshot.entries),
         near_misses=[m for _, m in misses[:near_misses]],
     )
