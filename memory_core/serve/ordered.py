@@ -14,6 +14,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Mapping
 from functools import partial
+from heapq import heappop, heappush
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
@@ -110,25 +111,29 @@ def lazy_top(
             return found, count
         top = most or 1
     lift = wt * (1 + sup * TRUST_MAX)  # what text and support can add to a head's key
-
-    def head(j: int, at: int) -> tuple[float, int, int]:
-        key = -orders[j][1][at]
-        return (-((1 - wt) * key + lift if query is not None else key), j, at)
-
+    blend, serial = 1 - wt, b.serial
+    text = query is not None
     heap: list[tuple[float, int, int]] = [
-        head(j, 0) for j, (cards, _, _) in enumerate(orders) if cards
+        (-(blend * -keys[0] + lift) if text else keys[0], j, 0)
+        for j, (cards, keys, _) in enumerate(orders)
+        if cards
     ]
     exact: list[Entry] = []  # cards with their own bound in the heap (j == -1: exact[at])
     done: set[int] = set()
 
     def push_exact(e: Entry) -> None:
-        bound = _bound(e, b, sup, specificity)
+        # inlined in the walk below, which runs it for hundreds of cards per free-text query
+        bound = e.bound
+        if bound[0] != serial:
+            bound = _bound(e, b, sup, specificity)
         x = bound[1]
-        if query is not None:
-            sim = 1.0 if e.words is None else len(query & e.words) / size if query else 0.0
-            x = (1 - wt) * x + wt * sim
+        if text:
+            words = e.words
+            x = blend * x + wt * (
+                1.0 if words is None else len(query & words) / size if size else 0.0
+            )
         exact.append(e)
-        heapq.heappush(heap, (-(x + bound[2]), -1, len(exact) - 1))
+        heappush(heap, (-(x + bound[2]), -1, len(exact) - 1))
 
     for e in late:
         if ok(e) and id(e) not in done:
@@ -138,20 +143,31 @@ def lazy_top(
     matches: list[Ranked] = []
     kth: list[int] = []
     while heap:
-        neg, j, at = heapq.heappop(heap)
+        neg, j, at = heappop(heap)
         if len(kth) >= top_k and round((SLACK - neg) / tie) < kth[0]:
             break
-        if j >= 0:  # a list's next card: its own bound goes in
-            cards = orders[j][0]
+        if j >= 0:  # a list's next card: its own bound goes in, the card after it heads
+            cards, keys, _ = orders[j]
             if at + 1 < len(cards):
-                heapq.heappush(heap, head(j, at + 1))
+                key = keys[at + 1]
+                heappush(heap, (-(blend * -key + lift) if text else key, j, at + 1))
             e = cards[at]
-            if ok(e) and id(e) not in done:
-                done.add(id(e))
-                push_exact(e)
+            if e.broken or e.kind not in kinds or id(e) in done:
+                continue
+            done.add(id(e))
+            bound = e.bound
+            if bound[0] != serial:
+                bound = _bound(e, b, sup, specificity)
+            x = bound[1]
+            if text:
+                words = e.words
+                sim = 1.0 if words is None else len(query & words) / size if size else 0.0
+                x = blend * x + wt * sim
+            exact.append(e)
+            heappush(heap, (-(x + bound[2]), -1, len(exact) - 1))
             continue
         e = exact[at]
-        if query is not None and e.words is None:  # split now, back in at its exact bound
+        if text and e.words is None:  # split now, back in at its exact bound
             e.words = term_set(e.text)
             push_exact(e)
             continue
@@ -164,7 +180,7 @@ def lazy_top(
         matches.append(m)
         step = round(m.score.score / tie)
         if len(kth) < top_k:
-            heapq.heappush(kth, step)
+            heappush(kth, step)
         elif step > kth[0]:
             heapq.heapreplace(kth, step)
     return matches, count
