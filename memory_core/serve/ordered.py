@@ -113,6 +113,7 @@ def lazy_top(
     lift = wt * (1 + sup * TRUST_MAX)  # what text and support can add to a head's key
     blend, serial = 1 - wt, b.serial
     text = query is not None
+    qwords = query if query is not None else frozenset()
     heap: list[tuple[float, int, int]] = [
         (-(blend * -keys[0] + lift) if text else keys[0], j, 0)
         for j, (cards, keys, _) in enumerate(orders)
@@ -130,7 +131,7 @@ def lazy_top(
         if text:
             words = e.words
             x = blend * x + wt * (
-                1.0 if words is None else len(query & words) / size if size else 0.0
+                1.0 if words is None else len(qwords & words) / size if size else 0.0
             )
         exact.append(e)
         heappush(heap, (-(x + bound[2]), -1, len(exact) - 1))
@@ -161,7 +162,7 @@ def lazy_top(
             x = bound[1]
             if text:
                 words = e.words
-                sim = 1.0 if words is None else len(query & words) / size if size else 0.0
+                sim = 1.0 if words is None else len(qwords & words) / size if size else 0.0
                 x = blend * x + wt * sim
             exact.append(e)
             heappush(heap, (-(x + bound[2]), -1, len(exact) - 1))
