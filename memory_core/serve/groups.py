@@ -83,3 +83,38 @@ def covers(index: CardIndex, e: Entry, state: Mapping[str, Any]) -> bool:
         return bool(need[3] <= value if need[2][0] == ">" else need[3] >= value)
     width = index.windows[need[1]][0] if need[1] in index.windows else 1.0
     return math.floor(value / width) in _bins(width, need[2], need[3])
+
+
+def named_lists(index: CardIndex) -> list[Group]:
+    """Every list the index holds under a name, as they are now (read again if a change
+    applied in another thread resizes a dict meanwhile)."""
+    out: list[Group] = [(("un",), index.unindexed)] if index.unindexed else []
+    for var, by_value in list(index.eq.items()):
+        out += [(("eq", var, key), cards) for key, cards in _items(by_value)]
+    for var, (_, bins) in list(index.windows.items()):
+        out += [(("win", var, at), cards) for at, cards in _items(bins)]
+    for var, by_text in list(index.substring.items()):
+        out += [(("sub", var, text), cards) for text, cards in _items(by_text)]
+    return out
+
+
+def named(index: CardIndex, name: tuple[Any, ...] | None) -> list[Entry] | None:
+    """The list the index holds under this name now (None: no such list)."""
+    if name is None:
+        return None
+    if name[0] == "un":
+        return index.unindexed
+    if name[0] == "eq":
+        return index.eq.get(name[1], {}).get(name[2])
+    if name[0] == "win":
+        return index.windows.get(name[1], (1.0, {}))[1].get(name[2])
+    return index.substring.get(name[1], {}).get(name[2])
+
+
+def _items(group: dict[Any, list[Entry]]) -> list[tuple[Any, list[Entry]]]:
+    for _ in range(100):
+        try:
+            return list(group.items())
+        except RuntimeError:  # changed size during iteration
+            continue
+    return []

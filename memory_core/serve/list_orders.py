@@ -54,6 +54,15 @@ def order_of(
             order = (made[0], made[1], _most(made[0], b.weights.support_counts))
             snap.orders[name] = (cards, b, *order)
             return order
+    order = sorted_order(cards, b, spec)
+    if name is not None:
+        snap.orders[name] = (cards, b, *order)
+    return order
+
+
+def sorted_order(cards: list[Entry], b: Bounds, spec: Callable[[int], float]) -> Order:
+    """The list's cards by bound, highest first, sorted whole (needs no lock: it reads the
+    cards and writes only their bounds, as any query does)."""
     w = b.weights
     pairs: list[tuple[float, Entry]] = []
     for e in cards:
@@ -62,10 +71,7 @@ def order_of(
         pairs.append((-e.sortkey, e))
     pairs.sort(key=lambda p: p[0])
     entries = [e for _, e in pairs]
-    order = (entries, [k for k, _ in pairs], _most(entries, w.support_counts))
-    if name is not None:
-        snap.orders[name] = (cards, b, *order)
-    return order
+    return entries, [k for k, _ in pairs], _most(entries, w.support_counts)
 
 
 def _most(entries: list[Entry], counts: str) -> dict[str, int]:

@@ -31,6 +31,7 @@ from memory_core.serve.topk import (
     loosens,
     top_matches,
 )
+from memory_core.serve.warm import start_warming
 
 if TYPE_CHECKING:
     from memory_core.serve.index import CardIndex
@@ -82,6 +83,8 @@ def lazy_top(
             fold(snap, b, sup, specificity, max(FOLD_STEP, len(snap.touched) - FOLD))
         budget = [STEP]
         orders = [order_of(snap, name, cards, b, specificity, budget) for name, cards in lists]
+    if snap.warming is None:  # the first walk: the other lists are ordered meanwhile
+        start_warming(snap, b, specificity)
     late = [
         e
         for e in {id(e): e for e in list(snap.touched)}.values()

@@ -82,6 +82,7 @@ class Snapshot:
     resorts: dict[Any, Any] = field(default_factory=dict)  # lists being ordered anew, in steps
     touched: list[Entry] = field(default_factory=list)
     order_lock: threading.Lock = field(default_factory=threading.Lock)  # orders and touched
+    warming: str | None = None  # its lists ordered in the background (serve/warm.py)
 
     def __post_init__(self) -> None:
         for e in self.entries.values():

@@ -1,0 +1,81 @@
+"""A new snapshot's lists put in order in the background, so that the first queries to reach
+a list do not sort it: at a million cards a list holds tens of thousands of cards, and a
+query reaching a few unsorted ones took hundreds of milliseconds.
+
+A thread started by the first walk of a big snapshot orders every named list of the index
+for that walk's epoch, biggest first, each outside the lock (bounding a list is what any
+query does) and installed under it only when the list, the epoch and the absence of an order
+are still as they were; otherwise the work is dropped and a query orders the list as before.
+Between lists it sleeps a little, so queries get the interpreter most of the time.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from memory_core.serve.groups import named, named_lists
+from memory_core.serve.list_orders import sorted_order
+
+if TYPE_CHECKING:
+    from memory_core.serve.snapshot import Snapshot
+    from memory_core.serve.topk import Bounds
+
+log = logging.getLogger(__name__)
+
+WARM_FROM = 5_000  # cards: a smaller snapshot's lists sort in well under a millisecond
+SMALL = 64  # lists this short are left to the queries (sorted in microseconds)
+PAUSE_S = 0.002  # between lists: the query threads' turn
+
+
+def start_warming(snap: Snapshot, b: Bounds, spec: Callable[[int], float]) -> None:
+    """Order the snapshot's lists in a daemon thread (once per snapshot; big ones only)."""
+    with snap.order_lock:
+        if snap.warming is not None:
+            return
+        snap.warming = "started"
+    if len(snap.entries) < WARM_FROM:
+        snap.warming = "small"
+        return
+    thread = threading.Thread(
+        target=_run, args=(snap, b, spec), name=f"warm-{snap.namespace}", daemon=True
+    )
+    thread.start()
+
+
+def _run(snap: Snapshot, b: Bounds, spec: Callable[[int], float]) -> None:
+    started = time.monotonic()
+    made = warm(snap, b, spec)  # an error ends the thread with its traceback; queries order
+    snap.warming = "done"
+    log.info(
+        "namespace %r: %d lists ordered in the background in %.1f s",
+        snap.namespace,
+        made,
+        time.monotonic() - started,
+    )
+
+
+def warm(snap: Snapshot, b: Bounds, spec: Callable[[int], float], pause_s: float = PAUSE_S) -> int:
+    """Order every named list of at least SMALL cards not ordered yet, for epoch b; how many
+    orders were installed. Stops when the snapshot's epoch moves on."""
+    made = 0
+    lists = sorted(named_lists(snap.index), key=lambda g: -len(g[1]))
+    for name, cards in lists:
+        if len(cards) < SMALL or snap.orders_epoch is not b:
+            break  # the rest are small, or a newer epoch orders anew
+        if name in snap.orders:
+            continue
+        order = sorted_order(cards, b, spec)
+        with snap.order_lock:
+            if (
+                snap.orders_epoch is b
+                and name not in snap.orders
+                and named(snap.index, name) is cards
+            ):
+                snap.orders[name] = (cards, b, *order)
+                made += 1
+        time.sleep(pause_s)
+    return made

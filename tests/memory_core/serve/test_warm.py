@@ -1,0 +1,103 @@
+"""A big snapshot's lists are ordered in the background after its first walk
+(memory_core/serve/warm.py): each as a query would order it, rankings exact meanwhile, and
+work on a list changed meanwhile (or in an old epoch) dropped, never installed."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import pytest
+
+from memory_core.models.columns import utcnow
+from memory_core.serve import warm as warm_module
+from memory_core.serve.groups import named_lists
+from memory_core.serve.retrieval import retrieve, specificity
+from memory_core.serve.topk import epoch
+from memory_core.settings import RankingWeights
+from tests.memory_core.serve.test_serve_topk import _entry, _key, _snapshot
+
+STATES = [
+    {"tool": f"t{t}", "retry_count": r, "last_error": f"e{e} on x"}
+    for t in range(4)
+    for r in range(4)
+    for e in range(4)
+]
+
+
+def _wait_done(snap, seconds: float = 20.0) -> None:
+    deadline = time.monotonic() + seconds
+    while snap.warming != "done":
+        assert time.monotonic() < deadline, snap.warming
+        time.sleep(0.01)
+
+
+def test_lists_are_ordered_in_the_background_and_rank_exactly(monkeypatch) -> None:
+    monkeypatch.setattr(warm_module, "WARM_FROM", 500)
+    monkeypatch.setattr(warm_module, "SMALL", 4)
+    monkeypatch.setattr(warm_module, "PAUSE_S", 0.0)
+    rnd = random.Random(3)
+    now = utcnow()
+    snap = _snapshot([_entry(rnd, now, i) for i in range(3000)])
+    w = RankingWeights()
+    big = [(name, cards) for name, cards in named_lists(snap.index) if len(cards) >= 4]
+    assert len(big) >= 5
+    first = retrieve(snapshot=snap, state=STATES[0], now=now, weights=w)
+    assert snap.warming is not None
+    _wait_done(snap)
+    b = snap.orders_epoch
+    for name, cards in big:  # every list ordered, as a query orders it
+        made = snap.orders[name]
+        assert made[0] is cards and made[1] is b
+        keys = made[3]
+        assert keys == sorted(keys)
+        assert sorted(map(id, made[2])) == sorted(map(id, cards))
+        for e, k in zip(made[2], keys, strict=True):
+            assert k == -(e.bound[1] + e.bound[2])
+    assert _key(first) == _key(retrieve(snapshot=snap, state=STATES[0], now=now, weights=w))
+    for state in STATES:
+        for query in (None, "same words"):
+            kw = dict(snapshot=snap, state=state, now=now, weights=w, query=query)
+            assert _key(retrieve(**kw)) == _key(retrieve(**kw, bounded_from=10**9))  # type: ignore[arg-type]
+
+
+def test_a_small_snapshot_starts_no_thread() -> None:
+    rnd = random.Random(4)
+    now = utcnow()
+    snap = _snapshot([_entry(rnd, now, i) for i in range(300)])
+    retrieve(snapshot=snap, state=STATES[0], now=now)
+    assert snap.warming == "small"
+    assert snap.orders.keys() <= {name for name, _ in named_lists(snap.index)}
+
+
+@pytest.mark.parametrize("moved", ["list", "epoch"])
+def test_work_on_a_list_changed_meanwhile_is_dropped(monkeypatch, moved: str) -> None:
+    rnd = random.Random(5)
+    now = utcnow()
+    snap = _snapshot([_entry(rnd, now, i) for i in range(2000)])
+    w = RankingWeights()
+    b = epoch(snap, w, now)
+    snap.orders_epoch = b
+    lists = sorted(named_lists(snap.index), key=lambda g: -len(g[1]))
+    victim_name, victim = lists[0]
+    real = warm_module.sorted_order
+    calls: list[int] = []
+
+    def changing(cards, bb, spec):  # type: ignore[no-untyped-def]
+        order = real(cards, bb, spec)
+        if not calls:  # another thread applies a change while the first list is ordered
+            if moved == "list":
+                snap.index.remove(victim[0])  # the list is replaced, not changed in place
+            else:
+                snap.orders_epoch = epoch(snap, RankingWeights(confidence=0.9), now)
+        calls.append(1)
+        return order
+
+    monkeypatch.setattr(warm_module, "sorted_order", changing)
+    made = warm_module.warm(snap, b, specificity, pause_s=0.0)
+    assert victim_name not in snap.orders
+    if moved == "list":  # the others are ordered
+        assert made == len([1 for _, cards in lists if len(cards) >= warm_module.SMALL]) - 1
+        assert made > 0
+    else:  # a newer epoch orders anew: nothing more is done
+        assert made == 0 and len(calls) == 1
