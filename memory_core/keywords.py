@@ -46,6 +46,14 @@ def term_set(text: str) -> frozenset[str]:
     return frozenset(terms(text))
 
 
+@lru_cache(maxsize=8_192)
+def term_tuple(text: str) -> tuple[str, ...]:
+    """The distinct terms of a text as a tuple: what a served card keeps of its text. A tenth
+    of a frozenset's memory (216 against 2,264 bytes for 22 terms) and never tracked by the
+    cycle collector, for ~0.4 us more per intersection; cards of equal texts share one."""
+    return tuple(dict.fromkeys(terms(text)))
+
+
 def overlap(query_terms: frozenset[str], text: str) -> float:
     """Share of the query's terms the text contains (0..1)."""
     if not query_terms:

@@ -30,7 +30,7 @@ class Entry:
     updated_at: datetime | None = None
     filed: Need | None = None  # where the index holds it (memory_core.serve.index)
     indexed: bool = False
-    words: frozenset[str] | None = None  # the content words of text, for free-text queries
+    words: tuple[str, ...] | None = None  # the content words of text (keywords.term_tuple)
     run_count: int = 0  # distinct runs supporting the lesson (see support_of)
     # (its epoch's serial, the highest standing the card can have in it, the most support can
     # add): one attribute so that threads computing it for different epochs never mix

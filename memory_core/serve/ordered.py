@@ -18,7 +18,7 @@ from heapq import heappop, heappush
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
-from memory_core.keywords import term_set
+from memory_core.keywords import term_tuple
 from memory_core.serve.groups import Group, covers, groups
 from memory_core.serve.list_orders import bound_of as _bound
 from memory_core.serve.list_orders import fold, order_of
@@ -134,7 +134,7 @@ def lazy_top(
         if text:
             words = e.words
             x = blend * x + wt * (
-                1.0 if words is None else len(qwords & words) / size if size else 0.0
+                1.0 if words is None else len(qwords.intersection(words)) / (size or 1)
             )
         exact.append(e)
         heappush(heap, (-(x + bound[2]), -1, len(exact) - 1))
@@ -165,14 +165,14 @@ def lazy_top(
             x = bound[1]
             if text:
                 words = e.words
-                sim = 1.0 if words is None else len(qwords & words) / size if size else 0.0
+                sim = 1.0 if words is None else len(qwords.intersection(words)) / (size or 1)
                 x = blend * x + wt * sim
             exact.append(e)
             heappush(heap, (-(x + bound[2]), -1, len(exact) - 1))
             continue
         e = exact[at]
         if text and e.words is None:  # split now, back in at its exact bound
-            e.words = term_set(e.text)
+            e.words = term_tuple(e.text)
             push_exact(e)
             continue
         if not check(e):

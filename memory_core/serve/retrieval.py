@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from memory_core.cards.score import ranking_terms
-from memory_core.keywords import term_set
+from memory_core.keywords import term_set, term_tuple
 from memory_core.preconditions import (
     Check,
     CompiledPrecondition,
@@ -109,8 +109,8 @@ def _score_terms(
     if query is None:
         return terms.recency, terms.use_frequency, spec, None, base
     if e.words is None:  # the card's terms, split once per snapshot
-        e.words = term_set(e.text)
-    sim = len(query & e.words) / len(query) if query else 0.0
+        e.words = term_tuple(e.text)
+    sim = len(query.intersection(e.words)) / len(query) if query else 0.0
     blended = (1 - w.text_similarity) * base + w.text_similarity * sim
     return terms.recency, terms.use_frequency, spec, sim, blended
 

@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from itertools import count
 from typing import TYPE_CHECKING
 
-from memory_core.keywords import term_set
+from memory_core.keywords import term_tuple
 from memory_core.serve.snapshot import support_of
 from memory_core.settings import RankingWeights
 
@@ -140,7 +140,8 @@ def top_matches(
                 e.bound, bound = (None, 0.0, 0.0), (b.serial, UNBOUNDED, most)
         x = bound[1]
         if query is not None:  # a card's words not split yet: its similarity is at most 1
-            sim = 1.0 if e.words is None else len(query & e.words) / size if query else 0.0
+            words = e.words
+            sim = 1.0 if words is None else len(query.intersection(words)) / (size or 1)
             x = (1 - wt) * x + wt * sim
         x += bound[2]
         pool.append(e)
@@ -179,8 +180,8 @@ def top_matches(
         if len(kth) >= top_k and round((SLACK - neg) / tie) < kth[0]:
             break
         if query is not None and (e := pool[i]).words is None:
-            e.words = term_set(e.text)
-            sim = len(query & e.words) / size if query else 0.0
+            e.words = term_tuple(e.text)
+            sim = len(query.intersection(e.words)) / size if query else 0.0
             x = (1 - wt) * bases[i][1] + wt * sim
             x += bases[i][2]
             heapq.heappush(heap, (-x, i))
