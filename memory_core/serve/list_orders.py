@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from memory_core.serve.groups import homes
 from memory_core.serve.resort import resort_step
 from memory_core.serve.snapshot import support_of
-from memory_core.serve.topk import UNBOUNDED, Bounds, base_bound, loosens
+from memory_core.serve.topk import UNBOUNDED, Bounds, base_bound, close_enough, loosens
 
 if TYPE_CHECKING:
     from memory_core.serve.snapshot import Entry, Snapshot
@@ -45,7 +45,7 @@ def order_of(
         if cached[0] is not cards and (order := _patch(cached, cards, b, spec)) is not None:
             snap.orders[name] = cached = (cards, cached[1], *order)
         if order is not None:
-            if cached[1] is b:
+            if cached[1] is b or close_enough(cached[1], b):
                 return order
             sup = b.weights.support
             made = resort_step(snap, name, cards, b, budget, lambda e: bound_of(e, b, sup, spec))

@@ -210,3 +210,33 @@ def test_epochs_renewed_to_tighten_keep_the_ranking_exact_and_reorder_in_steps(
         finished,
         walked_big,
     )
+
+
+def test_a_renewal_for_a_few_more_uses_keeps_the_orders() -> None:
+    """The most-used card gains a quarter more uses minutes later: the epoch renews (tighter
+    exact bounds) but the lists keep their orders, made anew only once the most uses double
+    or time moves on; the ranking stays exact throughout."""
+    from memory_core.serve import topk as topk_module
+
+    rnd = random.Random(17)
+    now = utcnow()
+    snap = _snapshot([_entry(rnd, now, i) for i in range(800)])
+    w = RankingWeights()
+    state = {"tool": "t1", "retry_count": 1}
+    kw = dict(snapshot=snap, state=state, weights=w, top_k=3)
+
+    def query(at):  # type: ignore[no-untyped-def]
+        lazy = retrieve(**kw, now=at)  # type: ignore[arg-type]
+        assert _key(lazy) == _key(retrieve(**kw, now=at, bounded_from=10**9))  # type: ignore[arg-type]
+
+    query(now)
+    first, made = snap.orders_epoch, dict(snap.orders)
+    assert made
+    snap.max_uses = int(first.max_uses * 1.5) + 2  # past REUSE, within ORDER_REUSE
+    query(now + timedelta(minutes=2))
+    assert snap.orders_epoch is not first  # renewed
+    assert all(snap.orders[name] is o for name, o in made.items())  # the same orders
+    assert not snap.resorts
+    snap.max_uses = int(first.max_uses * topk_module.ORDER_REUSE) + 5  # doubled since
+    query(now + timedelta(minutes=3))
+    assert snap.resorts or any(snap.orders[n] is not o for n, o in made.items())
