@@ -146,9 +146,10 @@ def lazy_top(
     heapq.heapify(heap)
     matches: list[Ranked] = []
     kth: list[int] = []
+    floor: int | None = None  # the k-th best score step once k matches are found
     while heap:
         neg, j, at = heappop(heap)
-        if len(kth) >= top_k and round((SLACK - neg) / tie) < kth[0]:
+        if floor is not None and round((SLACK - neg) / tie) < floor:
             break
         if j >= 0:  # a list's next card: its own bound goes in, the card after it heads
             cards, keys, _ = orders[j]
@@ -167,8 +168,11 @@ def lazy_top(
                 words = e.words
                 sim = 1.0 if words is None else len(qwords.intersection(words)) / (size or 1)
                 x = blend * x + wt * sim
+            x += bound[2]
+            if floor is not None and round((SLACK + x) / tie) < floor:
+                continue  # below the k-th best already, which only rises: never popped
             exact.append(e)
-            heappush(heap, (-(x + bound[2]), -1, len(exact) - 1))
+            heappush(heap, (-x, -1, len(exact) - 1))
             continue
         e = exact[at]
         if text and e.words is None:  # split now, back in at its exact bound
@@ -187,4 +191,6 @@ def lazy_top(
             heappush(kth, step)
         elif step > kth[0]:
             heapq.heapreplace(kth, step)
+        if len(kth) >= top_k:
+            floor = kth[0]
     return matches, count
