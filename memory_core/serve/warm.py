@@ -49,12 +49,16 @@ def start_warming(snap: Snapshot, b: Bounds, spec: Callable[[int], float]) -> No
     thread.start()
 
 
+_ONE_AT_A_TIME = threading.Lock()  # many big namespaces loaded at once: ordered in turn
+
+
 def _run(snap: Snapshot, b: Bounds, spec: Callable[[int], float]) -> None:
-    started = time.monotonic()
-    made = warm(snap, b, spec)  # an error ends the thread with its traceback; queries order
-    # out of the collector's generations, as a load's cards are (serve/snapshot_build.py): a
-    # full collection read the header of every card these lists hold, 27 ms at 100k cards
-    gc.freeze()
+    with _ONE_AT_A_TIME:
+        started = time.monotonic()
+        made = warm(snap, b, spec)  # an error ends the thread with its traceback; queries order
+        # out of the collector's generations, as a load's cards are (serve/snapshot_build.py):
+        # a full collection read the header of every card these lists hold, 27 ms at 100k
+        gc.freeze()
     snap.warming = "done"
     log.info(
         "namespace %r: %d lists ordered in the background in %.1f s",
