@@ -149,7 +149,11 @@ def fold(snap: Snapshot, b: Bounds, sup: float, spec: Any, limit: int) -> None:
     for name, (cards, moved) in moves.items():
         cached = snap.orders.get(name)
         if cached is None or (cached[1] is not b and not loosens(cached[1], b)):
-            continue  # no order, or one of an epoch it does not bound: sorted anew
+            # no order, or one of an epoch it does not bound: sorted anew, under the lock by
+            # a query; an order the background made meanwhile (serve/warm.py) holds this card
+            # at its bound before the change, so it must not be installed
+            snap.unplaced.add(name)
+            continue
         if cached[0] is cards:
             entries, keys, most = list(cached[2]), list(cached[3]), cached[4]
         elif (patched := _patch(cached, cards, b, spec)) is not None:

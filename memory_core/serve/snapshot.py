@@ -83,6 +83,7 @@ class Snapshot:
     touched: list[Entry] = field(default_factory=list)
     order_lock: threading.Lock = field(default_factory=threading.Lock)  # orders and touched
     warming: str | None = None  # its lists ordered in the background (serve/warm.py)
+    unplaced: set[Any] = field(default_factory=set)  # lists a fold found without an order
 
     def __post_init__(self) -> None:
         for e in self.entries.values():

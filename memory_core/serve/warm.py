@@ -5,7 +5,9 @@ query reaching a few unsorted ones took hundreds of milliseconds.
 A thread started by the first walk of a big snapshot orders every named list of the index
 for that walk's epoch, biggest first, each outside the lock (bounding a list is what any
 query does) and installed under it only when the list, the epoch and the absence of an order
-are still as they were; otherwise the work is dropped and a query orders the list as before.
+are still as they were, and no card of it was changed and folded meanwhile (the fold could not
+move it in an order not yet there); otherwise the work is dropped and a query orders the list
+as before.
 After every few milliseconds of work it sleeps as long, so queries get the interpreter at
 least half the time.
 """
@@ -79,12 +81,15 @@ def warm(snap: Snapshot, b: Bounds, spec: Callable[[int], float], pause_s: float
             break  # the rest are small, or a newer epoch orders anew
         if name in snap.orders:
             continue
+        snap.unplaced.discard(name)
         order = sorted_order(cards, b, spec)
         with snap.order_lock:
             if (
                 snap.orders_epoch is b
                 and name not in snap.orders
                 and named(snap.index, name) is cards
+                # a card of it changed and was folded meanwhile: its key here is stale
+                and name not in snap.unplaced
             ):
                 snap.orders[name] = (cards, b, *order)
                 made += 1

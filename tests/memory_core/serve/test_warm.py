@@ -106,3 +106,45 @@ def test_work_on_a_list_changed_meanwhile_is_dropped(monkeypatch, moved: str) ->
         assert made > 0
     else:  # a newer epoch orders anew: nothing more is done
         assert made == 0 and len(calls) == 1
+
+
+def test_a_card_changed_and_folded_while_its_list_is_ordered_drops_that_order(
+    monkeypatch,
+) -> None:
+    """A use raises a card after the background bounded it, and a query's fold takes it off
+    the waiting list before the order is installed (the fold finds no order to move it in):
+    the order, which holds the card at its old bound, is dropped; the ranking stays exact."""
+    from memory_core.serve.list_orders import fold
+    from memory_core.serve.snapshot import touched
+
+    rnd = random.Random(6)
+    now = utcnow()
+    snap = _snapshot([_entry(rnd, now, i) for i in range(2000)])
+    w = RankingWeights()
+    b = epoch(snap, w, now)
+    snap.orders_epoch = b
+    victim_name, victim = max(named_lists(snap.index), key=lambda g: len(g[1]))
+    real = warm_module.sorted_order
+    raised = []
+
+    def racing(cards, bb, spec):  # type: ignore[no-untyped-def]
+        order = real(cards, bb, spec)
+        if cards is victim:  # bounded; now the lowest card of it is used a lot, and folded
+            e = order[0][-1]
+            e.use_count += 50
+            e.seen_at = now
+            e.confidence = 1.0
+            snap.max_uses = max(snap.max_uses, e.use_count)
+            touched(e)
+            with snap.order_lock:
+                fold(snap, bb, w.support, spec, 64)
+            raised.append(e)
+        return order
+
+    monkeypatch.setattr(warm_module, "sorted_order", racing)
+    warm_module.warm(snap, b, specificity, pause_s=0.0)
+    assert raised and not snap.touched
+    assert victim_name not in snap.orders
+    for state in STATES:
+        kw = dict(snapshot=snap, state=state, now=now, weights=w, top_k=1)
+        assert _key(retrieve(**kw)) == _key(retrieve(**kw, bounded_from=10**9))  # type: ignore[arg-type]
