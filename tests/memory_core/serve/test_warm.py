@@ -33,6 +33,19 @@ def _wait_done(snap, seconds: float = 20.0) -> None:
         time.sleep(0.01)
 
 
+def _in_an_epoch(seed: int):  # type: ignore[no-untyped-def]
+    """(a 2,000-card snapshot whose walk has begun an epoch, the time, the weights, the epoch,
+    its named lists biggest first)."""
+    rnd = random.Random(seed)
+    now = utcnow()
+    snap = _snapshot([_entry(rnd, now, i) for i in range(2000)])
+    w = RankingWeights()
+    b = epoch(snap, w, now)
+    snap.orders_epoch = b
+    lists = sorted(named_lists(snap.index), key=lambda g: -len(g[1]))
+    return snap, now, w, b, lists
+
+
 def test_lists_are_ordered_in_the_background_and_rank_exactly(monkeypatch) -> None:
     monkeypatch.setattr(warm_module, "WARM_FROM", 500)
     monkeypatch.setattr(warm_module, "SMALL", 4)
@@ -77,13 +90,7 @@ def test_a_small_snapshot_starts_no_thread() -> None:
 
 @pytest.mark.parametrize("moved", ["list", "epoch"])
 def test_work_on_a_list_changed_meanwhile_is_dropped(monkeypatch, moved: str) -> None:
-    rnd = random.Random(5)
-    now = utcnow()
-    snap = _snapshot([_entry(rnd, now, i) for i in range(2000)])
-    w = RankingWeights()
-    b = epoch(snap, w, now)
-    snap.orders_epoch = b
-    lists = sorted(named_lists(snap.index), key=lambda g: -len(g[1]))
+    snap, now, _, b, lists = _in_an_epoch(5)
     victim_name, victim = lists[0]
     real = warm_module.sorted_order
     calls: list[int] = []
@@ -117,13 +124,8 @@ def test_a_card_changed_and_folded_while_its_list_is_ordered_drops_that_order(
     from memory_core.serve.list_orders import fold
     from memory_core.serve.snapshot import touched
 
-    rnd = random.Random(6)
-    now = utcnow()
-    snap = _snapshot([_entry(rnd, now, i) for i in range(2000)])
-    w = RankingWeights()
-    b = epoch(snap, w, now)
-    snap.orders_epoch = b
-    victim_name, victim = max(named_lists(snap.index), key=lambda g: len(g[1]))
+    snap, now, w, b, lists = _in_an_epoch(6)
+    victim_name, victim = lists[0]
     real = warm_module.sorted_order
     raised = []
 
