@@ -52,5 +52,7 @@ def release(snap: Snapshot) -> None:
     """Break the one cycle a dropped snapshot holds: its touched cards point at the list that
     holds them (Entry.home). Loads freeze the heap (gc.freeze), so a cycle among frozen objects
     is never collected: every eviction would leak its touched cards. A query still on the
-    snapshot finishes on it; at worst its touched cards rank as they stood before their uses."""
+    snapshot finishes on it; at worst its touched cards rank as they stood before their uses.
+    Its lists are no longer ordered in the background (serve/warm.py)."""
+    snap.warming = "dropped"
     snap.touched.clear()

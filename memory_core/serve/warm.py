@@ -61,7 +61,8 @@ def _run(snap: Snapshot, b: Bounds, spec: Callable[[int], float]) -> None:
         # out of the collector's generations, as a load's cards are (serve/snapshot_build.py):
         # a full collection read the header of every card these lists hold, 27 ms at 100k
         gc.freeze()
-    snap.warming = "done"
+    if snap.warming != "dropped":
+        snap.warming = "done"
     log.info(
         "namespace %r: %d lists ordered in the background in %.1f s",
         snap.namespace,
@@ -72,13 +73,13 @@ def _run(snap: Snapshot, b: Bounds, spec: Callable[[int], float]) -> None:
 
 def warm(snap: Snapshot, b: Bounds, spec: Callable[[int], float], pause_s: float = PAUSE_S) -> int:
     """Order every named list of at least SMALL cards not ordered yet, for epoch b; how many
-    orders were installed. Stops when the snapshot's epoch moves on."""
+    orders were installed. Stops when the snapshot's epoch moves on or it is dropped."""
     made = 0
     lists = sorted(named_lists(snap.index), key=lambda g: -len(g[1]))
     worked = time.thread_time()
     for name, cards in lists:
-        if len(cards) < SMALL or snap.orders_epoch is not b:
-            break  # the rest are small, or a newer epoch orders anew
+        if len(cards) < SMALL or snap.orders_epoch is not b or snap.warming == "dropped":
+            break  # the rest are small, a newer epoch orders anew, or the snapshot is gone
         if name in snap.orders:
             continue
         snap.unplaced.discard(name)

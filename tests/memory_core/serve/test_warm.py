@@ -150,3 +150,12 @@ def test_a_card_changed_and_folded_while_its_list_is_ordered_drops_that_order(
     for state in STATES:
         kw = dict(snapshot=snap, state=state, now=now, weights=w, top_k=1)
         assert _key(retrieve(**kw)) == _key(retrieve(**kw, bounded_from=10**9))  # type: ignore[arg-type]
+
+
+def test_a_dropped_snapshot_is_not_ordered() -> None:
+    from memory_core.serve.snapshot_build import release
+
+    snap, _, _, b, _ = _in_an_epoch(7)
+    release(snap)  # evicted or replaced before its ordering began
+    assert warm_module.warm(snap, b, specificity, pause_s=0.0) == 0
+    assert not snap.orders
