@@ -44,15 +44,22 @@ def shared_compiled(source: str, variables: frozenset[str] | None = None) -> Com
     return c
 
 
+def share_float(seen: dict[float, float], value: Any) -> Any:
+    """The one float object of a load equal to value (a float is 24 bytes and cards repeat a
+    few confidences: ~30 MB at a million cards); zero (equal to -0.0) and non-floats as given."""
+    return seen.setdefault(value, value) if type(value) is float and value else value
+
+
 class LoadMemo:
     """What the cards of one load share: precondition tuples by stored list, origins' weights
-    by stored provenance."""
+    by stored provenance, equal confidences."""
 
     def __init__(self) -> None:
         self.lists: dict[Any, tuple[CompiledPrecondition, ...]] = {}
         self.trusts: dict[Any, float] = {}
         self.texts: dict[str, str] = {}  # steps and failure modes, often repeated
         self.compiled: dict[str, CompiledPrecondition] = {}
+        self.floats: dict[float, float] = {}
 
     def text(self, value: str) -> str:
         """The load's one string equal to value."""
@@ -126,7 +133,7 @@ def entry_of(r: Any, memo: LoadMemo | None = None) -> Entry:
     return Entry(
         card_id,
         sys.intern(kind),
-        confidence,
+        confidence if memo is None else share_float(memo.floats, confidence),
         last_used or updated,
         uses,
         evidence,

@@ -25,7 +25,7 @@ import orjson
 
 from memory_core.preconditions import CompiledPrecondition, scan_variables
 from memory_core.serve.atoms import AtomKey, Need
-from memory_core.serve.card_rows import shared_compiled
+from memory_core.serve.card_rows import share_float, shared_compiled
 from memory_core.serve.entry import Entry
 
 FORMAT = 1
@@ -53,12 +53,13 @@ def _need_json(n: Need) -> list[Any]:
     return list(n)
 
 
-def _need_of(j: list[Any]) -> Need:
-    """A need from its JSON form: tuples again, as the index and the stats key them."""
+def _need_of(j: list[Any], atoms: dict[tuple[str, AtomKey], tuple[str, AtomKey]]) -> Need:
+    """A need from its JSON form: tuples again, as the index and the stats key them; atoms:
+    one object per equality (a million cards' needs repeat ~1M of them: ~70 MB held once)."""
     kind = j[0]
     if kind == "eq":
-        atoms: list[tuple[str, AtomKey]] = [(str(v), (str(t), x)) for v, t, x in j[1]]
-        return ("eq", tuple(atoms))
+        eq = [(str(v), (str(t), x)) for v, t, x in j[1]]
+        return ("eq", tuple(atoms.setdefault(a, a) for a in eq))
     if kind == "range":
         return ("range", str(j[1]), str(j[2]), float(j[3]))
     if kind == "window":
@@ -191,6 +192,8 @@ def decode(cols: Any) -> Saved:
         if len(bytes.fromhex(ids)) * 2 != len(ids) or len(ids) != 32 * len(cols["filed"]):
             raise Rejected("the card ids do not match the columns")
         when = datetime.fromisoformat
+        floats: dict[float, float] = {}  # confidences and origins' weights: a few values
+        one_atom: dict[tuple[str, AtomKey], tuple[str, AtomKey]] = {}
         entries: list[Entry] = []
         add = entries.append
         at = 0
@@ -212,16 +215,17 @@ def decode(cols: Any) -> Saved:
             # positional: Entry's fields in order (filed, indexed and words as the index sets)
             add(
                 Entry(
-                    card_id, kinds[k], conf,
+                    card_id, kinds[k], share_float(floats, conf),
                     updated if seen is None and updated else when(seen), uses, ev, tuples[p], sc,
-                    shared[r], f == -2, tr, pin is True, ver, updated, None, False, None, runs,
+                    shared[r], f == -2, share_float(floats, tr), pin is True, ver, updated, None,
+                    False, None, runs,
                 )
             )  # fmt: skip
             at += 32
         saved = Saved(
             entries,
             cols["filed"],
-            [_need_of(j) for j in cols["needs"]],
+            [_need_of(j, one_atom) for j in cols["needs"]],
             Counter({(str(v), (str(t), x)): int(n) for v, t, x, n in cols["atoms"]}),
             {str(var): [int(p) for p in ps] for var, ps in cols["readers"].items()},
         )

@@ -4,7 +4,9 @@ the C heap's free pages handed back after a load, values the cards share held on
 from __future__ import annotations
 
 import memory_core.serve.snapshot_build as snapshot_build
+from memory_core.serve.snapshot import load_snapshot
 from memory_core.serve.snapshot_cache import SnapshotCache
+from memory_core.serve.snapshot_restore import SnapshotFiles, save
 from tests.helpers.serve import add_card
 
 NS = "memory"
@@ -23,3 +25,37 @@ def test_without_malloc_trim_a_load_still_works(engine, monkeypatch) -> None:
     add_card(engine, namespace=NS, scenario="a card", preconditions=['tool == "search"'])
     assert not snapshot_build.trim_heap()
     assert len(SnapshotCache(engine=engine).get(NS).entries) == 1
+
+
+def _distinct(values) -> int:
+    return len({id(v) for v in values})
+
+
+def test_equal_confidences_are_one_object_in_a_load_from_the_database(engine) -> None:
+    for i in range(6):
+        add_card(engine, namespace=NS, scenario=f"card {i}", confidence=[0.7, 0.25][i % 2])
+    snap = load_snapshot(engine=engine, namespace=NS)
+    assert sorted(e.confidence for e in snap.entries.values()) == [0.25] * 3 + [0.7] * 3
+    assert _distinct(e.confidence for e in snap.entries.values()) == 2
+
+
+def test_a_restored_file_holds_equal_atoms_weights_and_confidences_once(engine, settings) -> None:
+    for i in range(12):  # two lists per tool: each need of `tool in [...]` repeats its atoms
+        add_card(
+            engine,
+            namespace=NS,
+            scenario=f"card {i}",
+            preconditions=[f'tool in ["t{i % 3}", "u{i % 2}"]', f"retry_count > {i}"],
+            confidence=[0.7, 0.25][i % 2],
+            origin=["operator", "observed"][i % 2],
+        )
+    files = SnapshotFiles(settings.data_dir / "snapshots", 1)
+    save(engine, files, load_snapshot(engine=engine, namespace=NS))
+    snap = SnapshotCache(engine=engine, files=files).get(NS)
+    assert snap.from_file and len(snap.entries) == 12
+    atoms = [a for e in snap.entries.values() if e.filed and e.filed[0] == "eq" for a in e.filed[1]]
+    assert len(atoms) == 24 and _distinct(atoms) == len(set(atoms)) == 5
+    assert _distinct(e.confidence for e in snap.entries.values()) == 2
+    assert _distinct(e.trust for e in snap.entries.values()) == len(
+        {e.trust for e in snap.entries.values()}
+    )
