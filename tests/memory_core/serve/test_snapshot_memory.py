@@ -3,7 +3,13 @@ the C heap's free pages handed back after a load, values the cards share held on
 
 from __future__ import annotations
 
+import sys
+import uuid
+from dataclasses import replace
+
 import memory_core.serve.snapshot_build as snapshot_build
+from memory_core.models.columns import utcnow
+from memory_core.serve.entry import Entry
 from memory_core.serve.snapshot import load_snapshot
 from memory_core.serve.snapshot_cache import SnapshotCache
 from memory_core.serve.snapshot_restore import SnapshotFiles, save
@@ -59,3 +65,15 @@ def test_a_restored_file_holds_equal_atoms_weights_and_confidences_once(engine, 
     assert _distinct(e.trust for e in snap.entries.values()) == len(
         {e.trust for e in snap.entries.values()}
     )
+
+
+def test_an_entry_holds_its_flags_and_version_in_one_slot() -> None:
+    now = utcnow()
+    e = Entry(uuid.uuid4(), "experience", 0.5, now, 0, 1, (), "s", "r", False, 1.0, True, 7)
+    assert sys.getsizeof(e) <= 192  # 208 with a slot for each
+    assert (e.pinned, e.indexed, e.version) == (True, False, 7)
+    e.indexed, e.version = True, 300
+    e.pinned = False
+    assert (e.pinned, e.indexed, e.version) == (False, True, 300)
+    copy = replace(e, confidence=0.9)
+    assert (copy.pinned, copy.indexed, copy.version, copy.confidence) == (False, True, 300, 0.9)
