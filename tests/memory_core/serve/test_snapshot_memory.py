@@ -7,8 +7,12 @@ import sys
 import uuid
 from dataclasses import replace
 
+from sqlalchemy import select
+
 import memory_core.serve.snapshot_build as snapshot_build
+from memory_core.db import read_session
 from memory_core.models.columns import utcnow
+from memory_core.serve.card_rows import LoadMemo, entry_of, row_columns
 from memory_core.serve.entry import Entry
 from memory_core.serve.snapshot import load_snapshot
 from memory_core.serve.snapshot_cache import SnapshotCache
@@ -77,3 +81,16 @@ def test_an_entry_holds_its_flags_and_version_in_one_slot() -> None:
     assert (e.pinned, e.indexed, e.version) == (False, True, 300)
     copy = replace(e, confidence=0.9)
     assert (copy.pinned, copy.indexed, copy.version, copy.confidence) == (False, True, 300, 0.9)
+
+
+def test_a_load_keys_its_precondition_lists_by_the_tuples_the_cards_keep(engine) -> None:
+    for i in range(6):
+        add_card(
+            engine, namespace=NS, scenario=f"card {i}", preconditions=[f"retry_count > {i % 2}"]
+        )
+    memo = LoadMemo()
+    with read_session(engine) as session:
+        rows = session.execute(select(*row_columns())).all()
+    entries = [entry_of(r, memo) for r in rows]
+    assert _distinct(e.compiled for e in entries) == len(memo.lists) == 2
+    assert all(k is v for k, v in memo.lists.items())  # no stored text kept for the load
