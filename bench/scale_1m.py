@@ -59,6 +59,7 @@ def main() -> None:
     import psutil
 
     from memory_core import db
+    from memory_core.cel_programs import _ON_USE
     from memory_core.serve.snapshot_cache import SnapshotCache
     from memory_core.settings import Settings
 
@@ -84,10 +85,14 @@ def main() -> None:
     print(json.dumps(out), flush=True)
     mix = states(queries)
     out["plain"] = _times(snap, mix)
+    out["rss_mb_after_plain"] = round(proc.memory_info().rss / 2**20)
     out["explain"] = _times(snap, mix[:100], explain=True)
+    out["rss_mb_after_explain"] = round(proc.memory_info().rss / 2**20)
     out.update(_floor_and_brute(snap, mix))
     # preconditions compile on first use: what the queries compiled stays with the snapshot
+    # (the brute force checks every card: up to cel_programs.MAX_ON_USE programs, ~2 KB each)
     out["rss_mb_end"] = round(proc.memory_info().rss / 2**20)
+    out["programs_compiled_on_use"] = len(_ON_USE)
     out["load_end"] = os.getloadavg()
     print(json.dumps(out), flush=True)
     out_path.write_text(json.dumps(out, indent=1))
