@@ -68,16 +68,24 @@ class Entry:
         home: list[Entry] | None = None,
         _marks: int | None = None,  # as another Entry holds them (dataclasses.replace)
     ) -> None:
-        self.card_id, self.kind, self.confidence, self.seen_at = card_id, kind, confidence, seen_at
-        self.use_count, self.evidence_count, self.compiled = use_count, evidence_count, compiled
-        self.scenario, self.rest, self.broken, self.trust = scenario, rest, broken, trust
-        self.updated_at, self.filed, self.words, self.run_count = (
-            updated_at,
-            filed,
-            words,
-            run_count,
-        )
-        self.bound, self.sortkey, self.home = bound, sortkey, home
+        self.card_id = card_id
+        self.kind = kind
+        self.confidence = confidence
+        self.seen_at = seen_at
+        self.use_count = use_count
+        self.evidence_count = evidence_count
+        self.compiled = compiled
+        self.scenario = scenario
+        self.rest = rest
+        self.broken = broken
+        self.trust = trust
+        self.updated_at = updated_at
+        self.filed = filed
+        self.words = words
+        self.run_count = run_count
+        self.bound = bound
+        self.sortkey = sortkey
+        self.home = home
         if _marks is None:
             _marks = version << 2 | (_PINNED if pinned else 0) | (_INDEXED if indexed else 0)
         self._marks = _marks

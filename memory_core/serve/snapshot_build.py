@@ -17,6 +17,7 @@ from sqlalchemy.engine import Engine
 from memory_core.serve.snapshot import Snapshot
 
 _gc_lock = threading.Lock()
+_gc_holds = 0
 
 
 def _malloc_trim() -> Callable[[int], int] | None:
@@ -43,9 +44,6 @@ def trim_heap() -> bool:
         return False
     _TRIM(0)
     return True
-
-
-_gc_holds = 0
 
 
 @contextmanager
