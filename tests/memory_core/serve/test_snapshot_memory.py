@@ -3,6 +3,7 @@ the C heap's free pages handed back after a load, values the cards share held on
 
 from __future__ import annotations
 
+import random
 import sys
 import uuid
 from dataclasses import replace
@@ -12,12 +13,15 @@ from sqlalchemy import select
 import memory_core.serve.snapshot_build as snapshot_build
 from memory_core.db import read_session
 from memory_core.models.columns import utcnow
+from memory_core.preconditions import compile_all
 from memory_core.serve.card_rows import LoadMemo, entry_of, row_columns
 from memory_core.serve.entry import Entry
+from memory_core.serve.index import Stats, build, card_needs, choose, chosen_needs
 from memory_core.serve.snapshot import load_snapshot
 from memory_core.serve.snapshot_cache import SnapshotCache
 from memory_core.serve.snapshot_restore import SnapshotFiles, save
 from tests.helpers.serve import add_card
+from tests.memory_core.serve.test_serve_index import SHAPES
 
 NS = "memory"
 
@@ -94,3 +98,22 @@ def test_a_load_keys_its_precondition_lists_by_the_tuples_the_cards_keep(engine)
     entries = [entry_of(r, memo) for r in rows]
     assert _distinct(e.compiled for e in entries) == len(memo.lists) == 2
     assert all(k is v for k, v in memo.lists.items())  # no stored text kept for the load
+
+
+def test_a_loads_chosen_needs_are_what_each_card_alone_would_choose() -> None:
+    rnd = random.Random(3)
+    lists = [tuple(compile_all(SHAPES[i % len(SHAPES)](rnd))) for i in range(300)]
+    now = utcnow()
+    entries = [
+        Entry(uuid.uuid4(), "experience", 0.5, now, 0, 1, lists[rnd.randrange(300)], "s", "r")
+        for _ in range(1500)  # cards of one list share its tuple, as a load shares them
+    ]
+    alone = Stats()
+    for e in entries:
+        alone.add(card_needs(e))
+    counted = Stats()
+    picks = chosen_needs(entries, counted)
+    assert counted.atoms == alone.atoms
+    assert picks == [choose(card_needs(e), alone) for e in entries]
+    index = build(entries, counted, picks)
+    assert [e.filed for e in entries] == [index._fit(p) for p in picks]
