@@ -11,6 +11,7 @@ whose every branch needs an equality), numeric ranges, substrings (`contains`, `
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Hashable, Iterable
 from collections.abc import Set as AbstractSet
 from functools import lru_cache
@@ -243,11 +244,13 @@ def chosen_needs(entries: Iterable[Entry], stats: Stats) -> list[Need | None]:
     holes in the allocator's pools among the needs the snapshot keeps."""
     cards = list(entries)
     memo = NeedsMemo()
-    for e in cards:
-        for c in e.compiled:
-            for n in memo.of_text(c.source):
-                if n[0] == "eq":
-                    stats.atoms.update(n[1])
+    atoms = stats.atoms
+    held = Counter(c.source for e in cards for c in e.compiled)  # cards holding each text
+    for source, n_cards in held.items():
+        for n in memo.of_text(source):
+            if n[0] == "eq":
+                for a in n[1]:
+                    atoms[a] += n_cards
     chosen: dict[tuple[Any, ...], Need | None] = {}  # by the tuple its cards share
     picks: list[Need | None] = []
     for e in cards:
