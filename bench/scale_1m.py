@@ -60,6 +60,7 @@ def main() -> None:
     import psutil
 
     from memory_core import db
+    from memory_core.cel_programs import _ON_USE
     from memory_core.serve.snapshot_cache import SnapshotCache
     from memory_core.settings import Settings
 
@@ -86,16 +87,21 @@ def main() -> None:
     mix = states(queries)
     started = time.monotonic()
     out["plain"] = _times(snap, mix)
+    out["rss_mb_after_plain"] = round(proc.memory_info().rss / 2**20)
     # the first queries order the lists the background ordering (serve/warm.py) has not
     # reached yet; once it is done, new states of the same mix
     while snap.warming not in ("done", "small") and time.monotonic() - started < 300:
         time.sleep(0.1)
     out["ordered_after_s"] = round(time.monotonic() - started, 1)
     out["plain_ordered"] = _times(snap, states(queries, seed_=8))
+    out["rss_mb_after_ordered"] = round(proc.memory_info().rss / 2**20)
     out["explain"] = _times(snap, mix[:100], explain=True)
+    out["rss_mb_after_explain"] = round(proc.memory_info().rss / 2**20)
     out.update(_floor_and_brute(snap, mix))
     # preconditions compile on first use: what the queries compiled stays with the snapshot
+    # (the brute force checks every card: up to cel_programs.MAX_ON_USE programs, ~2 KB each)
     out["rss_mb_end"] = round(proc.memory_info().rss / 2**20)
+    out["programs_compiled_on_use"] = len(_ON_USE)
     out["load_end"] = os.getloadavg()
     print(json.dumps(out), flush=True)
     out_path.write_text(json.dumps(out, indent=1))

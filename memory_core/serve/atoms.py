@@ -11,13 +11,15 @@ whose every branch needs an equality), numeric ranges, substrings (`contains`, `
 from __future__ import annotations
 
 import re
-from collections.abc import Hashable
+from collections import Counter
+from collections.abc import Hashable, Iterable
 from collections.abc import Set as AbstractSet
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from memory_core.serve.entry import Entry
+    from memory_core.serve.index import Stats
 
 # (type tag, value): CEL never finds "3" equal to 3, nor true equal to 1
 AtomKey = tuple[str, Hashable]
@@ -181,12 +183,11 @@ def _only_atoms(parts: list[str]) -> list[Atom]:
 
 
 class NeedsMemo:
-    """What one load has worked out once: needs by text, a card's needs by its (shared)
-    precondition tuple, and one object per distinct need (a million cards repeat a few)."""
+    """What one load has worked out once: needs by text, and one object per distinct need (a
+    million cards repeat a few)."""
 
     def __init__(self) -> None:
         self.texts: dict[str, tuple[Need, ...]] = {}
-        self.cards: dict[int, list[Need]] = {}  # by id of the tuple, which its cards keep
         self.shared: dict[Need, Need] = {}
         self.atoms: dict[Atom, Atom] = {}
         self.has: dict[str, Need] = {}
@@ -200,21 +201,20 @@ class NeedsMemo:
             need = ("eq", tuple(self.atoms.setdefault(a, a) for a in need[1]))
         return self.shared.setdefault(need, need)
 
+    def of_text(self, source: str) -> tuple[Need, ...]:
+        """A precondition text's needs, the load's objects."""
+        if (found := self.texts.get(source)) is None:
+            found = self.texts[source] = tuple(self.one(n) for n in needs(source))
+        return found
+
 
 def card_needs(e: Entry, memo: NeedsMemo | None = None) -> list[Need]:
     """Every need of a card: its preconditions' needs, a window where a variable is bounded
-    on both sides, then each variable it reads (memo: for a whole load; do not change the
-    list, cards with the same preconditions share it)."""
-    if memo is not None and (known := memo.cards.get(id(e.compiled))) is not None:
-        return known
+    on both sides, then each variable it reads (memo: for a whole load)."""
     if memo is None:
         out: list[Need] = [n for c in e.compiled for n in needs(c.source)]
     else:
-        out = []
-        for c in e.compiled:
-            if (found := memo.texts.get(c.source)) is None:
-                found = memo.texts[c.source] = tuple(memo.one(n) for n in needs(c.source))
-            out.extend(found)
+        out = [n for c in e.compiled for n in memo.of_text(c.source)]
     lows = {n[1]: n[3] for n in out if n[0] == "range" and n[2][0] == ">"}
     for n in out:
         if n[0] == "range" and n[2][0] == "<" and n[1] in lows and lows[n[1]] <= n[3]:
@@ -230,5 +230,32 @@ def card_needs(e: Entry, memo: NeedsMemo | None = None) -> list[Need]:
         out += [("has", v) for v in sorted(variables)]
     else:  # the texts' needs are the load's objects already: only the new ones are shared
         out += [memo.has.get(v) or memo.has.setdefault(v, ("has", v)) for v in sorted(variables)]
-        memo.cards[id(e.compiled)] = out
     return out
+
+
+_NOT_YET: Need = ("not chosen yet",)
+
+
+def chosen_needs(entries: Iterable[Entry], stats: Stats) -> list[Need | None]:
+    """Each card's cheapest need (as index.choose), in the order of entries, once every
+    card's equalities are counted in stats (the cards' texts' needs: what card_needs adds
+    is no equality). Nothing is held per precondition tuple while the cards are counted: a
+    list of needs per tuple (~500k at a million cards) freed after the load left ~70 MB of
+    holes in the allocator's pools among the needs the snapshot keeps."""
+    cards = list(entries)
+    memo = NeedsMemo()
+    atoms = stats.atoms
+    held = Counter(c.source for e in cards for c in e.compiled)  # cards holding each text
+    for source, n_cards in held.items():
+        for n in memo.of_text(source):
+            if n[0] == "eq":
+                for a in n[1]:
+                    atoms[a] += n_cards
+    chosen: dict[tuple[Any, ...], Need | None] = {}  # by the tuple its cards share
+    picks: list[Need | None] = []
+    for e in cards:
+        if (need := chosen.get(e.compiled, _NOT_YET)) is _NOT_YET:
+            options = card_needs(e, memo)
+            need = chosen[e.compiled] = min(options, key=stats.cost) if options else None
+        picks.append(need)
+    return picks

@@ -44,15 +44,22 @@ def shared_compiled(source: str, variables: frozenset[str] | None = None) -> Com
     return c
 
 
+def share_float(seen: dict[float, float], value: Any) -> Any:
+    """The one float object of a load equal to value (a float is 24 bytes and cards repeat a
+    few confidences: ~30 MB at a million cards); zero (equal to -0.0) and non-floats as given."""
+    return seen.setdefault(value, value) if type(value) is float and value else value
+
+
 class LoadMemo:
     """What the cards of one load share: precondition tuples by stored list, origins' weights
-    by stored provenance."""
+    by stored provenance, equal confidences."""
 
     def __init__(self) -> None:
-        self.lists: dict[Any, tuple[CompiledPrecondition, ...]] = {}
+        self.lists: dict[tuple[CompiledPrecondition, ...], tuple[CompiledPrecondition, ...]] = {}
         self.trusts: dict[Any, float] = {}
         self.texts: dict[str, str] = {}  # steps and failure modes, often repeated
         self.compiled: dict[str, CompiledPrecondition] = {}
+        self.floats: dict[float, float] = {}
 
     def text(self, value: str) -> str:
         """The load's one string equal to value."""
@@ -62,19 +69,14 @@ class LoadMemo:
 def _compiled(stored: Any, memo: LoadMemo | None) -> tuple[CompiledPrecondition, ...]:
     """A card's precondition list (as stored: JSON text or parsed), one tuple per distinct
     list within a load; the texts compile on first use (an uncompilable one never holds)."""
-    key = stored if isinstance(stored, (str, bytes)) else tuple(stored)
-    if memo is not None and (found := memo.lists.get(key)) is not None:
-        return found
     if memo is None:
-        out = tuple(shared_compiled(p) for p in _json(stored))
-    else:  # a plain dict first: the shared one's lookups cost ~1.5 us each
-        out = tuple(
-            memo.compiled.get(p) or memo.compiled.setdefault(p, shared_compiled(p))
-            for p in _json(stored)
-        )
-    if memo is not None:
-        memo.lists[key] = out
-    return out
+        return tuple(shared_compiled(p) for p in _json(stored))
+    # a plain dict first: the shared one's lookups cost ~1.5 us each
+    get, put = memo.compiled.get, memo.compiled.setdefault
+    out = tuple([get(p) or put(p, shared_compiled(p)) for p in _json(stored)])
+    # keyed by the tuple itself, which the cards keep: keyed by the stored text, ~500k texts
+    # freed after a million cards' load left ~55 MB of holes among the cards' strings
+    return memo.lists.setdefault(out, out)
 
 
 def _trust(stored: Any, memo: LoadMemo | None) -> float:
@@ -126,7 +128,7 @@ def entry_of(r: Any, memo: LoadMemo | None = None) -> Entry:
     return Entry(
         card_id,
         sys.intern(kind),
-        confidence,
+        confidence if memo is None else share_float(memo.floats, confidence),
         last_used or updated,
         uses,
         evidence,

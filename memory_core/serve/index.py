@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from memory_core.serve.atoms import AtomKey, Need, state_key
 from memory_core.serve.atoms import NeedsMemo as NeedsMemo
 from memory_core.serve.atoms import card_needs as card_needs
+from memory_core.serve.atoms import chosen_needs as chosen_needs
 
 if TYPE_CHECKING:
     from memory_core.serve.snapshot import Entry
@@ -258,28 +259,15 @@ def _variables(e: Entry) -> set[str]:
 
 
 def build(
-    entries: Iterable[Entry], stats: Stats, options: Iterable[list[Need]] | None = None
+    entries: Iterable[Entry], stats: Stats, picks: Iterable[Need | None] | None = None
 ) -> CardIndex:
-    """An index over cards whose needs were counted in stats (options: each card's needs,
-    in the order of entries, when already known)."""
+    """An index over cards whose needs were counted in stats (picks: each card's chosen need,
+    in the order of entries, when already known: atoms.chosen_needs)."""
     index = CardIndex()
-    if options is None:
+    if picks is None:
         index._fill([(e, best_need(e, stats)) for e in entries if not e.broken])
     else:
-        chosen: dict[int, Need | None] = {}  # cards sharing a needs list share its choice
-        pairs = zip(entries, options, strict=True)
-        index._fill(
-            [
-                (
-                    e,
-                    chosen[id(o)]
-                    if id(o) in chosen
-                    else chosen.setdefault(id(o), choose(o, stats)),
-                )
-                for e, o in pairs
-                if not e.broken
-            ]
-        )
+        index._fill([(e, p) for e, p in zip(entries, picks, strict=True) if not e.broken])
     return index
 
 

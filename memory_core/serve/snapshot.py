@@ -28,7 +28,7 @@ from memory_core.serve.changes import Fingerprint, last_seq
 from memory_core.serve.entry import Entry as Entry  # the names other modules import from here
 from memory_core.serve.entry import support_of as support_of
 from memory_core.serve.entry import touched as touched
-from memory_core.serve.index import CardIndex, NeedsMemo, Stats, build, card_needs, choose
+from memory_core.serve.index import CardIndex, Stats, build, card_needs, choose, chosen_needs
 
 if TYPE_CHECKING:
     from memory_core.serve.topk import Bounds
@@ -149,11 +149,7 @@ def load_snapshot(*, engine: Engine, namespace: str) -> Snapshot:
                 entries[r.card_id] = entry_of(r, memo)
     del memo
     stats = Stats()
-    needs_memo = NeedsMemo()  # while every card's precondition tuple is alive
-    options = [card_needs(e, needs_memo) for e in entries.values()]
-    for o in options:
-        stats.add(o)
-    index = build(entries.values(), stats, options)
+    index = build(entries.values(), stats, chosen_needs(entries.values(), stats))
     for e in entries.values():
         e.indexed = not e.broken
     return Snapshot(

@@ -4,6 +4,8 @@ dropped snapshot holds broken."""
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import gc
 import threading
 import time
@@ -16,6 +18,32 @@ from memory_core.serve.snapshot import Snapshot
 
 _gc_lock = threading.Lock()
 _gc_holds = 0
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's malloc_trim (None elsewhere: musl, macOS)."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    except OSError:
+        return None
+    trim = getattr(libc, "malloc_trim", None)
+    if trim is None:
+        return None
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return trim  # type: ignore[no-any-return]
+
+
+_TRIM = _malloc_trim()
+
+
+def trim_heap() -> bool:
+    """Hand the C heap's free pages back to the system: a load frees what it read (rows,
+    parsed columns, lists of a million pointers) back to malloc, which kept them (~60-80 MB
+    of RSS at a million cards). False when the C library has no malloc_trim."""
+    if _TRIM is None:
+        return False
+    _TRIM(0)
+    return True
 
 
 @contextmanager
@@ -44,6 +72,7 @@ def timed_load(loader: Callable[..., Snapshot], engine: Engine, namespace: str) 
         # the collector's generations, a full pass no longer walks a million of them (a
         # pause of a second, every few hundred thousand allocations)
         gc.freeze()
+    trim_heap()
     snap.load_s = time.monotonic() - started
     return snap
 

@@ -53,12 +53,13 @@ def _need_json(n: Need) -> list[Any]:
     return list(n)
 
 
-def _need_of(j: list[Any]) -> Need:
-    """A need from its JSON form: tuples again, as the index and the stats key them."""
+def _need_of(j: list[Any], atoms: dict[tuple[str, AtomKey], tuple[str, AtomKey]]) -> Need:
+    """A need from its JSON form: tuples again, as the index and the stats key them; atoms:
+    one object per equality (a million cards' needs repeat ~1M of them: ~70 MB held once)."""
     kind = j[0]
     if kind == "eq":
-        atoms: list[tuple[str, AtomKey]] = [(str(v), (str(t), x)) for v, t, x in j[1]]
-        return ("eq", tuple(atoms))
+        eq = [(str(v), (str(t), x)) for v, t, x in j[1]]
+        return ("eq", tuple(atoms.setdefault(a, a) for a in eq))
     if kind == "range":
         return ("range", str(j[1]), str(j[2]), float(j[3]))
     if kind == "window":
@@ -191,6 +192,13 @@ def decode(cols: Any) -> Saved:
         if len(bytes.fromhex(ids)) * 2 != len(ids) or len(ids) != 32 * len(cols["filed"]):
             raise Rejected("the card ids do not match the columns")
         when = datetime.fromisoformat
+        # confidences and origins' weights: a few values, one float object each
+        floats: dict[float, float] = {}
+        column = {c: cols[c] for c in _COLUMNS}
+        one = floats.setdefault
+        for c in ("confidence", "trust"):  # as share_float, inline: a call per card is ~0.1 s
+            column[c] = [one(x, x) if type(x) is float and x else x for x in cols[c]]
+        one_atom: dict[tuple[str, AtomKey], tuple[str, AtomKey]] = {}
         entries: list[Entry] = []
         add = entries.append
         at = 0
@@ -201,7 +209,7 @@ def decode(cols: Any) -> Saved:
             uuid.SafeUUID.unknown,
         )
         for k, conf, seen, uses, ev, p, sc, r, tr, pin, ver, upd, runs, f in zip(
-            *(cols[c] for c in _COLUMNS), strict=True
+            *(column[c] for c in _COLUMNS), strict=True
         ):
             updated = None if upd is None else when(upd)
             # uuid.UUID(hex) without its checks of other forms (half a load's id cost): the two
@@ -221,7 +229,7 @@ def decode(cols: Any) -> Saved:
         saved = Saved(
             entries,
             cols["filed"],
-            [_need_of(j) for j in cols["needs"]],
+            [_need_of(j, one_atom) for j in cols["needs"]],
             Counter({(str(v), (str(t), x)): int(n) for v, t, x, n in cols["atoms"]}),
             {str(var): [int(p) for p in ps] for var, ps in cols["readers"].items()},
         )
