@@ -38,7 +38,8 @@ class Entry:
     # add): one attribute so that threads computing it for different epochs never mix
     # (serve/topk.py); atoms only, so the collector does not track it
     bound: tuple[int | None, float, float]
-    sortkey: float  # the bound its lists were ordered by (serve/ordered.py)
+    # minus the bound its lists hold it at (serve/list_orders.py): the lists' own key object
+    sortkey: float
     # its snapshot's `touched` list, where a change in place is reported (a list, not the
     # snapshot: no reference cycle, a dropped snapshot is freed by reference counts)
     home: list[Entry] | None

@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING, Any
 from memory_core.serve.groups import homes
 from memory_core.serve.resort import resort_step
 from memory_core.serve.snapshot import support_of
-from memory_core.serve.topk import UNBOUNDED, Bounds, base_bound, close_enough, loosens
+from memory_core.serve.topk import (
+    UNBOUNDED,
+    Bounds,
+    base_bound,
+    close_enough,
+    loosens,
+    support_bound,
+)
 
 if TYPE_CHECKING:
     from memory_core.serve.snapshot import Entry, Snapshot
@@ -24,7 +31,7 @@ def bound_of(e: Entry, b: Bounds, sup: float, spec: Callable[[int], float]) -> t
     bound = e.bound
     if bound[0] != b.serial:
         parts = (e.confidence, e.seen_at, e.use_count)
-        bound = (b.serial, base_bound(e, b, spec), sup * max(e.trust, 0.0))
+        bound = (b.serial, base_bound(e, b, spec), support_bound(sup, e.trust))
         e.bound = bound
         if (e.confidence, e.seen_at, e.use_count) != parts:  # changed meanwhile
             e.bound = (None, 0.0, 0.0)
@@ -67,8 +74,8 @@ def sorted_order(cards: list[Entry], b: Bounds, spec: Callable[[int], float]) ->
     pairs: list[tuple[float, Entry]] = []
     for e in cards:
         bound = bound_of(e, b, w.support, spec)
-        e.sortkey = bound[1] + bound[2]
-        pairs.append((-e.sortkey, e))
+        e.sortkey = key = -(bound[1] + bound[2])  # one float, shared with the list's keys
+        pairs.append((key, e))
     pairs.sort(key=lambda p: p[0])
     entries = [e for _, e in pairs]
     return entries, [k for k, _ in pairs], _most(entries, w.support_counts)
@@ -107,10 +114,10 @@ def _patch(cached: tuple[Any, ...], cards: list[Entry], b: Bounds, spec: Any) ->
     for i in added:
         e = new[i]
         bound = bound_of(e, b, b.weights.support, spec)
-        e.sortkey = bound[1] + bound[2]
-        at = bisect_right(keys, -e.sortkey)
+        e.sortkey = key = -(bound[1] + bound[2])
+        at = bisect_right(keys, key)
         entries.insert(at, e)
-        keys.insert(at, -e.sortkey)
+        keys.insert(at, key)
         if not e.broken:
             came[e.kind] = max(came.get(e.kind, 0), support_of(e, counts))
     # a card replaced by its own new version usually brings the same support back
@@ -123,7 +130,7 @@ def _patch(cached: tuple[Any, ...], cards: list[Entry], b: Bounds, spec: Any) ->
 
 def _find(entries: list[Entry], keys: list[float], e: Entry) -> int:
     """Where the card is in an ordered list (-1: not there)."""
-    old = -e.sortkey
+    old = e.sortkey
     at = bisect_left(keys, old)
     while at < len(keys) and keys[at] == old and entries[at] is not e:
         at += 1
@@ -172,5 +179,5 @@ def fold(snap: Snapshot, b: Bounds, sup: float, spec: Any, limit: int) -> None:
             keys.insert(to, new)
         snap.orders[name] = (cards, cached[1], entries, keys, most)
     for e, new in placed:
-        e.sortkey = -new
+        e.sortkey = new
     del snap.touched[:n]

@@ -65,7 +65,7 @@ def resort_step(
         else:
             got = bound(e)
             key = -(got[1] + got[2])
-        e.sortkey = -key
+        e.sortkey = key
         pairs.append((key, e))
     pairs.sort(key=itemgetter(0))
     return [e for _, e in pairs], [k for k, _ in pairs]

@@ -116,6 +116,12 @@ def close_enough(old: Bounds, new: Bounds) -> bool:
     )
 
 
+def support_bound(sup: float, trust: float) -> float:
+    """The most the support term can add to a card of this trust: sup itself (one float
+    shared by every card of full trust, not one each: 24 MB at a million cards)."""
+    return sup if trust == 1.0 else sup * max(trust, 0.0)
+
+
 def base_bound(e: Entry, b: Bounds, specificity: Callable[[int], float]) -> float:
     """The card's highest standing (times trust) at any time after b.at: retrieval's formula
     (cards/score.py) at b.at, its use count against no more uses than it has or b assumed;
@@ -150,7 +156,7 @@ def top_matches(
         bound = e.bound
         if bound[0] != b.serial:
             parts = (e.confidence, e.seen_at, e.use_count)
-            most = sup * max(e.trust, 0.0)  # support is at most 1
+            most = support_bound(sup, e.trust)  # support is at most 1
             e.bound = bound = (b.serial, base_bound(e, b, specificity), most)
             # a use or feedback changing the card meanwhile (`touched` may have run before
             # the line above): no bound this time, computed again next time
