@@ -97,31 +97,56 @@ class CardIndex:
 
     def add(self, e: Entry, need: Need | None) -> None:
         """File a card under a need (None: evaluated on every query)."""
-        need = self._fit(need)
-        e.filed = need
-        self._read_by(e)
-        if need is None:
-            self.unindexed = [*self.unindexed, e]
-        elif need[0] == "eq":
-            for var, key in need[1]:
-                by = self.eq.setdefault(var, {})
-                by[key] = [*by.get(key, ()), e]
-            self.spread += len({var for var, _ in need[1]}) > 1
-        elif need[0] == "range":
-            _, var, op, bound = need
+        self.add_many([(e, need)])
+
+    def add_many(self, filed: Iterable[tuple[Entry, Need | None]]) -> None:
+        """File cards under their needs, in order; each list they join is replaced once."""
+        joins: dict[tuple[Any, ...], list[Entry]] = {}  # a list's address: its new cards
+        ranges: dict[tuple[str, str], list[tuple[float, Entry]]] = {}
+        for e, wanted in filed:
+            need = self._fit(wanted)
+            e.filed = need
+            self._read_by(e)
+            if need is None:
+                joins.setdefault(("none",), []).append(e)
+            elif need[0] == "eq":
+                for var, key in need[1]:
+                    joins.setdefault(("eq", var, key), []).append(e)
+                self.spread += len({var for var, _ in need[1]}) > 1
+            elif need[0] == "range":
+                ranges.setdefault((need[1], need[2]), []).append((need[3], e))
+            elif need[0] == "substring":
+                joins.setdefault(("substring", need[1], need[2]), []).append(e)
+            elif need[0] == "window":
+                width, _ = self._window(need)
+                for b in _bins(width, need[2], need[3]):
+                    joins.setdefault(("window", need[1], b), []).append(e)
+            else:
+                self.has.setdefault(need[1], {})[e.card_id] = e
+        for address, cards in joins.items():
+            if address[0] == "none":
+                self.unindexed = [*self.unindexed, *cards]
+                continue
+            group, key = self._group(address)
+            group[key] = [*group.get(key, ()), *cards]
+        for (var, op), items in ranges.items():
             side = self.above if op[0] == ">" else self.below
             bounds, cards = side.get(var, ([], []))
-            at = bisect_right(bounds, bound)
-            side[var] = ([*bounds[:at], bound, *bounds[at:]], [*cards[:at], e, *cards[at:]])
-        elif need[0] == "substring":
-            by_text = self.substring.setdefault(need[1], {})
-            by_text[need[2]] = [*by_text.get(need[2], ()), e]
-        elif need[0] == "window":
-            width, bins = self._window(need)
-            for b in _bins(width, need[2], need[3]):
-                bins[b] = [*bins.get(b, ()), e]
-        else:
-            self.has.setdefault(need[1], {})[e.card_id] = e
+            bounds, cards = list(bounds), list(cards)  # copies: readers keep the old ones
+            for bound, e in items:
+                at = bisect_right(bounds, bound)
+                bounds.insert(at, bound)
+                cards.insert(at, e)
+            side[var] = (bounds, cards)
+
+    def _group(self, address: tuple[Any, ...]) -> tuple[dict[Any, list[Entry]], Any]:
+        """The dict holding a list of cards, and its key there."""
+        kind = address[0]
+        if kind == "eq":
+            return self.eq.setdefault(address[1], {}), address[2]
+        if kind == "substring":
+            return self.substring.setdefault(address[1], {}), address[2]
+        return self.windows[address[1]][1], address[2]
 
     def _read_by(self, e: Entry) -> None:
         for c in e.compiled:
@@ -165,30 +190,45 @@ class CardIndex:
 
     def remove(self, e: Entry) -> None:
         """Take a card out of the list it was filed in."""
-        need = e.filed
-        for var in _variables(e):
-            _drop(self.readers.get(var), e)
-        if need is None:
-            self.unindexed = [x for x in self.unindexed if x is not e]
-        elif need[0] == "eq":
-            for var, key in need[1]:
-                by = self.eq.get(var, {})
-                by[key] = [x for x in by.get(key, ()) if x is not e]
-            self.spread -= len({var for var, _ in need[1]}) > 1
-        elif need[0] == "range":
-            side = self.above if need[2][0] == ">" else self.below
-            bounds, cards = side.get(need[1], ([], []))
-            keep = [i for i, x in enumerate(cards) if x is not e]
-            side[need[1]] = ([bounds[i] for i in keep], [cards[i] for i in keep])
-        elif need[0] == "substring":
-            by_text = self.substring.get(need[1], {})
-            by_text[need[2]] = [x for x in by_text.get(need[2], ()) if x is not e]
-        elif need[0] == "window":
-            width, bins = self._window(need)
-            for b in _bins(width, need[2], need[3]):
-                bins[b] = [x for x in bins.get(b, ()) if x is not e]
-        else:
-            _drop(self.has.get(need[1]), e)
+        self.remove_many([e])
+
+    def remove_many(self, gone: Iterable[Entry]) -> None:
+        """Take cards out of the lists they were filed in; each list is replaced once (a card
+        at a time copied a list of thousands per card: most of a feed catch-up's time)."""
+        leaves: dict[tuple[Any, ...], list[Entry]] = {}
+        for e in gone:
+            need = e.filed
+            for var in _variables(e):
+                _drop(self.readers.get(var), e)
+            if need is None:
+                leaves.setdefault(("none",), []).append(e)
+            elif need[0] == "eq":
+                for var, key in need[1]:
+                    leaves.setdefault(("eq", var, key), []).append(e)
+                self.spread -= len({var for var, _ in need[1]}) > 1
+            elif need[0] == "range":
+                leaves.setdefault(("range", need[1], need[2][0] == ">"), []).append(e)
+            elif need[0] == "substring":
+                leaves.setdefault(("substring", need[1], need[2]), []).append(e)
+            elif need[0] == "window":
+                width, _ = self._window(need)
+                for b in _bins(width, need[2], need[3]):
+                    leaves.setdefault(("window", need[1], b), []).append(e)
+            else:
+                _drop(self.has.get(need[1]), e)
+        for address, cards in leaves.items():
+            if address[0] == "none":
+                self.unindexed = _without(self.unindexed, cards)
+            elif address[0] == "range":
+                side = self.above if address[2] else self.below
+                bounds, listed = side.get(address[1], ([], []))
+                bounds, listed = list(bounds), list(listed)
+                for at in sorted(_places(listed, cards), reverse=True):
+                    del bounds[at], listed[at]
+                side[address[1]] = (bounds, listed)
+            else:
+                group, key = self._group(address)
+                group[key] = _without(group.get(key, []), cards)
 
     def candidates(self, state: Mapping[str, Any]) -> list[Entry]:
         """Cards filed under a need the (normalised) state satisfies, plus the unindexed."""
@@ -247,6 +287,27 @@ def some(group: dict[Any, Any] | None, limit: int | None = None) -> list[Any]:
         except RuntimeError:  # changed size during iteration
             continue
     return []
+
+
+def _places(cards: list[Entry], gone: list[Entry]) -> list[int]:
+    """Where these cards are in the list, found by identity at C speed (a Python loop over
+    the list was most of a feed catch-up, and list.index would call Entry's __eq__)."""
+    ids = list(map(id, cards))
+    out = []
+    for e in gone:
+        try:
+            out.append(ids.index(id(e)))
+        except ValueError:  # not there (never filed there): nothing to take out
+            continue
+    return out
+
+
+def _without(cards: list[Entry], gone: list[Entry]) -> list[Entry]:
+    """A copy of the list without these cards (readers keep the old list)."""
+    kept = list(cards)
+    for at in sorted(_places(kept, gone), reverse=True):
+        del kept[at]
+    return kept
 
 
 def _drop(group: dict[uuid.UUID, Entry] | None, e: Entry) -> None:

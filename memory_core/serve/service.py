@@ -66,6 +66,7 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
             engine=engine,
             refresh_s=settings.serve.snapshot_refresh_s,
             max_cards=settings.serve.max_cached_cards,
+            poll=True,
         )
         self.uses = UseRecorder(engine=engine, flush_s=settings.serve.use_flush_s)
         self.keys = KeyRing(engine=engine, cache_s=settings.serve.key_cache_s)
@@ -79,8 +80,9 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
         self.uses.start()
 
     def close(self) -> None:
-        """Write pending uses and stop."""
+        """Write pending uses and stop (the feed's thread too)."""
         self.uses.close()
+        self.snapshots.close()
 
     def authenticate(self, secret: str | None) -> Principal:
         """The caller behind a key (Unauthorized when there is none)."""

@@ -31,6 +31,7 @@ from memory_core.serve.entry import touched as touched
 from memory_core.serve.index import CardIndex, Stats, build, card_needs, choose, chosen_needs
 
 if TYPE_CHECKING:
+    from memory_core.serve.atoms import Need
     from memory_core.serve.topk import Bounds
 
 
@@ -79,6 +80,7 @@ class Snapshot:
     # since (uses, feedback): their places are moved in batches
     orders: dict[Any, Any] = field(default_factory=dict)
     orders_epoch: Bounds | None = None
+    kept: dict[int, Bounds] = field(default_factory=dict)  # epochs whose card bounds still do
     resorts: dict[Any, Any] = field(default_factory=dict)  # lists being ordered anew, in steps
     touched: list[Entry] = field(default_factory=list)
     order_lock: threading.Lock = field(default_factory=threading.Lock)  # orders and touched
@@ -99,27 +101,38 @@ class Snapshot:
         return self.index.candidates(state)
 
     def apply(self, changed: Iterable[uuid.UUID], rows: Sequence[Any]) -> None:
-        """Replace, add or drop the changed cards (rows: those still active). Hold `lock`."""
+        """Replace, add or drop the changed cards (rows: those still active). Hold `lock`.
+        The index lists they leave and join are each replaced once for the whole batch."""
         fresh = {r.card_id: r for r in rows}
+        gone: list[Entry] = []
+        filed: list[tuple[Entry, Need | None]] = []
         for cid in dict.fromkeys(changed):
             old = self.entries.pop(cid, None)
             if old is not None:  # its equalities no longer make a need common
                 self.stats.remove(card_needs(old))
-            if old is not None and old.indexed:
-                self.index.remove(old)
+                if old.indexed:
+                    gone.append(old)
             self.rows.pop(cid, None)
             if (r := fresh.get(cid)) is not None:
-                self._add(entry_of(r))
+                filed += self._enter(entry_of(r))
+        self.index.remove_many(gone)
+        self.index.add_many(filed)
 
     def _add(self, e: Entry) -> None:
+        self.index.add_many(self._enter(e))
+
+    def _enter(self, e: Entry) -> list[tuple[Entry, Need | None]]:
+        """Hold the card and count its needs; what to file it under (none when broken). Each
+        card chooses with the counts as the cards before it left them."""
         e.home = self.touched
         self.entries[e.card_id] = e
         options = card_needs(e)
         self.stats.add(options)
-        if not e.broken:
-            self.index.add(e, choose(options, self.stats))
-            e.indexed = True
         self.max_uses = max(self.max_uses, e.use_count)
+        if e.broken:
+            return []
+        e.indexed = True
+        return [(e, choose(options, self.stats))]
 
     def local_fingerprint(self) -> Fingerprint:
         """The fingerprint of what is served, to compare with the database's. Hold `lock`."""

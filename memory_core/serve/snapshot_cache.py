@@ -1,12 +1,13 @@
 """Snapshots per namespace, kept current from the change feed instead of being reloaded.
 
 A query applies its namespace's changes first when its snapshot was last checked more than the
-refresh interval ago (or this process wrote to the namespace since). One reader reads the feed
-for every namespace at most once per interval (serve/feed.py) and hands each its changes; a
-namespace with changes then reads its changed cards alone. A reload of the whole namespace
-happens only when the feed cannot be trusted: it was pruned past the reader's position, or the
-periodic fingerprint check (count, newest update, version sum) disagrees with what is served.
-Reloads run in a background thread.
+refresh interval ago (or this process wrote to the namespace since); a server's cache does
+that in a thread every half interval while queries come (serve/feed_poller.py). One reader
+reads the feed for every namespace at most once per interval (serve/feed.py) and hands each
+its changes; a namespace with changes then reads its changed cards alone. A reload of the
+whole namespace happens only when the feed cannot be trusted: it was pruned past the reader's
+position, or the periodic fingerprint check (count, newest update, version sum) disagrees with
+what is served. Reloads run in a background thread.
 
 Memory is bounded in cards: past `max_cards`, the least recently queried namespaces leave the
 cache (a query still holding one finishes on it; nothing refreshes or verifies it any more) and
@@ -29,6 +30,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from memory_core.db import read_session
 from memory_core.serve.changes import fingerprint, prune, rows_by_id
 from memory_core.serve.feed import FeedReader
+from memory_core.serve.feed_poller import FeedPoller
 from memory_core.serve.snapshot import Snapshot, load_snapshot
 from memory_core.serve.snapshot_build import release, timed_load
 from memory_core.serve.snapshot_restore import SnapshotFiles, cold_load, save
@@ -54,6 +56,7 @@ class SnapshotCache:
         verify_s: float = VERIFY_S,
         max_cards: int = MAX_CARDS,
         files: SnapshotFiles | None = None,
+        poll: bool = False,
     ) -> None:
         self._engine = engine
         self._refresh_s = refresh_s
@@ -76,10 +79,14 @@ class SnapshotCache:
         self.reloads = 0  # whole reloads after the first load
         self.loads = 0  # first loads, and loads again after an eviction
         self.evictions = 0  # namespaces dropped to stay within max_cards
+        # the feed read in a thread while queries come, not by them (serve/feed_poller.py)
+        self.poller = FeedPoller(self, refresh_s) if poll else None
 
     def get(self, namespace: str) -> Snapshot:
         """The namespace's snapshot: loaded now the first time, brought up to date from the
         feed when it was last checked more than the refresh interval ago."""
+        if self.poller is not None:
+            self.poller.queried()
         snap = self._snapshots.get(namespace)
         if snap is None:
             return self._load(namespace)
@@ -101,8 +108,26 @@ class SnapshotCache:
             self._background_task(namespace, self._verify)
         return snap
 
+    def catch_up_all(self, *, older_than_s: float) -> int:
+        """Bring every held snapshot last checked this long ago current (the poller's round;
+        a snapshot or feed another thread holds is left to it); how many were."""
+        done = 0
+        for snap in list(self._snapshots.values()):
+            checked = snap.checked_at
+            if time.monotonic() - checked >= older_than_s:
+                self._catch_up(snap, wait=False, feed_s=older_than_s)
+                done += snap.checked_at != checked
+        return done
+
+    def close(self) -> None:
+        """Stop the feed's thread (queries then read the feed themselves when it is due)."""
+        if self.poller is not None:
+            self.poller.close()
+
     def touch(self, namespace: str) -> None:
         """A query answered without `get` (inline): the namespace is the most recently used."""
+        if self.poller is not None:
+            self.poller.queried()
         with self._lock:
             if namespace in self._snapshots:
                 self._snapshots.move_to_end(namespace)
@@ -172,16 +197,18 @@ class SnapshotCache:
         if self.on_load is not None:
             self.on_load()
 
-    def _catch_up(self, snap: Snapshot, *, wait: bool) -> bool:
+    def _catch_up(self, snap: Snapshot, *, wait: bool, feed_s: float | None = None) -> bool:
         """Read the feed when due (or the snapshot is stale), then apply this namespace's
         changes. Without `wait`, a snapshot or feed another thread holds is served as it is.
-        True when a change was applied."""
+        True when a change was applied. feed_s: the feed is read when last read this long
+        ago (the refresh interval by default)."""
         if not snap.lock.acquire(blocking=wait):
             return False
         try:
             now = time.monotonic()
             # a stale snapshot needs a read that started after its write committed
-            if snap.stale or now - self._feed.read_at >= self._refresh_s:
+            due = self._refresh_s if feed_s is None else feed_s
+            if snap.stale or now - self._feed.read_at >= due:
                 if self._feed.lock.acquire(blocking=wait):
                     try:
                         self._read_feed()

@@ -117,3 +117,60 @@ def test_explain_keeps_a_bounded_sample_of_each_variables_readers() -> None:
     assert index.readers["retry_count"] == {}
     index.add(cards[0], None)
     assert list(index.readers["retry_count"].values()) == [cards[0]]
+
+
+def _lists(index) -> dict:
+    """Every list of the index, as card ids in order, by where it is."""
+    out: dict = {("none",): [e.card_id for e in index.unindexed]}
+    for var, by in index.eq.items():
+        out |= {("eq", var, k): [e.card_id for e in v] for k, v in by.items()}
+    for name, side in (("above", index.above), ("below", index.below)):
+        out |= {(name, var): (list(b), [e.card_id for e in c]) for var, (b, c) in side.items()}
+    for var, by in index.substring.items():
+        out |= {("sub", var, k): [e.card_id for e in v] for k, v in by.items()}
+    for var, (_, bins) in index.windows.items():
+        out |= {("win", var, k): [e.card_id for e in v] for k, v in bins.items()}
+    out |= {("has", var): sorted(d) for var, d in index.has.items()}
+    return out
+
+
+def test_a_batch_of_changes_files_as_one_at_a_time_and_leaves_old_lists_alone() -> None:
+    """A feed catch-up takes its cards out of and into each list once: the lists end as
+    taking each card out and filing it one at a time leave them, and a list a reader holds
+    is never changed in place."""
+    rnd = random.Random(21)
+    entries = [_entry(SHAPES[i % len(SHAPES)](rnd)) for i in range(400)]
+    stats = Stats()
+    for e in entries:
+        stats.add(card_needs(e))
+    batch, single = build(entries, stats), build(entries, stats)
+    held = {k: [list(v[0]), list(v[1])] if k[0] in ("above", "below") else list(v)
+            for k, v in _lists(batch).items()}  # fmt: skip
+    # what readers hold: the list objects themselves, and copies of what they held
+    objects = [v for by in batch.eq.values() for v in by.values()]
+    objects += [cards for _, cards in batch.above.values()] + [batch.unindexed]
+    objects += [v for _, bins in batch.windows.values() for v in bins.values()]
+    copies = [list(v) for v in objects]
+    gone = rnd.sample(entries, 150)
+    new = [_entry(SHAPES[rnd.randrange(len(SHAPES))](rnd)) for _ in range(120)]
+    for e in new:
+        stats.add(card_needs(e))
+    filed = [(e, min(card_needs(e), key=stats.cost, default=None)) for e in new + gone[:30]]
+    batch.remove_many(gone)
+    batch.add_many(filed)
+    for e in gone:
+        single.remove(e)
+    for e, need in filed:
+        single.add(e, need)
+    assert _lists(batch) == _lists(single)
+    assert _lists(batch) != held  # it did change
+    # the lists held before are untouched: every change replaced them
+    assert [list(v) for v in objects] == copies
+    live = {e.card_id: e for e in entries if e not in gone} | {e.card_id: e for e, _ in filed}
+    for lat in (0, 120, 480, 960, 5000):
+        norm = {"tool": "t1", "last_tool": "t2", "retry_count": 2, "latency_ms": lat}
+        norm["last_error"] = "e3"
+        ctx, keys = make_context(norm), frozenset(norm)
+        found = {e.card_id for e in batch.candidates(norm)}
+        assert found <= set(live)
+        assert {c for c, e in live.items() if holds(e.compiled, ctx, keys)} <= found

@@ -1,0 +1,113 @@
+"""The change feed read in a thread while queries come (serve/feed_poller.py): a change is
+applied between queries, not by the next one; the thread stops when the cache is idle, closed
+or gone, and an outage is logged once and caught up after."""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import time
+
+import pytest
+
+from memory_core.serve import feed_poller
+from memory_core.serve.snapshot_cache import SnapshotCache
+from tests.helpers.serve import add_card
+from tests.memory_core.serve.test_serve_snapshot import _edit, _served
+
+
+def _until(check, timeout_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.02)
+    return check()
+
+
+def test_a_change_is_applied_between_queries_not_by_the_next_one(engine) -> None:
+    a = add_card(engine, namespace="p", scenario="a", preconditions=['tool == "t"'])
+    add_card(engine, namespace="p", scenario="b", preconditions=['tool == "t"'])
+    cache = SnapshotCache(engine=engine, refresh_s=0.2, poll=True)
+    try:
+        assert _served(cache, "p", {"tool": "t"}) == {"a", "b"}
+        snap = cache.get("p")
+        _edit(engine, a.card_id, status="archived")
+        # no query meanwhile: the thread reads the feed and applies the change
+        assert _until(lambda: a.card_id not in snap.entries)
+        applied = cache.applied
+        assert _served(cache, "p", {"tool": "t"}) == {"b"}
+        assert cache.applied == applied  # the query found it done
+        assert cache.poller is not None and cache.poller.rounds > 0
+    finally:
+        cache.close()
+
+
+def test_the_thread_stops_when_idle_and_when_closed(engine, monkeypatch) -> None:
+    monkeypatch.setattr(feed_poller, "IDLE_S", 0.3)
+    add_card(engine, namespace="p", scenario="a", preconditions=['tool == "t"'])
+    cache = SnapshotCache(engine=engine, refresh_s=0.1, poll=True)
+    poller = cache.poller
+    assert poller is not None
+    _served(cache, "p", {"tool": "t"})
+    assert poller._thread is not None
+    assert _until(lambda: poller._thread is None)  # idle: stopped
+    a2 = add_card(engine, namespace="p", scenario="a2", preconditions=['tool == "t"'])
+    time.sleep(0.15)  # past the refresh interval: the next query catches up itself
+    assert _served(cache, "p", {"tool": "t"}) == {"a", "a2"}
+    assert poller._thread is not None  # and started it again
+    cache.close()
+    assert poller._thread is None
+    _served(cache, "p", {"tool": "t"})
+    assert poller._thread is None  # closed stays closed
+    assert a2.card_id in cache.get("p").entries
+
+
+def test_a_cache_nobody_holds_takes_its_thread_with_it(engine) -> None:
+    add_card(engine, namespace="p", scenario="a", preconditions=['tool == "t"'])
+    cache = SnapshotCache(engine=engine, refresh_s=0.1, poll=True)
+    _served(cache, "p", {"tool": "t"})
+    thread = cache.poller._thread  # type: ignore[union-attr]
+    assert thread is not None and thread.is_alive()
+    del cache
+    gc.collect()
+    thread.join(timeout=5)
+    assert not thread.is_alive()
+
+
+def test_an_outage_is_logged_once_and_caught_up_after(engine, tmp_path, caplog) -> None:
+    if engine.dialect.name != "sqlite":
+        pytest.skip("the outage is made by moving the SQLite file away")
+    a = add_card(engine, namespace="p", scenario="a", preconditions=['tool == "t"'])
+    cache = SnapshotCache(engine=engine, refresh_s=0.1, poll=True)
+    poller = cache.poller
+    assert poller is not None
+    try:
+        assert _served(cache, "p", {"tool": "t"}) == {"a"}
+        snap = cache.get("p")
+        _edit(engine, a.card_id, status="archived")
+        path = str(engine.url.database)
+        engine.dispose()
+        files = [f for f in (path, path + "-wal", path + "-shm") if os.path.exists(f)]
+        with caplog.at_level(logging.WARNING, logger=feed_poller.__name__):
+            for f in files:
+                os.rename(f, tmp_path / os.path.basename(f))
+            try:
+                for _ in range(8):  # queries keep coming, served as held; several rounds fail
+                    assert _served(cache, "p", {"tool": "t"}) == {"a"}
+                    time.sleep(0.06)
+            finally:
+                engine.dispose()
+                for f in (path, path + "-wal", path + "-shm"):
+                    if os.path.exists(f):
+                        os.remove(f)
+                for f in files:
+                    os.replace(tmp_path / os.path.basename(f), f)
+        warned = [r for r in caplog.records if r.name == feed_poller.__name__]
+        assert len(warned) == 1, [r.getMessage() for r in warned]
+        assert poller._thread is not None  # still running
+        _served(cache, "p", {"tool": "t"})
+        assert _until(lambda: a.card_id not in snap.entries)  # caught up: nothing lost
+    finally:
+        cache.close()
