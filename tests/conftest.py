@@ -17,6 +17,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import SQLModel
 
 from memory_core import db
+from memory_core.serve import feed_poller
 from memory_core.settings import Settings
 from tests.helpers import fake_model
 from tests.helpers.scripted_llm import ScriptedLLM
@@ -33,6 +34,15 @@ PG_ADMIN = os.environ.get(
 
 def _plain(url: str) -> str:
     return url.replace("postgresql+psycopg://", "postgresql://")
+
+
+@pytest.fixture(autouse=True)
+def _no_feed_pollers_left() -> Iterator[None]:
+    """A test's caches stop reading the change feed when it ends: a thread left polling the
+    shared PostgreSQL database would see the next test's rows deleted as a pruned feed and
+    reload in the middle of it."""
+    yield
+    feed_poller.close_all()
 
 
 @pytest.fixture(scope="session")

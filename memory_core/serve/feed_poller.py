@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 IDLE_S = 60.0  # no query this long: the thread ends
+_LIVE: weakref.WeakSet[FeedPoller] = weakref.WeakSet()  # every poller not collected yet
 
 
 class FeedPoller:
@@ -39,6 +40,7 @@ class FeedPoller:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        _LIVE.add(self)
 
     def queried(self) -> None:
         """A query came: note it, and start the thread when it is not running."""
@@ -78,3 +80,9 @@ class FeedPoller:
         finally:
             with self._lock:
                 self._thread = None
+
+
+def close_all() -> None:
+    """Stop every poller of this process (a test's end: its caches poll nothing after it)."""
+    for poller in list(_LIVE):
+        poller.close()

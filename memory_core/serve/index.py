@@ -21,17 +21,17 @@ from memory_core.serve.atoms import AtomKey, Need, state_key
 from memory_core.serve.atoms import NeedsMemo as NeedsMemo
 from memory_core.serve.atoms import card_needs as card_needs
 from memory_core.serve.atoms import chosen_needs as chosen_needs
+from memory_core.serve.index_changes import _bins as _bins
+from memory_core.serve.index_changes import add_many, remove_many
 
 if TYPE_CHECKING:
     from memory_core.serve.snapshot import Entry
 
 
+# a named list replaced by a batch of changes: (the new list, the old, cards gone, cards added)
+Replaced = tuple[list["Entry"], list["Entry"], list["Entry"], list["Entry"]]
 MAX_BINS = 64  # a window wider than this many bins is filed as a one-sided range
 READERS_KEPT = 512  # cards kept per variable for explain's sample (it asks for 256)
-
-
-def _bins(width: float, lo: float, hi: float) -> range:
-    return range(math.floor(lo / width), math.floor(hi / width) + 1)
 
 
 class Stats:
@@ -85,6 +85,14 @@ class CardIndex:
         # them, not all (a dict entry per card and variable was ~75 MB at a million cards)
         self.readers: dict[str, dict[uuid.UUID, Entry]] = {}
         self.spread = 0  # cards filed under equalities of several variables (may repeat)
+        # the named lists the last batch of changes replaced, by id of the new list: (new, old,
+        # cards gone, cards added), so that an order of the old list is patched with what
+        # changed rather than by comparing the two whole lists (serve/list_orders.py)
+        self.replaced: dict[int, Replaced] = {}
+
+    def new_batch(self) -> None:
+        """Forget the lists earlier changes replaced (kept for one batch of changes)."""
+        self.replaced = {}
 
     def _fit(self, need: Need | None) -> Need | None:
         """A window too wide for its variable's bins becomes its lower bound (also needed)."""
@@ -97,56 +105,7 @@ class CardIndex:
 
     def add(self, e: Entry, need: Need | None) -> None:
         """File a card under a need (None: evaluated on every query)."""
-        self.add_many([(e, need)])
-
-    def add_many(self, filed: Iterable[tuple[Entry, Need | None]]) -> None:
-        """File cards under their needs, in order; each list they join is replaced once."""
-        joins: dict[tuple[Any, ...], list[Entry]] = {}  # a list's address: its new cards
-        ranges: dict[tuple[str, str], list[tuple[float, Entry]]] = {}
-        for e, wanted in filed:
-            need = self._fit(wanted)
-            e.filed = need
-            self._read_by(e)
-            if need is None:
-                joins.setdefault(("none",), []).append(e)
-            elif need[0] == "eq":
-                for var, key in need[1]:
-                    joins.setdefault(("eq", var, key), []).append(e)
-                self.spread += len({var for var, _ in need[1]}) > 1
-            elif need[0] == "range":
-                ranges.setdefault((need[1], need[2]), []).append((need[3], e))
-            elif need[0] == "substring":
-                joins.setdefault(("substring", need[1], need[2]), []).append(e)
-            elif need[0] == "window":
-                width, _ = self._window(need)
-                for b in _bins(width, need[2], need[3]):
-                    joins.setdefault(("window", need[1], b), []).append(e)
-            else:
-                self.has.setdefault(need[1], {})[e.card_id] = e
-        for address, cards in joins.items():
-            if address[0] == "none":
-                self.unindexed = [*self.unindexed, *cards]
-                continue
-            group, key = self._group(address)
-            group[key] = [*group.get(key, ()), *cards]
-        for (var, op), items in ranges.items():
-            side = self.above if op[0] == ">" else self.below
-            bounds, cards = side.get(var, ([], []))
-            bounds, cards = list(bounds), list(cards)  # copies: readers keep the old ones
-            for bound, e in items:
-                at = bisect_right(bounds, bound)
-                bounds.insert(at, bound)
-                cards.insert(at, e)
-            side[var] = (bounds, cards)
-
-    def _group(self, address: tuple[Any, ...]) -> tuple[dict[Any, list[Entry]], Any]:
-        """The dict holding a list of cards, and its key there."""
-        kind = address[0]
-        if kind == "eq":
-            return self.eq.setdefault(address[1], {}), address[2]
-        if kind == "substring":
-            return self.substring.setdefault(address[1], {}), address[2]
-        return self.windows[address[1]][1], address[2]
+        add_many(self, [(e, need)])
 
     def _read_by(self, e: Entry) -> None:
         for c in e.compiled:
@@ -190,45 +149,15 @@ class CardIndex:
 
     def remove(self, e: Entry) -> None:
         """Take a card out of the list it was filed in."""
-        self.remove_many([e])
+        remove_many(self, [e])
 
     def remove_many(self, gone: Iterable[Entry]) -> None:
-        """Take cards out of the lists they were filed in; each list is replaced once (a card
-        at a time copied a list of thousands per card: most of a feed catch-up's time)."""
-        leaves: dict[tuple[Any, ...], list[Entry]] = {}
-        for e in gone:
-            need = e.filed
-            for var in _variables(e):
-                _drop(self.readers.get(var), e)
-            if need is None:
-                leaves.setdefault(("none",), []).append(e)
-            elif need[0] == "eq":
-                for var, key in need[1]:
-                    leaves.setdefault(("eq", var, key), []).append(e)
-                self.spread -= len({var for var, _ in need[1]}) > 1
-            elif need[0] == "range":
-                leaves.setdefault(("range", need[1], need[2][0] == ">"), []).append(e)
-            elif need[0] == "substring":
-                leaves.setdefault(("substring", need[1], need[2]), []).append(e)
-            elif need[0] == "window":
-                width, _ = self._window(need)
-                for b in _bins(width, need[2], need[3]):
-                    leaves.setdefault(("window", need[1], b), []).append(e)
-            else:
-                _drop(self.has.get(need[1]), e)
-        for address, cards in leaves.items():
-            if address[0] == "none":
-                self.unindexed = _without(self.unindexed, cards)
-            elif address[0] == "range":
-                side = self.above if address[2] else self.below
-                bounds, listed = side.get(address[1], ([], []))
-                bounds, listed = list(bounds), list(listed)
-                for at in sorted(_places(listed, cards), reverse=True):
-                    del bounds[at], listed[at]
-                side[address[1]] = (bounds, listed)
-            else:
-                group, key = self._group(address)
-                group[key] = _without(group.get(key, []), cards)
+        """Take cards out of the lists they were filed in (serve/index_changes.py)."""
+        remove_many(self, gone)
+
+    def add_many(self, filed: Iterable[tuple[Entry, Need | None]]) -> None:
+        """File cards under their needs, in order (serve/index_changes.py)."""
+        add_many(self, filed)
 
     def candidates(self, state: Mapping[str, Any]) -> list[Entry]:
         """Cards filed under a need the (normalised) state satisfies, plus the unindexed."""
@@ -287,36 +216,6 @@ def some(group: dict[Any, Any] | None, limit: int | None = None) -> list[Any]:
         except RuntimeError:  # changed size during iteration
             continue
     return []
-
-
-def _places(cards: list[Entry], gone: list[Entry]) -> list[int]:
-    """Where these cards are in the list, found by identity at C speed (a Python loop over
-    the list was most of a feed catch-up, and list.index would call Entry's __eq__)."""
-    ids = list(map(id, cards))
-    out = []
-    for e in gone:
-        try:
-            out.append(ids.index(id(e)))
-        except ValueError:  # not there (never filed there): nothing to take out
-            continue
-    return out
-
-
-def _without(cards: list[Entry], gone: list[Entry]) -> list[Entry]:
-    """A copy of the list without these cards (readers keep the old list)."""
-    kept = list(cards)
-    for at in sorted(_places(kept, gone), reverse=True):
-        del kept[at]
-    return kept
-
-
-def _drop(group: dict[uuid.UUID, Entry] | None, e: Entry) -> None:
-    if group is not None and group.get(e.card_id) is e:
-        del group[e.card_id]
-
-
-def _variables(e: Entry) -> set[str]:
-    return {v for c in e.compiled for v in c.variables}
 
 
 def build(

@@ -21,6 +21,7 @@ from memory_core.serve.topk import (
 )
 
 if TYPE_CHECKING:
+    from memory_core.serve.index import Replaced
     from memory_core.serve.snapshot import Entry, Snapshot
 
 # cards and their negated keys, ascending; the most support of each kind among them
@@ -49,7 +50,7 @@ def order_of(
     cached = snap.orders.get(name)
     if cached is not None and (cached[1] is b or loosens(cached[1], b)):
         order: Order | None = (cached[2], cached[3], cached[4])
-        if cached[0] is not cards and (order := _patch(cached, cards, b, spec)) is not None:
+        if cached[0] is not cards and (order := _patch(snap, cached, cards, b, spec)) is not None:
             snap.orders[name] = cached = (cards, cached[1], *order)
         if order is not None:
             if cached[1] is b or close_enough(cached[1], b):
@@ -92,27 +93,33 @@ def _most(entries: list[Entry], counts: str) -> dict[str, int]:
 PATCH = 16  # a list with more cards changed than this is sorted again
 
 
-def _patch(cached: tuple[Any, ...], cards: list[Entry], b: Bounds, spec: Any) -> Order | None:
-    # the differences by identity at C speed: the lists run to thousands of cards, and a
-    # fold patches every list a changed card left (a loop over each was most of a slow query)
-    old = dict(zip(map(id, cached[2]), cached[2], strict=True))
-    new = dict(zip(map(id, cards), cards, strict=True))
-    gone, added = old.keys() - new.keys(), new.keys() - old.keys()
+def _patch(
+    snap: Snapshot, cached: tuple[Any, ...], cards: list[Entry], b: Bounds, spec: Any
+) -> Order | None:
+    changed = _changes(snap.index.replaced, cached[0], cards)
+    if changed is None:
+        # the differences by identity at C speed: the lists run to thousands of cards, and a
+        # fold patches every list a changed card left (a loop over each was most of a slow query)
+        old = dict(zip(map(id, cached[2]), cached[2], strict=True))
+        new = dict(zip(map(id, cards), cards, strict=True))
+        changed = (
+            [old[i] for i in old.keys() - new.keys()],
+            [new[i] for i in new.keys() - old.keys()],
+        )
+    gone, added = changed
     if len(gone) + len(added) > PATCH:
         return None
     entries, keys = list(cached[2]), list(cached[3])
     counts = b.weights.support_counts
     most = dict(cached[4])
     lost: set[str] = set()  # kinds whose most-supported card left: recounted unless matched
-    for i in gone:
-        e = old[i]
+    for e in gone:
         if (at := _find(entries, keys, e)) >= 0:
             del entries[at], keys[at]
         if not e.broken and support_of(e, counts) >= most.get(e.kind, 0):
             lost.add(e.kind)
     came: dict[str, int] = {}
-    for i in added:
-        e = new[i]
+    for e in added:
         bound = bound_of(e, b, b.weights.support, spec)
         e.sortkey = key = -(bound[1] + bound[2])
         at = bisect_right(keys, key)
@@ -126,6 +133,30 @@ def _patch(cached: tuple[Any, ...], cards: list[Entry], b: Bounds, spec: Any) ->
     for k, n in came.items():
         most[k] = max(most.get(k, 0), n) if k not in lost else n
     return entries, keys, most
+
+
+def _changes(
+    replaced: dict[int, Replaced], old: list[Entry], cards: list[Entry]
+) -> tuple[list[Entry], list[Entry]] | None:
+    """The cards gone from and added to the old list to make this one, from the replacements
+    the last batch of changes recorded (None: not all there; the lists are then compared)."""
+    steps: list[Replaced] = []
+    at = cards
+    while at is not old:
+        step = replaced.get(id(at))
+        if step is None or step[0] is not at or len(steps) > 8:
+            return None
+        steps.append(step)
+        at = step[1]
+    added: dict[int, Entry] = {}
+    gone: list[Entry] = []
+    for _, _, left, came in reversed(steps):  # oldest first: a card may come and go again
+        for e in left:
+            if added.pop(id(e), None) is None:
+                gone.append(e)
+        for e in came:
+            added[id(e)] = e
+    return gone, list(added.values())
 
 
 def _find(entries: list[Entry], keys: list[float], e: Entry) -> int:
@@ -163,7 +194,7 @@ def fold(snap: Snapshot, b: Bounds, sup: float, spec: Any, limit: int) -> None:
             continue
         if cached[0] is cards:
             entries, keys, most = list(cached[2]), list(cached[3]), cached[4]
-        elif (patched := _patch(cached, cards, b, spec)) is not None:
+        elif (patched := _patch(snap, cached, cards, b, spec)) is not None:
             entries, keys, most = patched  # the list changed since: brought up to date first
         else:
             snap.orders.pop(name, None)

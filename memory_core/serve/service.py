@@ -4,6 +4,7 @@ principal, checks its scope, and works only inside the principal's namespace."""
 from __future__ import annotations
 
 import itertools
+import logging
 import time
 import uuid
 from collections.abc import Sequence
@@ -13,6 +14,7 @@ from typing import Any
 from pydantic import TypeAdapter
 from sqlalchemy import bindparam, select, text
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, col
 
 from memory_core.cards.query import to_public
@@ -48,6 +50,7 @@ from memory_core.serve.uses import UseRecorder, use_context
 from memory_core.serve.writes import WriteOperations
 from memory_core.settings import Settings
 
+log = logging.getLogger(__name__)
 ROW_CACHE = 50_000  # served rows kept per snapshot (about 1 KB each)
 _PRE_CALL = frozenset({"tool", "args"})
 _DATETIME = TypeAdapter(datetime)
@@ -68,6 +71,7 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
             max_cards=settings.serve.max_cached_cards,
             poll=True,
         )
+        self.snapshots.on_change = self._refill_rows
         self.uses = UseRecorder(engine=engine, flush_s=settings.serve.use_flush_s)
         self.keys = KeyRing(engine=engine, cache_s=settings.serve.key_cache_s)
         self.inline = InlineGate(
@@ -240,19 +244,37 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
         cached = snap.rows
         missing = [cid for cid in ids if cid not in cached]
         if missing:
-            for cid, card in self._active_rows(snap.namespace, missing).items():
-                public = to_public(card, rules=self.settings.decay.effects)
-                last = public.last_used_at
-                cached[cid] = served_row(
-                    public.model_dump_json(exclude=set(USE_FIELDS)).encode(),
-                    public.use_count,
-                    None if last is None else _DATETIME.dump_python(last, mode="json"),
-                    public.decay_tier,
-                )
+            cached.update(self._public_rows(snap.namespace, missing))
             if len(cached) > ROW_CACHE:  # drop the oldest half
                 for cid in list(itertools.islice(cached, len(cached) // 2)):
                     cached.pop(cid, None)
         return {cid: cached[cid] for cid in ids if cid in cached}
+
+    def _refill_rows(self, snap: Snapshot, ids: list[uuid.UUID]) -> None:
+        """Served rows a feed catch-up dropped (their cards changed), read again in the feed's
+        thread: a hot card changed by feedback is not read by the query that next serves it.
+        A row a query put there meanwhile (with its use) is kept."""
+        try:
+            rows = self._public_rows(snap.namespace, ids)
+        except SQLAlchemyError as exc:  # read on its next serve, as any row not held
+            log.warning("served rows of %d changed cards not read again: %s", len(ids), exc)
+            return
+        for cid, row in rows.items():
+            snap.rows.setdefault(cid, row)
+
+    def _public_rows(self, namespace: str, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, ServedRow]:
+        """The cards' public rows as served, from the database (active ones only)."""
+        out = {}
+        for cid, card in self._active_rows(namespace, ids).items():
+            public = to_public(card, rules=self.settings.decay.effects)
+            last = public.last_used_at
+            out[cid] = served_row(
+                public.model_dump_json(exclude=set(USE_FIELDS)).encode(),
+                public.use_count,
+                None if last is None else _DATETIME.dump_python(last, mode="json"),
+                public.decay_tier,
+            )
+        return out
 
     def _active_rows(self, namespace: str, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Card]:
         if not ids:

@@ -100,10 +100,13 @@ class Snapshot:
         """Cards filed under a need the (normalised) state satisfies."""
         return self.index.candidates(state)
 
-    def apply(self, changed: Iterable[uuid.UUID], rows: Sequence[Any]) -> None:
-        """Replace, add or drop the changed cards (rows: those still active). Hold `lock`.
-        The index lists they leave and join are each replaced once for the whole batch."""
+    def apply(self, changed: Iterable[uuid.UUID], rows: Sequence[Any]) -> list[uuid.UUID]:
+        """Replace, add or drop the changed cards (rows: those still active); the ids whose
+        served rows were dropped. Hold `lock`. The index lists they leave and join are each
+        replaced once for the whole batch."""
         fresh = {r.card_id: r for r in rows}
+        self.index.new_batch()
+        dropped: list[uuid.UUID] = []
         gone: list[Entry] = []
         filed: list[tuple[Entry, Need | None]] = []
         for cid in dict.fromkeys(changed):
@@ -112,11 +115,13 @@ class Snapshot:
                 self.stats.remove(card_needs(old))
                 if old.indexed:
                     gone.append(old)
-            self.rows.pop(cid, None)
+            if self.rows.pop(cid, None) is not None:
+                dropped.append(cid)
             if (r := fresh.get(cid)) is not None:
                 filed += self._enter(entry_of(r))
         self.index.remove_many(gone)
         self.index.add_many(filed)
+        return dropped
 
     def _add(self, e: Entry) -> None:
         self.index.add_many(self._enter(e))

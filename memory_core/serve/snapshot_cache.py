@@ -75,6 +75,8 @@ class SnapshotCache:
         self._pending: dict[str, dict[uuid.UUID, int]] = {}  # changes handed out, not applied
         self._must_reload: set[str] = set()  # held when the feed was pruned past the reader
         self.on_load: Callable[[], None] | None = None  # after a snapshot was loaded
+        # the poller's catch-ups: given the cards whose served rows they dropped
+        self.on_change: Callable[[Snapshot, list[uuid.UUID]], None] | None = None
         self.applied = 0  # changed cards applied (for tests and /metrics)
         self.reloads = 0  # whole reloads after the first load
         self.loads = 0  # first loads, and loads again after an eviction
@@ -115,7 +117,7 @@ class SnapshotCache:
         for snap in list(self._snapshots.values()):
             checked = snap.checked_at
             if time.monotonic() - checked >= older_than_s:
-                self._catch_up(snap, wait=False, feed_s=older_than_s)
+                self._catch_up(snap, wait=False, feed_s=older_than_s, refill=True)
                 done += snap.checked_at != checked
         return done
 
@@ -197,11 +199,13 @@ class SnapshotCache:
         if self.on_load is not None:
             self.on_load()
 
-    def _catch_up(self, snap: Snapshot, *, wait: bool, feed_s: float | None = None) -> bool:
+    def _catch_up(
+        self, snap: Snapshot, *, wait: bool, feed_s: float | None = None, refill: bool = False
+    ) -> bool:
         """Read the feed when due (or the snapshot is stale), then apply this namespace's
         changes. Without `wait`, a snapshot or feed another thread holds is served as it is.
         True when a change was applied. feed_s: the feed is read when last read this long
-        ago (the refresh interval by default)."""
+        ago (the refresh interval by default); refill: on_change is called (not on a query)."""
         if not snap.lock.acquire(blocking=wait):
             return False
         try:
@@ -216,7 +220,7 @@ class SnapshotCache:
                         self._feed.lock.release()
                 elif snap.namespace not in self._pending:  # being read: nothing here yet
                     return False
-            changed = self._apply(snap)
+            changed = self._apply(snap, refill=refill)
             snap.checked_at, snap.stale = now, False
             return changed
         finally:
@@ -241,7 +245,7 @@ class SnapshotCache:
             self._pruned_at = self._feed.read_at
             self._background_task("", lambda _ns: prune(self._engine))
 
-    def _apply(self, snap: Snapshot) -> bool:
+    def _apply(self, snap: Snapshot, *, refill: bool = False) -> bool:
         """Apply the changes handed to the snapshot's namespace. Hold its lock."""
         with self._lock:
             changes = self._pending.pop(snap.namespace, None)
@@ -256,7 +260,9 @@ class SnapshotCache:
                 later = self._pending.get(snap.namespace, {})
                 self._pending[snap.namespace] = {**changes, **later}
             raise
-        snap.apply(ids, rows)
+        dropped = snap.apply(ids, rows)
+        if refill and dropped and self.on_change is not None:
+            self.on_change(snap, dropped)
         self.applied += len(ids)
         snap.watermark = max(snap.watermark, *changes.values())
         return True

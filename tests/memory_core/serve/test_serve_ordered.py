@@ -245,3 +245,51 @@ def test_a_renewal_for_a_few_more_uses_keeps_the_orders() -> None:
     snap.max_uses = int(first.max_uses * topk_module.ORDER_REUSE) + 5  # doubled since
     query(now + timedelta(minutes=3))
     assert snap.resorts or any(snap.orders[n] is not o for n, o in made.items())
+
+
+def test_a_batch_of_changes_patches_the_orders_from_what_it_recorded(monkeypatch) -> None:
+    """A feed catch-up replaces the lists its cards leave and join, recording what changed;
+    the next query patches each order with those cards alone (not comparing whole lists),
+    also when a list was replaced twice or a card came and went within the batch, and the
+    ranking stays exact."""
+    from memory_core.serve import list_orders
+    from memory_core.serve.index import card_needs, choose
+
+    rnd = random.Random(29)
+    now = utcnow()
+    snap = _snapshot([_entry(rnd, now, i) for i in range(900)])
+    w = RankingWeights()
+    found: list[bool] = []
+    real = list_orders._changes
+
+    def spy(*args):  # type: ignore[no-untyped-def]
+        out = real(*args)
+        found.append(out is not None)
+        return out
+
+    monkeypatch.setattr(list_orders, "_changes", spy)
+    states = [{"tool": f"t{t}", "retry_count": r} for t in range(4) for r in range(4)]
+
+    def query_all() -> None:
+        for state in states:
+            for query in (None, "retry page"):
+                kw = dict(snapshot=snap, state=state, now=now, top_k=3, weights=w, query=query)
+                lazy = retrieve(**kw)  # type: ignore[arg-type]
+                assert _key(lazy) == _key(retrieve(**kw, bounded_from=10**9))  # type: ignore[arg-type]
+
+    query_all()
+    for _ in range(6):
+        snap.index.new_batch()  # as Snapshot.apply begins
+        olds = rnd.sample(list(snap.entries.values()), 5)
+        news = [replace(o, confidence=rnd.choice([0.1, 1.0]), bound=(None, 0.0, 0.0)) for o in olds]
+        snap.index.remove_many(olds)
+        for o, n in zip(olds, news, strict=True):
+            del snap.entries[o.card_id]
+            snap.entries[n.card_id] = n
+        snap.index.add_many([(n, choose(card_needs(n), snap.stats)) for n in news])
+        extra = replace(news[0], bound=(None, 0.0, 0.0))  # comes and goes again in the batch
+        snap.index.add_many([(extra, choose(card_needs(extra), snap.stats))])
+        snap.index.remove_many([extra])
+        found.clear()
+        query_all()
+        assert found and all(found), found  # every patch from the recorded changes

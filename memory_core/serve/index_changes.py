@@ -1,0 +1,156 @@
+"""Batches of changes to a card index (serve/index.py): the lists a batch of cards leaves
+and joins are each replaced once, never changed in place (a reader in another thread keeps
+iterating the list it holds), and each replaced named list is recorded with what changed in it
+(CardIndex.replaced), so that an order of the old list is patched with those cards alone.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from bisect import bisect_right
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from memory_core.serve.atoms import Need
+
+if TYPE_CHECKING:
+    from memory_core.serve.index import CardIndex
+    from memory_core.serve.snapshot import Entry
+
+
+def _bins(width: float, lo: float, hi: float) -> range:
+    return range(math.floor(lo / width), math.floor(hi / width) + 1)
+
+
+def _drop(group: dict[uuid.UUID, Entry] | None, e: Entry) -> None:
+    if group is not None and group.get(e.card_id) is e:
+        del group[e.card_id]
+
+
+def _variables(e: Entry) -> set[str]:
+    return {v for c in e.compiled for v in c.variables}
+
+
+def _swap(
+    index: CardIndex, old: list[Entry], new: list[Entry], gone: list[Entry], added: list[Entry]
+) -> None:
+    index.replaced[id(new)] = (new, old, gone, added)
+
+
+def add_many(index: CardIndex, filed: Iterable[tuple[Entry, Need | None]]) -> None:
+    """File cards under their needs, in order; each list they join is replaced once."""
+    joins: dict[tuple[Any, ...], list[Entry]] = {}  # a list's address: its new cards
+    ranges: dict[tuple[str, str], list[tuple[float, Entry]]] = {}
+    for e, wanted in filed:
+        need = index._fit(wanted)
+        e.filed = need
+        index._read_by(e)
+        if need is None:
+            joins.setdefault(("none",), []).append(e)
+        elif need[0] == "eq":
+            for var, key in need[1]:
+                joins.setdefault(("eq", var, key), []).append(e)
+            index.spread += len({var for var, _ in need[1]}) > 1
+        elif need[0] == "range":
+            ranges.setdefault((need[1], need[2]), []).append((need[3], e))
+        elif need[0] == "substring":
+            joins.setdefault(("substring", need[1], need[2]), []).append(e)
+        elif need[0] == "window":
+            width, _ = index._window(need)
+            for b in _bins(width, need[2], need[3]):
+                joins.setdefault(("window", need[1], b), []).append(e)
+        else:
+            index.has.setdefault(need[1], {})[e.card_id] = e
+    for address, cards in joins.items():
+        if address[0] == "none":
+            old = index.unindexed
+            index.unindexed = new = [*old, *cards]
+        else:
+            group, key = _group(index, address)
+            old = group.get(key, [])
+            group[key] = new = [*old, *cards]
+        _swap(index, old, new, [], cards)
+    for (var, op), items in ranges.items():
+        side = index.above if op[0] == ">" else index.below
+        bounds, cards = side.get(var, ([], []))
+        bounds, cards = list(bounds), list(cards)  # copies: readers keep the old ones
+        for bound, e in items:
+            at = bisect_right(bounds, bound)
+            bounds.insert(at, bound)
+            cards.insert(at, e)
+        side[var] = (bounds, cards)
+
+
+def _group(index: CardIndex, address: tuple[Any, ...]) -> tuple[dict[Any, list[Entry]], Any]:
+    """The dict holding a list of cards, and its key there."""
+    kind = address[0]
+    if kind == "eq":
+        return index.eq.setdefault(address[1], {}), address[2]
+    if kind == "substring":
+        return index.substring.setdefault(address[1], {}), address[2]
+    return index.windows[address[1]][1], address[2]
+
+
+def remove_many(index: CardIndex, gone: Iterable[Entry]) -> None:
+    """Take cards out of the lists they were filed in; each list is replaced once (a card
+    at a time copied a list of thousands per card: most of a feed catch-up's time)."""
+    leaves: dict[tuple[Any, ...], list[Entry]] = {}
+    for e in gone:
+        need = e.filed
+        for var in _variables(e):
+            _drop(index.readers.get(var), e)
+        if need is None:
+            leaves.setdefault(("none",), []).append(e)
+        elif need[0] == "eq":
+            for var, key in need[1]:
+                leaves.setdefault(("eq", var, key), []).append(e)
+            index.spread -= len({var for var, _ in need[1]}) > 1
+        elif need[0] == "range":
+            leaves.setdefault(("range", need[1], need[2][0] == ">"), []).append(e)
+        elif need[0] == "substring":
+            leaves.setdefault(("substring", need[1], need[2]), []).append(e)
+        elif need[0] == "window":
+            width, _ = index._window(need)
+            for b in _bins(width, need[2], need[3]):
+                leaves.setdefault(("window", need[1], b), []).append(e)
+        else:
+            _drop(index.has.get(need[1]), e)
+    for address, cards in leaves.items():
+        if address[0] == "none":
+            old = index.unindexed
+            index.unindexed = new = _without(old, cards)
+            _swap(index, old, new, cards, [])
+        elif address[0] == "range":
+            side = index.above if address[2] else index.below
+            bounds, listed = side.get(address[1], ([], []))
+            bounds, listed = list(bounds), list(listed)
+            for at in sorted(_places(listed, cards), reverse=True):
+                del bounds[at], listed[at]
+            side[address[1]] = (bounds, listed)
+        else:
+            group, key = _group(index, address)
+            old = group.get(key, [])
+            group[key] = new = _without(old, cards)
+            _swap(index, old, new, cards, [])
+
+
+def _places(cards: list[Entry], gone: list[Entry]) -> list[int]:
+    """Where these cards are in the list, found by identity at C speed (a Python loop over
+    the list was most of a feed catch-up, and list.index would call Entry's __eq__)."""
+    ids = list(map(id, cards))
+    out = []
+    for e in gone:
+        try:
+            out.append(ids.index(id(e)))
+        except ValueError:  # not there (never filed there): nothing to take out
+            continue
+    return out
+
+
+def _without(cards: list[Entry], gone: list[Entry]) -> list[Entry]:
+    """A copy of the list without these cards (readers keep the old list)."""
+    kept = list(cards)
+    for at in sorted(_places(kept, gone), reverse=True):
+        del kept[at]
+    return kept
