@@ -111,3 +111,37 @@ def test_an_outage_is_logged_once_and_caught_up_after(engine, tmp_path, caplog) 
         assert _until(lambda: a.card_id not in snap.entries)  # caught up: nothing lost
     finally:
         cache.close()
+
+
+def test_a_served_card_changed_elsewhere_is_read_again_by_the_thread(engine, settings) -> None:
+    """Feedback or an edit elsewhere changes a card being served: its served row is read again
+    in the feed's thread, so the next query serving it reads nothing from the database."""
+    from sqlalchemy import event
+
+    from memory_core.serve.keys import create_key
+    from memory_core.serve.schemas import QueryRequest
+    from memory_core.serve.service import MemoryService
+
+    settings = settings.model_copy(
+        update={"serve": settings.serve.model_copy(update={"snapshot_refresh_s": 0.2})}
+    )
+    a = add_card(engine, namespace="p", scenario="before", preconditions=['tool == "t"'])
+    svc = MemoryService(engine=engine, settings=settings)
+    try:
+        who = svc.authenticate(create_key(engine=engine, namespace="p", scopes=["read"])[1])
+        req = QueryRequest(task_state={"tool": "t"}, record_use=False)
+        assert [h.card.scenario for h in svc.query(principal=who, request=req).cards] == ["before"]
+        snap = svc.snapshots.get("p")
+        _edit(engine, a.card_id, scenario="after")
+        assert _until(lambda: b'"after"' in snap.rows.get(a.card_id, (b"",))[0])
+        reads: list[str] = []
+        listen = lambda *args: reads.append(args[2])  # noqa: E731
+        event.listen(svc.engine, "before_cursor_execute", listen)
+        try:
+            hits = svc.query(principal=who, request=req).cards
+        finally:
+            event.remove(svc.engine, "before_cursor_execute", listen)
+        assert [h.card.scenario for h in hits] == ["after"]
+        assert not [s for s in reads if "FROM card " in s + " "], reads
+    finally:
+        svc.close()
