@@ -27,7 +27,6 @@ from memory_core.serve.snapshot import support_of
 from memory_core.serve.topk import (
     SLACK,
     TopQuery,
-    close_enough,
     epoch,
     loosens,
     top_matches,
@@ -76,12 +75,9 @@ def lazy_top(
     # waits in its old place, out of the walk's reach, until the epoch ends. The orders read
     # are never changed in place afterwards (copy on write), so the walk needs no lock.
     with snap.order_lock:
-        if (old := snap.orders_epoch) is not b:
-            if old is None or not loosens(old, b):
-                snap.orders, snap.kept = {}, {}  # the old keys may not bound the new scores
-            else:  # a card's bound of an epoch close to this one is used as it is (below)
-                kept = {**snap.kept, old.serial: old}
-                snap.kept = {s: e for s, e in kept.items() if close_enough(e, b)}
+        if snap.orders_epoch is not b:
+            if snap.orders_epoch is None or not loosens(snap.orders_epoch, b):
+                snap.orders = {}  # the old keys may not bound the new scores
             snap.orders_epoch, snap.resorts = b, {}
         if snap.touched:
             fold(snap, b, sup, specificity, max(FOLD_STEP, len(snap.touched) - FOLD))
@@ -119,10 +115,6 @@ def lazy_top(
         top = most or 1
     lift = wt * (1 + sup * TRUST_MAX)  # what text and support can add to a head's key
     blend, serial = 1 - wt, b.serial
-    # bounds of a recent epoch that loosens this one still bound every score, a little more
-    # loosely: used as they are, not computed again (after each renewal of a new namespace's
-    # use counts, a few hundred cards per query for the next queries: most of their time)
-    kept = snap.kept
     text = query is not None
     qwords = query if query is not None else frozenset()
     heap: list[tuple[float, int, int]] = [
@@ -136,7 +128,7 @@ def lazy_top(
     def push_exact(e: Entry) -> None:
         # inlined in the walk below, which runs it for hundreds of cards per free-text query
         bound = e.bound
-        if bound[0] != serial and bound[0] not in kept:
+        if bound[0] != serial:
             bound = _bound(e, b, sup, specificity)
         x = bound[1]
         if text:
@@ -169,7 +161,7 @@ def lazy_top(
                 continue
             done.add(id(e))
             bound = e.bound
-            if bound[0] != serial and bound[0] not in kept:
+            if bound[0] != serial:
                 bound = _bound(e, b, sup, specificity)
             x = bound[1]
             if text:

@@ -80,7 +80,6 @@ class Snapshot:
     # since (uses, feedback): their places are moved in batches
     orders: dict[Any, Any] = field(default_factory=dict)
     orders_epoch: Bounds | None = None
-    kept: dict[int, Bounds] = field(default_factory=dict)  # epochs whose card bounds still do
     resorts: dict[Any, Any] = field(default_factory=dict)  # lists being ordered anew, in steps
     touched: list[Entry] = field(default_factory=list)
     order_lock: threading.Lock = field(default_factory=threading.Lock)  # orders and touched
