@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy.engine import Engine
@@ -111,3 +115,23 @@ def served_cards(
     request = QueryRequest(task_state=state, top_k=top_k, record_use=False)
     service = MemoryService(engine=engine, settings=Settings())
     return [h.card for h in service.query(principal=who, request=request, via="test").cards]
+
+
+@contextmanager
+def sqlite_moved_away(engine: Engine, tmp_path: Path) -> Iterator[None]:
+    """An outage of a SQLite database: its file and write-ahead log moved away (new
+    connections find an empty file without tables), put back when the block ends."""
+    path = str(engine.url.database)
+    engine.dispose()
+    files = [f for f in (path, path + "-wal", path + "-shm") if os.path.exists(f)]
+    for f in files:  # the database and its write-ahead log move away together
+        os.rename(f, tmp_path / os.path.basename(f))
+    try:
+        yield
+    finally:
+        engine.dispose()
+        for f in (path, path + "-wal", path + "-shm"):
+            if os.path.exists(f):
+                os.remove(f)
+        for f in files:
+            os.replace(tmp_path / os.path.basename(f), f)

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import gc
 import logging
-import os
 import time
 
 import pytest
 
 from memory_core.serve import feed_poller
 from memory_core.serve.snapshot_cache import SnapshotCache
-from tests.helpers.serve import add_card
+from tests.helpers.serve import add_card, sqlite_moved_away
 from tests.memory_core.serve.test_serve_snapshot import _edit, _served
 
 
@@ -87,23 +86,13 @@ def test_an_outage_is_logged_once_and_caught_up_after(engine, tmp_path, caplog) 
         assert _served(cache, "p", {"tool": "t"}) == {"a"}
         snap = cache.get("p")
         _edit(engine, a.card_id, status="archived")
-        path = str(engine.url.database)
-        engine.dispose()
-        files = [f for f in (path, path + "-wal", path + "-shm") if os.path.exists(f)]
-        with caplog.at_level(logging.WARNING, logger=feed_poller.__name__):
-            for f in files:
-                os.rename(f, tmp_path / os.path.basename(f))
-            try:
-                for _ in range(8):  # queries keep coming, served as held; several rounds fail
-                    assert _served(cache, "p", {"tool": "t"}) == {"a"}
-                    time.sleep(0.06)
-            finally:
-                engine.dispose()
-                for f in (path, path + "-wal", path + "-shm"):
-                    if os.path.exists(f):
-                        os.remove(f)
-                for f in files:
-                    os.replace(tmp_path / os.path.basename(f), f)
+        with (
+            caplog.at_level(logging.WARNING, logger=feed_poller.__name__),
+            sqlite_moved_away(engine, tmp_path),
+        ):
+            for _ in range(8):  # queries keep coming, served as held; several rounds fail
+                assert _served(cache, "p", {"tool": "t"}) == {"a"}
+                time.sleep(0.06)
         warned = [r for r in caplog.records if r.name == feed_poller.__name__]
         assert len(warned) == 1, [r.getMessage() for r in warned]
         assert poller._thread is not None  # still running

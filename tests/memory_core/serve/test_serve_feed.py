@@ -11,7 +11,7 @@ from sqlalchemy import event
 
 from memory_core.serve.snapshot import load_snapshot
 from memory_core.serve.snapshot_cache import SnapshotCache
-from tests.helpers.serve import add_card
+from tests.helpers.serve import add_card, sqlite_moved_away
 from tests.memory_core.serve.test_serve_snapshot import _edit, _served
 
 
@@ -92,8 +92,6 @@ def test_a_write_here_is_read_back_even_after_another_namespace_read_the_feed(en
 
 
 def test_a_database_outage_serves_what_is_held_and_catches_up_after(engine, tmp_path) -> None:
-    import os
-
     import pytest
 
     if engine.dialect.name != "sqlite":
@@ -102,20 +100,8 @@ def test_a_database_outage_serves_what_is_held_and_catches_up_after(engine, tmp_
     cache = SnapshotCache(engine=engine, refresh_s=0.0)
     assert _served(cache, "a", {"tool": "t"}) == {"a"}
     _edit(engine, a.card_id, status="archived")
-    path = str(engine.url.database)
-    engine.dispose()
-    files = [f for f in (path, path + "-wal", path + "-shm") if os.path.exists(f)]
-    for f in files:  # the database and its write-ahead log move away together
-        os.rename(f, tmp_path / os.path.basename(f))
-    try:  # new connections find no database (an empty file without tables)
+    with sqlite_moved_away(engine, tmp_path):
         assert _served(cache, "a", {"tool": "t"}) == {"a"}  # served as held, no error
         assert _served(cache, "a", {"tool": "t"}) == {"a"}
-    finally:
-        engine.dispose()
-        for f in (path, path + "-wal", path + "-shm"):
-            if os.path.exists(f):
-                os.remove(f)
-        for f in files:
-            os.replace(tmp_path / os.path.basename(f), f)
     assert _served(cache, "a", {"tool": "t"}) == set()  # back: the change was not lost
     assert cache.reloads == 0
