@@ -13,6 +13,7 @@ finished, so the new order is exactly what a full sort would make.
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
@@ -41,7 +42,7 @@ def resort_step(
     b: Bounds,
     budget: list[int],
     bound: Any,
-) -> tuple[list[Entry], list[float]] | None:
+) -> tuple[list[Entry], array[float]] | None:
     """Spend up to budget[0] new bounds on the list's new order; the order (cards, ascending
     negated keys) once every card is bounded, else None. Hold snap.order_lock."""
     progress: Resort | None = snap.resorts.get(name)
@@ -68,4 +69,4 @@ def resort_step(
         e.sortkey = key
         pairs.append((key, e))
     pairs.sort(key=itemgetter(0))
-    return [e for _, e in pairs], [k for k, _ in pairs]
+    return [e for _, e in pairs], array("d", [k for k, _ in pairs])

@@ -64,7 +64,7 @@ def test_lists_are_ordered_in_the_background_and_rank_exactly(monkeypatch) -> No
         made = snap.orders[name]
         assert made[0] is cards and made[1] is b
         keys = made[3]
-        assert keys == sorted(keys)
+        assert list(keys) == sorted(keys)
         assert sorted(map(id, made[2])) == sorted(map(id, cards))
         for e, k in zip(made[2], keys, strict=True):
             assert k == -(e.bound[1] + e.bound[2])
