@@ -1,0 +1,193 @@
+"""A snapshot's ordered index lists (serve/list_orders.py) saved with its file and installed on
+a restore, so the queries right after a cold load walk ordered lists instead of sorting them
+(at a million cards the background ordering takes ~12 s, and a query sorting lists ~100 ms).
+
+Each order is saved as its cards' positions in the file and its keys, all for the epoch the
+snapshot's orders were for (the keys of an older epoch that epoch loosens bound its scores
+too). On a restore an order is installed only when it is exactly a permutation of the list
+rebuilt under its name, its keys are finite and ascending, and the keys of a sample of its
+cards bound them in that epoch; any other is dropped and a query sorts the list as before.
+Cards changed in place after their key was made are saved as `touched`, and moved by the
+queries' folds as in the snapshot they came from.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from datetime import datetime
+from itertools import islice
+from operator import is_, le
+from typing import Any
+
+from pydantic import ValidationError
+
+from memory_core.serve.entry import Entry, support_of, touched
+from memory_core.serve.groups import named
+from memory_core.serve.retrieval import specificity
+from memory_core.serve.snapshot import Snapshot
+from memory_core.serve.snapshot_file import Body, Rejected, Section, json_section, numbers
+from memory_core.serve.topk import Bounds, base_bound, loosens, support_bound
+from memory_core.settings import RankingWeights
+
+log = logging.getLogger(__name__)
+SAMPLE = 8  # cards per order whose keys are checked against their bound on a restore
+Taken = tuple[Bounds, list[tuple[Any, list[Entry], list[float]]]]
+
+
+def take(snap: Snapshot) -> Taken | None:
+    """The snapshot's orders valid in its current epoch (the lists are copied on write:
+    references suffice). Hold snap.lock (the cards copied with them)."""
+    with snap.order_lock:
+        b = snap.orders_epoch
+        if b is None:
+            return None
+        return b, [
+            (name, o[2], o[3])
+            for name, o in snap.orders.items()
+            if name is not None
+            and (o[1] is b or loosens(o[1], b))
+            and o[0] is named(snap.index, name)
+        ]
+
+
+def encode(snap: Snapshot, taken: Taken | None, position: dict[int, int]) -> list[Section]:
+    """The orders' sections (position: each saved card's by id()). Call after the cards are
+    encoded: an order a fold moved a card in since `take` is left out (the card's state as
+    saved may be newer than its key there); cards changed but not yet moved are saved as
+    touched."""
+    if taken is None:
+        return []
+    b, orders = taken
+    with snap.order_lock:
+        now = {name: o[2] for name, o in snap.orders.items()}
+        pending = list(snap.touched)
+    names: list[Any] = []
+    sizes: list[int] = []
+    cards: list[int] = []
+    keys: list[float] = []
+    for name, entries, order_keys in orders:
+        at = [position.get(id(e), -1) for e in entries]
+        if now.get(name) is not entries or -1 in at:  # moved since, or a card not saved
+            continue
+        names.append(name)
+        sizes.append(len(at))
+        cards += at
+        keys += order_keys
+    epoch = {"weights": b.weights.model_dump(), "at": b.at, "max_uses": b.max_uses}
+    return [
+        json_section("order_epoch", epoch),
+        json_section("order_names", names),
+        numbers("order_sizes", "q", sizes),
+        numbers("order_cards", "i", cards),
+        numbers("order_keys", "d", keys),
+        numbers("touched", "i", [p for e in pending if (p := position.get(id(e), -1)) >= 0]),
+    ]
+
+
+def install(snap: Snapshot, body: Body, entries: list[Entry]) -> int:
+    """Install the file's orders in a snapshot just rebuilt from it (before any change or
+    query); how many. An order that cannot be trusted is dropped (a warning), never used."""
+    if "order_epoch" not in body:
+        return 0
+    n = len(entries)
+    try:
+        b = _epoch(body.json("order_epoch"))
+        names = body.json("order_names")
+        sizes = body.numbers("order_sizes", "q", len(names) if isinstance(names, list) else -1)
+        cards = body.numbers("order_cards", "i", sum(sizes))
+        keys = body.numbers("order_keys", "d", len(cards))
+        pending = body.numbers("touched", "i")
+        if sizes and min(sizes) < 0:
+            raise Rejected("a negative order size")
+        for column in (cards, pending):
+            if column and (min(column) < 0 or max(column) >= n):
+                raise Rejected("a card position out of range")
+    except (Rejected, ValidationError, ValueError, TypeError, KeyError) as exc:
+        log.warning("saved orders of %r not used: %s", snap.namespace, exc)
+        return 0
+    for p in pending:
+        touched(entries[p])  # changed after its key was made: moved by the next folds
+    changed = {id(entries[p]) for p in pending}
+    made, lo, dropped = 0, 0, 0
+    for raw, size in zip(names, sizes, strict=True):
+        hi = lo + size
+        order = _order(snap, b, raw, entries, cards[lo:hi], keys[lo:hi].tolist(), changed)
+        lo = hi
+        if order is None:
+            dropped += 1
+            continue
+        snap.orders[order[0]] = order[1]
+        made += 1
+    if made:
+        snap.orders_epoch = b  # a query's epoch it loosens keeps them (serve/ordered.py)
+    if dropped:
+        log.warning("%d saved orders of %r dropped: not the lists rebuilt", dropped, snap.namespace)
+    return made
+
+
+def _epoch(j: Any) -> Bounds:
+    at = datetime.fromisoformat(j["at"])
+    uses = j["max_uses"]
+    if at.tzinfo is None or type(uses) is not int or uses < 0:
+        raise Rejected("a malformed epoch")
+    return Bounds(RankingWeights.model_validate(j["weights"]), at, uses)
+
+
+def _name(raw: Any) -> tuple[Any, ...] | None:
+    """A list's name from its JSON form (None: not a name)."""
+    if not isinstance(raw, list) or not raw:
+        return None
+    if raw == ["un"]:
+        return ("un",)
+    if len(raw) != 3 or not isinstance(raw[1], str):
+        return None
+    kind, var, key = raw
+    if kind == "eq" and isinstance(key, list) and len(key) == 2 and isinstance(key[0], str):
+        return ("eq", var, (key[0], key[1]))
+    if (kind == "win" and type(key) is int) or (kind == "sub" and isinstance(key, str)):
+        return (kind, var, key)
+    return None
+
+
+def _order(
+    snap: Snapshot,
+    b: Bounds,
+    raw: Any,
+    entries: list[Entry],
+    at: Any,
+    keys: list[float],
+    changed: set[int],
+) -> tuple[Any, tuple[Any, ...]] | None:
+    """One saved order as snap.orders holds it, when it can be trusted (None: dropped)."""
+    name = _name(raw)
+    cards = named(snap.index, name)
+    if name is None or cards is None or len(cards) != len(at) or not keys:
+        return None
+    # the list is rebuilt in file order: the order's positions sorted name exactly its cards
+    if not all(map(is_, [entries[p] for p in sorted(at)], cards)):
+        return None
+    if not (math.isfinite(keys[0]) and math.isfinite(keys[-1]) and all(map(le, keys, keys[1:]))):
+        return None
+    order = [entries[p] for p in at]
+    sup = b.weights.support
+    step = max(len(order) // SAMPLE, 1)
+    for e, key in islice(zip(order, keys, strict=True), 0, None, step):
+        bound = base_bound(e, b, specificity) + support_bound(sup, e.trust)
+        if id(e) not in changed and key > -bound:
+            return None  # a key below the card's bound: not made for these cards
+    shared = []
+    for e, key in zip(order, keys, strict=True):
+        if e.sortkey != key:  # the card holds its lists' key object (list_orders._find)
+            e.sortkey = key
+        shared.append(e.sortkey)
+    return name, (cards, b, order, shared, _most(order, b.weights.support_counts))
+
+
+def _most(order: list[Entry], counts: str) -> dict[str, int]:
+    """The most support of each kind among the order's cards (as list_orders makes it)."""
+    most: dict[str, int] = {}
+    for e in order:
+        if not e.broken:
+            most[e.kind] = max(most.get(e.kind, 0), support_of(e, counts))
+    return most
