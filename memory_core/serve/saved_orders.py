@@ -16,8 +16,8 @@ from __future__ import annotations
 import logging
 import math
 from datetime import datetime
-from itertools import islice
-from operator import is_, le
+from itertools import islice, repeat
+from operator import attrgetter, is_, le
 from typing import Any
 
 from pydantic import ValidationError
@@ -109,21 +109,33 @@ def install(snap: Snapshot, body: Body, entries: list[Entry]) -> int:
     for p in pending:
         touched(entries[p])  # changed after its key was made: moved by the next folds
     changed = {id(entries[p]) for p in pending}
-    made, lo, dropped = 0, 0, 0
+    made, lo, dropped = [], 0, 0
     for raw, size in zip(names, sizes, strict=True):
         hi = lo + size
         order = _order(snap, b, raw, entries, cards[lo:hi], keys[lo:hi].tolist(), changed)
         lo = hi
         if order is None:
             dropped += 1
-            continue
-        snap.orders[order[0]] = order[1]
-        made += 1
+        else:
+            made.append(order)
+    for _, (_, _, order, keys_of, _) in made:  # each card holds a key of its lists
+        list(map(setattr, order, repeat("sortkey"), keys_of))
+    for name, (cards_of, _, order, keys_of, most) in made:
+        snap.orders[name] = (cards_of, b, order, _shared_keys(order, keys_of), most)
     if made:
         snap.orders_epoch = b  # a query's epoch it loosens keeps them (serve/ordered.py)
     if dropped:
         log.warning("%d saved orders of %r dropped: not the lists rebuilt", dropped, snap.namespace)
-    return made
+    return len(made)
+
+
+def _shared_keys(order: list[Entry], keys: list[float]) -> list[float]:
+    """The list's keys as the very floats its cards hold (list_orders._find bisects by the
+    card's), one object per card wherever its lists agree (most cards are in two lists)."""
+    held = list(map(_sortkey, order))
+    if held == keys:
+        return held
+    return [e.sortkey if e.sortkey == key else key for e, key in zip(order, keys, strict=True)]
 
 
 def _epoch(j: Any) -> Bounds:
@@ -165,29 +177,31 @@ def _order(
     if name is None or cards is None or len(cards) != len(at) or not keys:
         return None
     # the list is rebuilt in file order: the order's positions sorted name exactly its cards
-    if not all(map(is_, [entries[p] for p in sorted(at)], cards)):
+    if not all(map(is_, map(entries.__getitem__, sorted(at)), cards)):
         return None
     if not (math.isfinite(keys[0]) and math.isfinite(keys[-1]) and all(map(le, keys, keys[1:]))):
         return None
-    order = [entries[p] for p in at]
+    order = list(map(entries.__getitem__, at))
     sup = b.weights.support
     step = max(len(order) // SAMPLE, 1)
     for e, key in islice(zip(order, keys, strict=True), 0, None, step):
         bound = base_bound(e, b, specificity) + support_bound(sup, e.trust)
         if id(e) not in changed and key > -bound:
             return None  # a key below the card's bound: not made for these cards
-    shared = []
-    for e, key in zip(order, keys, strict=True):
-        if e.sortkey != key:  # the card holds its lists' key object (list_orders._find)
-            e.sortkey = key
-        shared.append(e.sortkey)
-    return name, (cards, b, order, shared, _most(order, b.weights.support_counts))
+    return name, (cards, b, order, keys, _most(order, b.weights.support_counts))
 
 
 def _most(order: list[Entry], counts: str) -> dict[str, int]:
     """The most support of each kind among the order's cards (as list_orders makes it)."""
+    support = attrgetter("run_count" if counts == "runs" else "evidence_count")
+    kinds = set(map(_kind, order))
+    if len(kinds) == 1 and not any(map(_broken, order)):  # the usual list: at C speed
+        return {kinds.pop(): max(0, *map(support, order))}
     most: dict[str, int] = {}
     for e in order:
         if not e.broken:
             most[e.kind] = max(most.get(e.kind, 0), support_of(e, counts))
     return most
+
+
+_sortkey, _kind, _broken = attrgetter("sortkey"), attrgetter("kind"), attrgetter("broken")

@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from struct import iter_unpack
 from typing import Any
 
 from memory_core.preconditions import CompiledPrecondition, scan_variables
@@ -18,24 +19,28 @@ from memory_core.serve.card_rows import shared_compiled
 from memory_core.serve.entry import Entry
 from memory_core.serve.snapshot_file import Body, Rejected, Section, json_section, numbers
 
+# UUID's slots (it refuses setattr): set through their descriptors, not by name
+set_int, set_safe = uuid.UUID.__dict__["int"].__set__, uuid.UUID.__dict__["is_safe"].__set__
 # the packed columns: (name, array typecode)
 INTS = ("use_count", "evidence_count", "version", "run_count")
 INDEXES = ("kind", "pre", "rest", "filed", "seen_at", "updated_at")
 
 
-def _need_json(n: Need) -> list[Any]:
+def _need_json(n: Need, atoms: dict[tuple[str, AtomKey], int]) -> list[Any]:
+    """A need's JSON form: an equality as its atoms' positions in the atom table."""
     if n[0] == "eq":
-        return ["eq", [[var, key[0], key[1]] for var, key in n[1]]]
+        return [atoms.setdefault(a, len(atoms)) for a in n[1]]
     return list(n)
 
 
-def _need_of(j: list[Any], atoms: dict[tuple[str, AtomKey], tuple[str, AtomKey]]) -> Need:
-    """A need from its JSON form: tuples again, as the index and the stats key them; atoms:
-    one object per equality (a million cards' needs repeat ~1M of them: ~70 MB held once)."""
+def _need_of(j: list[Any], atoms: list[tuple[str, AtomKey]]) -> Need:
+    """A need from its JSON form: tuples again, as the index and the stats key them, an
+    equality's atoms the table's objects (a million cards' needs repeat ~1M of them)."""
     kind = j[0]
-    if kind == "eq":
-        eq = [(str(v), (str(t), x)) for v, t, x in j[1]]
-        return ("eq", tuple(atoms.setdefault(a, a) for a in eq))
+    if type(kind) is int:
+        if min(j) < 0:
+            raise Rejected("an atom position out of range")
+        return ("eq", tuple(map(atoms.__getitem__, j)))
     if kind == "range":
         return ("range", str(j[1]), str(j[2]), float(j[3]))
     if kind == "window":
@@ -81,6 +86,9 @@ def encode(
         # -1: the last update (never used)
         seen.append(-1 if e.seen_at == e.updated_at else times.setdefault(e.seen_at, len(times)))
     position = {e.card_id: i for i, e in enumerate(entries)}
+    # the statistics' atoms, then those only filed needs hold (counted 0: not in the stats)
+    table = {a: i for i, a in enumerate(atoms)}
+    need_rows = [_need_json(n, table) for n in needs]
     return [
         ("id", "B", b"".join(e.card_id.bytes for e in entries)),
         *(numbers(c, "i", column[c]) for c in INDEXES),
@@ -97,8 +105,10 @@ def encode(
         json_section("lists", list_rows),
         json_section("shared", list(shared)),
         json_section("kinds", list(kinds)),
-        json_section("needs", [_need_json(n) for n in needs]),
-        json_section("atoms", [[var, key[0], key[1], n] for (var, key), n in atoms.items()]),
+        json_section("needs", need_rows),
+        json_section(
+            "atoms", [[var, key[0], key[1], atoms.get((var, key), 0)] for var, key in table]
+        ),
         json_section(
             "readers",
             {var: [position[c] for c in kept if c in position] for var, kept in readers.items()},
@@ -142,14 +152,20 @@ def decode(body: Body, n: int) -> Saved:
             for t, v in zip(texts, text_vars, strict=True)
         ]
         del texts, text_vars
-        tuples = [tuple(compiled[i] for i in row) for row in body.json("lists")]
+        rows = body.json("lists")
+        if min((min(row) for row in rows if row), default=0) < 0:  # would wrap, not fail
+            raise Rejected("a precondition position out of range")
+        tuples = [tuple(map(compiled.__getitem__, row)) for row in rows]
+        del rows
         shared = [str(s) for s in body.json("shared")]
         kinds = [str(k) for k in body.json("kinds")]
         # each distinct timestamp parsed once, one object shared by its cards
         times = [datetime.fromisoformat(t) for t in body.json("times")]
-        ids = body.numbers("id", "B", 16 * n).tobytes()
-        one_atom: dict[tuple[str, AtomKey], tuple[str, AtomKey]] = {}
-        needs = [_need_of(j, one_atom) for j in body.json("needs")]
+        # the ids' ints at C speed, two 64-bit halves each
+        ids = [hi << 64 | lo for hi, lo in iter_unpack(">QQ", body.numbers("id", "B", 16 * n))]
+        counted = body.json("atoms")
+        atoms = [(str(v), (str(t), x)) for v, t, x, _ in counted]
+        needs = [_need_of(j, atoms) for j in body.json("needs")]
         kind = _within(body, "kind", n, 0, len(kinds))
         pre = _within(body, "pre", n, 0, len(tuples))
         rest = _within(body, "rest", n, 0, len(shared))
@@ -169,21 +185,19 @@ def decode(body: Body, n: int) -> Saved:
         times.append(None)  # type: ignore[arg-type]  # updated_at -1: none
         entries: list[Entry] = []
         add = entries.append
-        new, put, frombytes = object.__new__, object.__setattr__, int.from_bytes
-        cls, unknown = uuid.UUID, uuid.SafeUUID.unknown
-        at = 0
-        for k, conf, s, us, ev, p, sc, r, f, tr, pin, ver, u, ru in zip(
+        new, cls, unknown = object.__new__, uuid.UUID, uuid.SafeUUID.unknown
+        for k, conf, s, us, ev, p, sc, r, f, tr, pin, ver, u, ru, i in zip(
             kind, confidence, seen, uses, evidence, pre, scenario, rest, filed, trust, pinned,
-            version, updated, runs, strict=True,
+            version, updated, runs, ids, strict=True,
         ):  # fmt: skip
             upd = times[u]
             if s < 0 and upd is None:
                 raise Rejected("a card seen at its last update, without one")
-            # uuid.UUID(bytes=) without its checks (half a load's id cost): the two slots
-            # set as UUID.__setstate__ sets them
+            # uuid.UUID(int=) without its checks (half a load's id cost): the two slots set
+            # through their descriptors, as UUID.__setstate__ sets them
             card_id = new(cls)
-            put(card_id, "int", frombytes(ids[at : at + 16]))
-            put(card_id, "is_safe", unknown)
+            set_int(card_id, i)
+            set_safe(card_id, unknown)
             # positional: Entry's fields in order (filed, indexed and words as the index sets)
             add(
                 Entry(
@@ -191,13 +205,12 @@ def decode(body: Body, n: int) -> Saved:
                     str(sc), shared[r], f == -2, tr, pin == 1, ver, upd, None, False, None, ru,
                 )
             )  # fmt: skip
-            at += 16
         readers = body.json("readers")
         saved = Saved(
             entries,
             filed,
             needs,
-            Counter({(str(v), (str(t), x)): int(c) for v, t, x, c in body.json("atoms")}),
+            Counter({a: int(row[3]) for a, row in zip(atoms, counted, strict=True) if row[3]}),
             {str(var): [_position(p, n) for p in ps] for var, ps in readers.items()},
         )
     except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
