@@ -15,17 +15,19 @@ from __future__ import annotations
 
 import logging
 import math
+from array import array
 from datetime import datetime
-from itertools import islice, repeat
-from operator import attrgetter, is_, le
+from itertools import islice
+from operator import le
 from typing import Any
 
 from pydantic import ValidationError
 
-from memory_core.serve.entry import Entry, support_of, touched
+from memory_core.serve.entry import Entry, touched
 from memory_core.serve.groups import named
 from memory_core.serve.retrieval import specificity
 from memory_core.serve.snapshot import Snapshot
+from memory_core.serve.snapshot_columns import Saved
 from memory_core.serve.snapshot_file import Body, Rejected, Section, json_section, numbers
 from memory_core.serve.topk import Bounds, base_bound, loosens, support_bound
 from memory_core.settings import RankingWeights
@@ -85,11 +87,13 @@ def encode(snap: Snapshot, taken: Taken | None, position: dict[int, int]) -> lis
     ]
 
 
-def install(snap: Snapshot, body: Body, entries: list[Entry]) -> int:
+def install(snap: Snapshot, body: Body, saved: Saved, positions: dict[int, array[int]]) -> int:
     """Install the file's orders in a snapshot just rebuilt from it (before any change or
-    query); how many. An order that cannot be trusted is dropped (a warning), never used."""
+    query; positions: each list's cards', index_file.rebuild); how many. An order that cannot
+    be trusted is dropped (a warning), never used."""
     if "order_epoch" not in body:
         return 0
+    entries = saved.entries
     n = len(entries)
     try:
         b = _epoch(body.json("order_epoch"))
@@ -109,33 +113,31 @@ def install(snap: Snapshot, body: Body, entries: list[Entry]) -> int:
     for p in pending:
         touched(entries[p])  # changed after its key was made: moved by the next folds
     changed = {id(entries[p]) for p in pending}
+    # each card's key, by position: the lists' keys of a card agree (one epoch), so its lists
+    # share one float, found and set at C speed (the cards are touched once, in file order)
+    key_at: list[float | None] = [None] * n
     made, lo, dropped = [], 0, 0
     for raw, size in zip(names, sizes, strict=True):
         hi = lo + size
-        order = _order(snap, b, raw, entries, cards[lo:hi], keys[lo:hi].tolist(), changed)
+        order = _order(snap, b, raw, saved, positions, cards[lo:hi], keys[lo:hi].tolist(), changed)
         lo = hi
         if order is None:
             dropped += 1
         else:
             made.append(order)
-    for _, (_, _, order, keys_of, _) in made:  # each card holds a key of its lists
-        list(map(setattr, order, repeat("sortkey"), keys_of))
-    for name, (cards_of, _, order, keys_of, most) in made:
-        snap.orders[name] = (cards_of, b, order, _shared_keys(order, keys_of), most)
+            list(map(key_at.__setitem__, order[1][2], order[1][3]))
+    for name, (cards_of, _, at, keys_of, most), _ in made:
+        held = list(map(key_at.__getitem__, at))
+        shared = held if held == keys_of else keys_of  # lists that disagree: _find scans
+        snap.orders[name] = (cards_of, b, list(map(entries.__getitem__, at)), shared, most)
+    for e, key in zip(entries, key_at, strict=True):
+        if key is not None:
+            e.sortkey = key
     if made:
         snap.orders_epoch = b  # a query's epoch it loosens keeps them (serve/ordered.py)
     if dropped:
         log.warning("%d saved orders of %r dropped: not the lists rebuilt", dropped, snap.namespace)
     return len(made)
-
-
-def _shared_keys(order: list[Entry], keys: list[float]) -> list[float]:
-    """The list's keys as the very floats its cards hold (list_orders._find bisects by the
-    card's), one object per card wherever its lists agree (most cards are in two lists)."""
-    held = list(map(_sortkey, order))
-    if held == keys:
-        return held
-    return [e.sortkey if e.sortkey == key else key for e, key in zip(order, keys, strict=True)]
 
 
 def _epoch(j: Any) -> Bounds:
@@ -166,42 +168,36 @@ def _order(
     snap: Snapshot,
     b: Bounds,
     raw: Any,
-    entries: list[Entry],
+    saved: Saved,
+    positions: dict[int, array[int]],
     at: Any,
     keys: list[float],
     changed: set[int],
-) -> tuple[Any, tuple[Any, ...]] | None:
-    """One saved order as snap.orders holds it, when it can be trusted (None: dropped)."""
+) -> tuple[Any, tuple[Any, Any, list[int], list[float], dict[str, int]], list[int]] | None:
+    """One saved order when it can be trusted: its name, (list, epoch, its cards' positions,
+    keys, most support), and the positions (None: dropped)."""
     name = _name(raw)
     cards = named(snap.index, name)
     if name is None or cards is None or len(cards) != len(at) or not keys:
         return None
-    # the list is rebuilt in file order: the order's positions sorted name exactly its cards
-    if not all(map(is_, map(entries.__getitem__, sorted(at)), cards)):
+    # the list was rebuilt in file order: its positions are the order's, sorted
+    ordered = sorted(at)
+    if array("i", ordered) != positions.get(id(cards)):
         return None
     if not (math.isfinite(keys[0]) and math.isfinite(keys[-1]) and all(map(le, keys, keys[1:]))):
         return None
-    order = list(map(entries.__getitem__, at))
-    sup = b.weights.support
-    step = max(len(order) // SAMPLE, 1)
-    for e, key in islice(zip(order, keys, strict=True), 0, None, step):
+    sup, entries = b.weights.support, saved.entries
+    step = max(len(keys) // SAMPLE, 1)
+    for p, key in islice(zip(at, keys, strict=True), 0, None, step):
+        e = entries[p]
         bound = base_bound(e, b, specificity) + support_bound(sup, e.trust)
         if id(e) not in changed and key > -bound:
             return None  # a key below the card's bound: not made for these cards
-    return name, (cards, b, order, keys, _most(order, b.weights.support_counts))
-
-
-def _most(order: list[Entry], counts: str) -> dict[str, int]:
-    """The most support of each kind among the order's cards (as list_orders makes it)."""
-    support = attrgetter("run_count" if counts == "runs" else "evidence_count")
-    kinds = set(map(_kind, order))
-    if len(kinds) == 1 and not any(map(_broken, order)):  # the usual list: at C speed
-        return {kinds.pop(): max(0, *map(support, order))}
+    # the most support of each kind, as list_orders makes it (no card of a list is broken)
+    support, kinds = saved.support[b.weights.support_counts], saved.kind
+    present = set(map(kinds.__getitem__, ordered))
     most: dict[str, int] = {}
-    for e in order:
-        if not e.broken:
-            most[e.kind] = max(most.get(e.kind, 0), support_of(e, counts))
-    return most
-
-
-_sortkey, _kind, _broken = attrgetter("sortkey"), attrgetter("kind"), attrgetter("broken")
+    for k in present:
+        of_kind = ordered if len(present) == 1 else [p for p in ordered if kinds[p] == k]
+        most[saved.kinds[k]] = max(0, *map(support.__getitem__, of_kind))
+    return name, (cards, b, list(at), keys, most), ordered

@@ -132,6 +132,10 @@ class Saved:
     needs: list[Need]
     atoms: Counter[tuple[str, AtomKey]]
     readers: dict[str, list[int]]
+    # by position, as the file holds them (a saved order's most support, serve/saved_orders.py)
+    kind: Sequence[int]
+    kinds: list[str]
+    support: dict[str, Sequence[int]]
 
 
 def _within(body: Body, name: str, n: int, lo: int, hi: int) -> Any:
@@ -212,6 +216,9 @@ def decode(body: Body, n: int) -> Saved:
             needs,
             Counter({a: int(row[3]) for a, row in zip(atoms, counted, strict=True) if row[3]}),
             {str(var): [_position(p, n) for p in ps] for var, ps in readers.items()},
+            kind,
+            kinds,
+            {"rows": evidence, "runs": runs},
         )
     except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
         raise Rejected(f"malformed body: {type(exc).__name__}: {exc}") from exc

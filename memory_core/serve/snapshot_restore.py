@@ -14,6 +14,7 @@ import hashlib
 import logging
 import time
 import uuid
+from array import array
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -193,13 +194,15 @@ def _read(
         stats = Stats()
         stats.atoms = saved.atoms
         entries = saved.entries
-        index = rebuild(entries, saved.filed, saved.needs, saved.readers)
+        positions: dict[int, array[int]] = {}
+        index = rebuild(entries, saved.filed, saved.needs, saved.readers, positions)
         cards = dict(zip([e.card_id for e in entries], entries, strict=True))
         if len(cards) != n:
             raise Rejected("a card id twice")
         snap = Snapshot(namespace, cards, index, stats, watermark, from_file=True)
         # before the feed's changes: they replace lists, which the queries then patch
-        install(snap, body, entries)
+        install(snap, body, saved, positions)
+        del positions
         found = ahead.result()
     return snap, found, header
 
