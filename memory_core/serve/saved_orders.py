@@ -17,8 +17,8 @@ import logging
 import math
 from array import array
 from datetime import datetime
-from itertools import islice
-from operator import le
+from itertools import compress, islice, repeat
+from operator import is_not, le
 from typing import Any
 
 from pydantic import ValidationError
@@ -130,9 +130,8 @@ def install(snap: Snapshot, body: Body, saved: Saved, positions: dict[int, array
         held = list(map(key_at.__getitem__, at))
         shared = held if held == keys_of else keys_of  # lists that disagree: _find scans
         snap.orders[name] = (cards_of, b, list(map(entries.__getitem__, at)), shared, most)
-    for e, key in zip(entries, key_at, strict=True):
-        if key is not None:
-            e.sortkey = key
+    has = list(map(is_not, key_at, repeat(None)))
+    list(map(setattr, compress(entries, has), repeat("sortkey"), compress(key_at, has)))
     if made:
         snap.orders_epoch = b  # a query's epoch it loosens keeps them (serve/ordered.py)
     if dropped:

@@ -185,6 +185,7 @@ REASONS = {
     "garbage": "not a snapshot file",
     "other_db": "another database",
     "format": "format 999",
+    "format_1": "format 1, this version reads 2",  # the one JSON body before sections
     "pruned": "pruned past the file's watermark",
 }
 
@@ -202,8 +203,12 @@ def test_a_file_that_cannot_be_trusted_means_a_full_load_a_warning_and_a_new_fil
         path.write_bytes(data[: len(data) * 2 // 3])
     elif damage == "garbage":
         path.write_bytes(os.urandom(len(data)))
-    elif damage in ("other_db", "format"):  # the body and its CRC intact
-        header.update({"db": "0" * 64} if damage == "other_db" else {"format": 999})
+    elif damage in ("other_db", "format", "format_1"):  # the body and its CRC intact
+        header.update(
+            {"db": "0" * 64}
+            if damage == "other_db"
+            else {"format": 999 if damage == "format" else 1}
+        )
         path.write_bytes(MAGIC + orjson.dumps(header) + data[head_end:])
     else:  # the changes after the file's watermark are gone from the feed
         for c in cards:
