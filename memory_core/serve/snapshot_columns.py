@@ -157,7 +157,7 @@ def decode(body: Body, n: int) -> Saved:
         ]
         del texts, text_vars
         rows = body.json("lists")
-        if min((min(row) for row in rows if row), default=0) < 0:  # would wrap, not fail
+        if min(map(min, filter(None, rows)), default=0) < 0:  # would wrap, not fail
             raise Rejected("a precondition position out of range")
         tuples = [tuple(map(compiled.__getitem__, row)) for row in rows]
         del rows
