@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from array import array
 from datetime import datetime
 from itertools import compress, islice, repeat
@@ -30,9 +31,12 @@ from memory_core.serve.snapshot import Snapshot
 from memory_core.serve.snapshot_columns import Saved
 from memory_core.serve.snapshot_file import Body, Rejected, Section, json_section, numbers
 from memory_core.serve.topk import Bounds, base_bound, loosens, support_bound
+from memory_core.serve.warm import WARM_FROM
 from memory_core.settings import RankingWeights
 
 log = logging.getLogger(__name__)
+FIRST_QUERY_WAIT_S = 2.0  # a save waits this long for the load's first query to order lists
+ORDERS_WAIT_S = 120.0  # and this long for the ordering to finish (~12 s at a million cards)
 SAMPLE = 8  # cards per order whose keys are checked against their bound on a restore
 Taken = tuple[Bounds, list[tuple[Any, list[Entry], list[float]]]]
 
@@ -85,6 +89,19 @@ def encode(snap: Snapshot, taken: Taken | None, position: dict[int, int]) -> lis
         numbers("order_keys", "d", keys),
         numbers("touched", "i", [p for e in pending if (p := position.get(id(e), -1)) >= 0]),
     ]
+
+
+def wait_for_orders(snap: Snapshot) -> None:
+    """A big snapshot's lists being ordered in the background (serve/warm.py): saved once
+    they are, so a restore starts with them (the load's first query starts the ordering)."""
+    if len(snap.entries) < WARM_FROM:
+        return
+    deadline = time.monotonic() + ORDERS_WAIT_S
+    started = time.monotonic() + FIRST_QUERY_WAIT_S
+    while time.monotonic() < deadline and (
+        snap.warming == "started" or (snap.warming is None and time.monotonic() < started)
+    ):
+        time.sleep(0.1)
 
 
 def install(snap: Snapshot, body: Body, saved: Saved, positions: dict[int, array[int]]) -> int:

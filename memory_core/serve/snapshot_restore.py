@@ -36,7 +36,7 @@ from memory_core.serve.changes import Fingerprint, first_seq, last_seq, rows_by_
 from memory_core.serve.index import Stats
 from memory_core.serve.index_file import rebuild
 from memory_core.serve.saved_orders import encode as encode_orders
-from memory_core.serve.saved_orders import install, take
+from memory_core.serve.saved_orders import install, take, wait_for_orders
 from memory_core.serve.snapshot import Snapshot
 from memory_core.serve.snapshot_build import no_full_collections
 from memory_core.serve.snapshot_columns import decode, encode
@@ -44,7 +44,6 @@ from memory_core.serve.snapshot_file import TMP_SUFFIX, Rejected, file_name, lay
 from memory_core.serve.snapshot_file import read as read_file
 from memory_core.serve.snapshot_file import write as write_file
 from memory_core.serve.snapshot_uses import uses_current
-from memory_core.serve.warm import WARM_FROM
 from memory_core.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -54,8 +53,6 @@ USES_MARGIN_S = 600.0
 # a restore that brought more than this share of the cards current writes the file again: the
 # changes since a file pile up in the feed (each restart applies them, until it is pruned)
 BEHIND_SHARE = 0.05
-FIRST_QUERY_WAIT_S = 2.0  # a save waits this long for the load's first query to order lists
-ORDERS_WAIT_S = 120.0  # and this long for the ordering to finish (~12 s at a million cards)
 
 
 @dataclass(frozen=True)
@@ -239,7 +236,7 @@ def save(engine: Engine, files: SnapshotFiles, snap: Snapshot) -> Path | None:
     # load began, less USES_MARGIN for uses queued meanwhile and clocks apart
     ago = time.monotonic() - snap.loaded_at + snap.load_s
     since = utcnow() - timedelta(seconds=ago + USES_MARGIN_S)
-    _wait_for_orders(snap)
+    wait_for_orders(snap)
     with snap.lock:
         entries = list(snap.entries.values())
         watermark, atoms = snap.watermark, snap.stats.atoms.copy()
@@ -274,19 +271,6 @@ def save(engine: Engine, files: SnapshotFiles, snap: Snapshot) -> Path | None:
         log.warning("snapshot file %s not written: %s", path, exc)
         return None
     return path
-
-
-def _wait_for_orders(snap: Snapshot) -> None:
-    """A big snapshot's lists being ordered in the background (serve/warm.py): saved once
-    they are, so a restore starts with them (the load's first query starts the ordering)."""
-    if len(snap.entries) < WARM_FROM:
-        return
-    deadline = time.monotonic() + ORDERS_WAIT_S
-    started = time.monotonic() + FIRST_QUERY_WAIT_S
-    while time.monotonic() < deadline and (
-        snap.warming == "started" or (snap.warming is None and time.monotonic() < started)
-    ):
-        time.sleep(0.1)
 
 
 def _drop(path: Path) -> None:

@@ -224,3 +224,23 @@ def test_a_malformed_card_column_means_a_full_load(engine, settings, caplog) -> 
     with caplog.at_level(logging.WARNING):
         snap = SnapshotCache(engine=engine, files=_files(settings)).get(NS)
     assert not snap.from_file and "out of range" in caplog.text
+
+
+def test_a_save_waits_for_the_background_ordering(monkeypatch) -> None:
+    """A big namespace's file is written once its lists are ordered, so they are saved."""
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    from memory_core.serve import saved_orders
+
+    monkeypatch.setattr(saved_orders, "WARM_FROM", 1)
+    snap = SimpleNamespace(entries={1: None}, warming="started")
+    threading.Timer(0.3, lambda: setattr(snap, "warming", "done")).start()
+    started = time.monotonic()
+    saved_orders.wait_for_orders(snap)  # type: ignore[arg-type]
+    assert snap.warming == "done" and 0.25 < time.monotonic() - started < 5
+    snap.warming = "small"  # nothing being ordered: no wait
+    started = time.monotonic()
+    saved_orders.wait_for_orders(snap)  # type: ignore[arg-type]
+    assert time.monotonic() - started < 0.2
