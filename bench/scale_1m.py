@@ -3,9 +3,11 @@ at 1M cards on a shared machine): cold load, RSS, retrieve CPU and wall (plain r
 load and again once the lists are ordered in the background, explain), the floor and brute
 force.
 
-    python bench/scale_1m.py DATA_DIR [QUERIES] [OUT_JSON]
+    python bench/scale_1m.py DATA_DIR [QUERIES] [OUT_JSON] [--file]
 
-DATA_DIR holds a database seeded by bench/scale_data.seed (namespace "bench").
+DATA_DIR holds a database seeded by bench/scale_data.seed (namespace "bench"). --file: the cold
+load reads the namespace's saved snapshot file (DATA_DIR/snapshots, written by
+bench/cold_file.py), brought current through the change feed, with its saved list orders.
 """
 
 from __future__ import annotations
@@ -62,19 +64,26 @@ def main() -> None:
     from memory_core import db
     from memory_core.cel_programs import _ON_USE
     from memory_core.serve.snapshot_cache import SnapshotCache
+    from memory_core.serve.snapshot_restore import SnapshotFiles
     from memory_core.settings import Settings
 
-    engine = db.make_engine(Settings(data_dir=Path(sys.argv[1])))
-    queries = int(sys.argv[2]) if len(sys.argv) > 2 else 400
-    out_path = Path(sys.argv[3]) if len(sys.argv) > 3 else REPO / "bench/results/scale_1m.json"
+    from_file = "--file" in sys.argv
+    args = [a for a in sys.argv if a != "--file"]
+    engine = db.make_engine(Settings(data_dir=Path(args[1])))
+    queries = int(args[2]) if len(args) > 2 else 400
+    out_path = Path(args[3]) if len(args) > 3 else REPO / "bench/results/scale_1m.json"
+    files = SnapshotFiles(Path(args[1]) / "snapshots", 1) if from_file else None
     proc = psutil.Process()
     gc.collect()
     r0 = proc.memory_info().rss
     t, c = time.perf_counter(), time.process_time()
-    snap = SnapshotCache(engine=engine).get("bench")
+    snap = SnapshotCache(engine=engine, files=files).get("bench")
     cold, cold_cpu = time.perf_counter() - t, time.process_time() - c
     r1 = proc.memory_info().rss
+    assert snap.from_file == from_file, "the file was not used"
     out: dict = {
+        "from_file": from_file,
+        "orders_installed": len(snap.orders),
         "cards": len(snap.entries),
         "cold_load_s": round(cold, 1),
         "cold_load_cpu_s": round(cold_cpu, 2),

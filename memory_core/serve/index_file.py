@@ -5,6 +5,7 @@ was chosen before, so filing it is a few appends to lists worked out once per di
 from __future__ import annotations
 
 import uuid
+from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -20,6 +21,7 @@ class _Plan:
     need: Need | None
     lists: list[list[Entry]] = field(default_factory=list)
     adds: list[Callable[[Entry], None]] = field(default_factory=list)  # their appends
+    puts: list[Callable[[int], None]] = field(default_factory=list)  # their positions' appends
     has: dict[uuid.UUID, Entry] | None = None
     ranged: list[tuple[float, int, Entry]] | None = None
     bound: float = 0.0
@@ -31,10 +33,12 @@ def rebuild(
     filed: Sequence[int],
     needs: Sequence[Need],
     readers: dict[str, list[int]],
+    positions: dict[int, array[int]] | None = None,
 ) -> CardIndex:
     """The index over cards in their snapshot's order: filed[i] is the position of card i's
     need in needs (-1: reads no variable, -2: broken, not indexed); readers: the cards kept
-    per variable for explain, by position."""
+    per variable for explain, by position; positions: filled with each list's cards' positions
+    (by the list's id(): what a saved order is checked against, serve/saved_orders.py)."""
     index = CardIndex()
     # by need position; -1 (unindexed) and -2 (broken: skipped) index from the end
     plans: list[_Plan | None] = [None] * (len(needs) + 2)
@@ -45,11 +49,13 @@ def rebuild(
             continue
         plan = plans[f]
         if plan is None:  # the first card under this need: its lists, in the order _fill made
-            plan = plans[f] = _plan(index, None if f == -1 else needs[f], ranges)
+            plan = plans[f] = _plan(index, None if f == -1 else needs[f], ranges, positions)
         e.filed = plan.need
         e.indexed = True
         for add in plan.adds:
             add(e)
+        for put in plan.puts:
+            put(i)
         if plan.has is not None:
             plan.has[e.card_id] = e
         elif plan.ranged is not None:
@@ -62,8 +68,8 @@ def rebuild(
             [b for b, _, _ in items],
             [e for _, _, e in items],
         )
-    for var, positions in readers.items():
-        index.readers[var] = {entries[p].card_id: entries[p] for p in positions}
+    for var, kept in readers.items():
+        index.readers[var] = {entries[p].card_id: entries[p] for p in kept}
     return index
 
 
@@ -71,6 +77,7 @@ def _plan(
     index: CardIndex,
     wanted: Need | None,
     ranges: dict[tuple[str, bool], list[tuple[float, int, Entry]]],
+    positions: dict[int, array[int]] | None,
 ) -> _Plan:
     need = index._fit(wanted)
     plan = _Plan(need)
@@ -91,4 +98,6 @@ def _plan(
     else:
         plan.has = index.has.setdefault(need[1], {})
     plan.adds = [cards.append for cards in plan.lists]
+    if positions is not None:
+        plan.puts = [positions.setdefault(id(cards), array("i")).append for cards in plan.lists]
     return plan

@@ -1,37 +1,36 @@
 """A namespace's snapshot saved to a file, read back on a cold load (issue #21).
 
-Not pickle (a tampered file must not run code): a magic line, a JSON header line, then one
-orjson object of column arrays (a card per position) with the tables the columns index into:
-precondition texts and lists, kinds, shared texts, and each card's filed need, so that a load
-neither parses preconditions nor chooses needs again. The header names the format, the
-database, the namespace, the feed watermark the cards are current at, and the body's length
-and CRC: a truncated or altered file is refused before its body is parsed.
+Not pickle (a tampered file must not run code): a magic line, a JSON header line, then the
+body: named sections one after another, each a JSON document (tables, strings) or a packed
+column of numbers (array.array bytes: one per card, or per ordered list's card). The header
+names the format, the database, the namespace, the feed watermark the cards are current at,
+each section's name, type and length, and the body's length and CRC: a truncated or altered
+file is refused before a section is parsed. Sections are read one at a time, so a load never
+holds the whole body and its parsed form at once (format 1's one JSON body: the load's peak).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import uuid
 import zlib
-from collections import Counter
+from array import array
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import orjson
 
-from memory_core.preconditions import CompiledPrecondition, scan_variables
-from memory_core.serve.atoms import AtomKey, Need
-from memory_core.serve.card_rows import shared_compiled
-from memory_core.serve.entry import Entry
-
-FORMAT = 1
+FORMAT = 2
 MAGIC = b"HINDSIGHT-SNAPSHOT\n"
 TMP_SUFFIX = ".tmp"
 MAX_HEADER = 64 * 1024
+CHUNK = 1 << 20  # the CRC pass reads this much at a time
+JSON = "json"
+NUMBERS = frozenset("bBiqd")  # array typecodes a section may hold
+Section = tuple[str, str, bytes]  # name, type (JSON or a typecode), bytes
 
 
 class Rejected(Exception):
@@ -47,197 +46,19 @@ def file_name(namespace: str) -> str:
     return hashlib.sha256(namespace.encode()).hexdigest()[:40] + ".snap"
 
 
-def _need_json(n: Need) -> list[Any]:
-    if n[0] == "eq":
-        return ["eq", [[var, key[0], key[1]] for var, key in n[1]]]
-    return list(n)
+def json_section(name: str, value: Any) -> Section:
+    """A section holding one JSON document."""
+    return name, JSON, orjson.dumps(value)
 
 
-def _need_of(j: list[Any], atoms: dict[tuple[str, AtomKey], tuple[str, AtomKey]]) -> Need:
-    """A need from its JSON form: tuples again, as the index and the stats key them; atoms:
-    one object per equality (a million cards' needs repeat ~1M of them: ~70 MB held once)."""
-    kind = j[0]
-    if kind == "eq":
-        eq = [(str(v), (str(t), x)) for v, t, x in j[1]]
-        return ("eq", tuple(atoms.setdefault(a, a) for a in eq))
-    if kind == "range":
-        return ("range", str(j[1]), str(j[2]), float(j[3]))
-    if kind == "window":
-        return ("window", str(j[1]), float(j[2]), float(j[3]))
-    if kind in ("substring", "has"):
-        return tuple(str(x) for x in j)
-    raise Rejected(f"unknown need {kind!r}")
+def numbers(name: str, typecode: str, values: Any) -> Section:
+    """A section holding a packed column (OverflowError: a value the type cannot hold)."""
+    return name, typecode, array(typecode, values).tobytes()
 
 
-def encode(
-    entries: Sequence[Entry],
-    atoms: Counter[tuple[str, AtomKey]],
-    readers: dict[str, dict[uuid.UUID, Entry]],
-) -> list[bytes]:
-    """The body in parts of one JSON object: the cards' columns (in their snapshot's order),
-    the index's statistics, and the cards kept per variable for explain (by position)."""
-    texts: dict[str, int] = {}
-    lists: dict[int, int] = {}
-    list_rows: list[list[int]] = []
-    shared: dict[str, int] = {}
-    needs: dict[Need, int] = {}
-    kinds: dict[str, int] = {}
-    var_sets: dict[frozenset[str], int] = {}
-    pre, rest, filed, kind = [], [], [], []
-    for e in entries:
-        at = lists.get(id(e.compiled))
-        if at is None:
-            at = lists[id(e.compiled)] = len(list_rows)
-            list_rows.append([texts.setdefault(c.source, len(texts)) for c in e.compiled])
-        pre.append(at)
-        rest.append(shared.setdefault(e.rest, len(shared)))
-        kind.append(kinds.setdefault(e.kind, len(kinds)))
-        # -1: read no variable (evaluated on every query), -2: broken (never served)
-        f = -2 if e.broken or not e.indexed else -1
-        if f == -1 and e.filed is not None:
-            f = needs.setdefault(e.filed, len(needs))
-        filed.append(f)
-    position = {e.card_id: i for i, e in enumerate(entries)}
-    body = {
-        "id": "".join(e.card_id.hex for e in entries),
-        "kind": kind,
-        "confidence": [e.confidence for e in entries],
-        # null: the last update (never used), one datetime fewer to parse
-        "seen_at": [None if e.seen_at == e.updated_at else e.seen_at for e in entries],
-        "use_count": [e.use_count for e in entries],
-        "evidence_count": [e.evidence_count for e in entries],
-        "pre": pre,
-        "scenario": [e.scenario for e in entries],
-        "rest": rest,
-        "trust": [e.trust for e in entries],
-        "pinned": [e.pinned for e in entries],
-        "version": [e.version for e in entries],
-        "updated_at": [e.updated_at for e in entries],
-        "run_count": [e.run_count for e in entries],
-        "filed": filed,
-        "texts": list(texts),
-        # each text's variables as scanned (-1: a shape the scan cannot read: compiled)
-        "text_vars": [
-            -1 if (v := scan_variables(t)) is None else var_sets.setdefault(v, len(var_sets))
-            for t in texts
-        ],
-        "var_sets": [sorted(v) for v in var_sets],
-        "lists": list_rows,
-        "shared": list(shared),
-        "kinds": list(kinds),
-        "needs": [_need_json(n) for n in needs],
-        "atoms": [[var, key[0], key[1], n] for (var, key), n in atoms.items()],
-        "readers": {
-            var: [position[c] for c in kept if c in position] for var, kept in readers.items()
-        },
-    }
-    # a column at a time: one dump of the whole body held the GIL, and so every query,
-    # ~0.5 s at a million cards (a column's: ~0.1 s)
-    parts = [b"{"]
-    for key, value in body.items():
-        parts += [b"," if len(parts) > 1 else b"", orjson.dumps(key), b":", orjson.dumps(value)]
-    return [*parts, b"}"]
-
-
-@dataclass
-class Saved:
-    """A file's cards in order, each one's need (by position in needs; -1: reads no variable,
-    -2: broken), the index's statistics, and the cards kept per variable for explain."""
-
-    entries: list[Entry]
-    filed: list[int]
-    needs: list[Need]
-    atoms: Counter[tuple[str, AtomKey]]
-    readers: dict[str, list[int]]
-
-
-_COLUMNS = (
-    "kind",
-    "confidence",
-    "seen_at",
-    "use_count",
-    "evidence_count",
-    "pre",
-    "scenario",
-    "rest",
-    "trust",
-    "pinned",
-    "version",
-    "updated_at",
-    "run_count",
-    "filed",
-)
-
-
-def parse(body: bytes | memoryview) -> Any:
-    """The body's JSON (the caller drops the bytes before decoding: a fifth of the peak)."""
-    try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise Rejected(f"malformed body: {exc}") from exc
-
-
-def decode(cols: Any) -> Saved:
-    """The saved snapshot from the parsed body (Rejected when it is malformed)."""
-    try:
-        sets = [frozenset(str(v) for v in vs) for vs in cols["var_sets"]]
-        compiled: list[CompiledPrecondition] = [
-            shared_compiled(t, None if v < 0 else sets[v])
-            for t, v in zip(cols["texts"], cols["text_vars"], strict=True)
-        ]
-        tuples = [tuple(compiled[i] for i in row) for row in cols["lists"]]
-        shared, kinds = cols["shared"], [str(k) for k in cols["kinds"]]
-        ids: str = cols["id"]
-        # hex digits only (fromhex skips whitespace: the byte count catches it), 32 a card
-        if len(bytes.fromhex(ids)) * 2 != len(ids) or len(ids) != 32 * len(cols["filed"]):
-            raise Rejected("the card ids do not match the columns")
-        when = datetime.fromisoformat
-        # confidences and origins' weights: a few values, one float object each
-        floats: dict[float, float] = {}
-        column = {c: cols[c] for c in _COLUMNS}
-        one = floats.setdefault
-        for c in ("confidence", "trust"):  # as share_float, inline: a call per card is ~0.1 s
-            column[c] = [one(x, x) if type(x) is float and x else x for x in cols[c]]
-        one_atom: dict[tuple[str, AtomKey], tuple[str, AtomKey]] = {}
-        entries: list[Entry] = []
-        add = entries.append
-        at = 0
-        new, put, cls, unknown = (
-            object.__new__,
-            object.__setattr__,
-            uuid.UUID,
-            uuid.SafeUUID.unknown,
-        )
-        for k, conf, seen, uses, ev, p, sc, r, tr, pin, ver, upd, runs, f in zip(
-            *(column[c] for c in _COLUMNS), strict=True
-        ):
-            updated = None if upd is None else when(upd)
-            # uuid.UUID(hex) without its checks of other forms (half a load's id cost): the two
-            # slots set as UUID.__setstate__ sets them; the ids were checked to be hex digits
-            card_id = new(cls)
-            put(card_id, "int", int(ids[at : at + 32], 16))
-            put(card_id, "is_safe", unknown)
-            # positional: Entry's fields in order (filed, indexed and words as the index sets)
-            add(
-                Entry(
-                    card_id, kinds[k], conf,
-                    updated if seen is None and updated else when(seen), uses, ev, tuples[p], sc,
-                    shared[r], f == -2, tr, pin is True, ver, updated, None, False, None, runs,
-                )
-            )  # fmt: skip
-            at += 32
-        saved = Saved(
-            entries,
-            cols["filed"],
-            [_need_of(j, one_atom) for j in cols["needs"]],
-            Counter({(str(v), (str(t), x)): int(n) for v, t, x, n in cols["atoms"]}),
-            {str(var): [int(p) for p in ps] for var, ps in cols["readers"].items()},
-        )
-        if saved.filed and (max(saved.filed) >= len(saved.needs) or min(saved.filed) < -2):
-            raise Rejected("a card filed under a need the file does not hold")
-    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
-        raise Rejected(f"malformed body: {type(exc).__name__}: {exc}") from exc
-    return saved
+def layout(sections: Sequence[Section]) -> tuple[list[list[Any]], list[bytes]]:
+    """The header's section list and the body's parts."""
+    return [[n, t, len(b)] for n, t, b in sections], [b for _, _, b in sections]
 
 
 def write(path: Path, header: dict[str, Any], body: Sequence[bytes]) -> None:
@@ -248,7 +69,9 @@ def write(path: Path, header: dict[str, Any], body: Sequence[bytes]) -> None:
     for part in body:
         crc = zlib.crc32(part, crc)
     size = sum(len(part) for part in body)
-    head = orjson.dumps({**header, "format": FORMAT, "body_bytes": size, "crc32": crc})
+    head = orjson.dumps(
+        {**header, "format": FORMAT, "byteorder": sys.byteorder, "body_bytes": size, "crc32": crc}
+    )
     tmp = path.with_name(f"{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}{TMP_SUFFIX}")
     try:
         with open(tmp, "wb") as f:
@@ -266,27 +89,102 @@ def write(path: Path, header: dict[str, Any], body: Sequence[bytes]) -> None:
         os.close(folder)
 
 
-def read(path: Path) -> tuple[dict[str, Any], memoryview]:
-    """The header and the body, checked for length and CRC (Rejected otherwise)."""
+class Body:
+    """A checked file's sections, read one at a time from the open file (the file checked is
+    the file read: a newer one renamed over it meanwhile is another inode)."""
+
+    def __init__(self, f: IO[bytes], start: int, sections: list[Any]) -> None:
+        self._f = f
+        self._at: dict[str, tuple[str, int, int]] = {}
+        offset = start
+        for item in sections:
+            if not (
+                isinstance(item, list)
+                and len(item) == 3
+                and isinstance(item[0], str)
+                and (item[1] == JSON or item[1] in NUMBERS)
+                and type(item[2]) is int
+                and item[2] >= 0
+                and item[0] not in self._at
+            ):
+                raise Rejected(f"malformed section entry {item!r}"[:200])
+            self._at[item[0]] = (item[1], offset, item[2])
+            offset += item[2]
+        self.end = offset
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._at
+
+    def _bytes(self, name: str, kind: str) -> bytes:
+        if name not in self._at:
+            raise Rejected(f"no section {name!r}")
+        found, offset, size = self._at[name]
+        if found != kind:
+            raise Rejected(f"section {name!r} holds {found!r}, not {kind!r}")
+        self._f.seek(offset)
+        data = self._f.read(size)
+        if len(data) != size:
+            raise Rejected(f"section {name!r} cut short")
+        return data
+
+    def json(self, name: str) -> Any:
+        """A JSON section's document."""
+        try:
+            return orjson.loads(self._bytes(name, JSON))
+        except orjson.JSONDecodeError as exc:
+            raise Rejected(f"malformed section {name!r}: {exc}") from exc
+
+    def numbers(self, name: str, typecode: str, count: int | None = None) -> array[Any]:
+        """A packed column (count: how many values it must hold)."""
+        data = self._bytes(name, typecode)
+        column = array(typecode)
+        if len(data) % column.itemsize:
+            raise Rejected(f"section {name!r}: {len(data)} bytes, not whole values")
+        column.frombytes(data)
+        if count is not None and len(column) != count:
+            raise Rejected(f"section {name!r}: {len(column)} values, {count} expected")
+        return column
+
+
+def read(f: IO[bytes]) -> tuple[dict[str, Any], Body]:
+    """The header and the body of an open file, checked for length and CRC (Rejected
+    otherwise); the sections are read from f later."""
     try:
-        data = path.read_bytes()
+        if f.read(len(MAGIC)) != MAGIC:
+            raise Rejected("not a snapshot file")
+        line = f.readline(MAX_HEADER)
+        if not line.endswith(b"\n"):
+            raise Rejected("no header")
+        try:
+            header = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise Rejected(f"malformed header: {exc}") from exc
+        if not isinstance(header, dict) or header.get("format") != FORMAT:
+            found = header.get("format") if isinstance(header, dict) else None
+            raise Rejected(f"format {found!r}, this version reads {FORMAT}")
+        if header.get("byteorder") != sys.byteorder:
+            raise Rejected(f"written on a {header.get('byteorder')!r}-endian machine")
+        start, crc, size = f.tell(), 0, 0
+        while chunk := f.read(CHUNK):  # the CRC in chunks: never the whole body in memory
+            crc, size = zlib.crc32(chunk, crc), size + len(chunk)
     except OSError as exc:
         raise Rejected(f"unreadable: {exc}") from exc
-    if not data.startswith(MAGIC):
-        raise Rejected("not a snapshot file")
-    end = data.find(b"\n", len(MAGIC), len(MAGIC) + MAX_HEADER)
-    if end < 0:
-        raise Rejected("no header")
-    try:
-        header = orjson.loads(data[len(MAGIC) : end])
-    except orjson.JSONDecodeError as exc:
-        raise Rejected(f"malformed header: {exc}") from exc
-    if not isinstance(header, dict) or header.get("format") != FORMAT:
-        found = header.get("format") if isinstance(header, dict) else None
-        raise Rejected(f"format {found!r}, this version reads {FORMAT}")
-    body = memoryview(data)[end + 1 :]  # not a copy: the body is the file's bulk
-    if len(body) != header.get("body_bytes"):
-        raise Rejected(f"truncated: {len(body)} of {header.get('body_bytes')} body bytes")
-    if zlib.crc32(body) != header.get("crc32"):
+    if size != header.get("body_bytes"):
+        raise Rejected(f"truncated: {size} of {header.get('body_bytes')} body bytes")
+    if crc != header.get("crc32"):
         raise Rejected("the body's CRC does not match")
+    sections = header.get("sections")
+    body = Body(f, start, sections if isinstance(sections, list) else [])
+    if body.end != start + size:
+        raise Rejected("the sections do not fill the body")
     return header, body
+
+
+def read_header(path: Path) -> dict[str, Any]:
+    """A file's header, once its body is checked (Rejected otherwise)."""
+    try:
+        f = open(path, "rb")  # noqa: SIM115
+    except OSError as exc:
+        raise Rejected(f"unreadable: {exc}") from exc
+    with f:
+        return read(f)[0]

@@ -14,12 +14,13 @@ import hashlib
 import logging
 import time
 import uuid
+from array import array
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import orjson
 from sqlalchemy import func, select, text
@@ -34,16 +35,12 @@ from memory_core.models.columns import utcnow
 from memory_core.serve.changes import Fingerprint, first_seq, last_seq, rows_by_id
 from memory_core.serve.index import Stats
 from memory_core.serve.index_file import rebuild
+from memory_core.serve.saved_orders import encode as encode_orders
+from memory_core.serve.saved_orders import install, take, wait_for_orders
 from memory_core.serve.snapshot import Snapshot
 from memory_core.serve.snapshot_build import no_full_collections
-from memory_core.serve.snapshot_file import (
-    TMP_SUFFIX,
-    Rejected,
-    decode,
-    encode,
-    file_name,
-    parse,
-)
+from memory_core.serve.snapshot_columns import decode, encode
+from memory_core.serve.snapshot_file import TMP_SUFFIX, Rejected, file_name, layout
 from memory_core.serve.snapshot_file import read as read_file
 from memory_core.serve.snapshot_file import write as write_file
 from memory_core.serve.snapshot_uses import uses_current
@@ -136,34 +133,12 @@ class _Found:
 
 def _restore(engine: Engine, namespace: str, path: Path) -> tuple[Snapshot, int]:
     """The snapshot and how many of its cards were brought current (changes, uses)."""
-    header, body = read_file(path)
-    if header.get("db") != db_identity(engine):
-        raise Rejected("written for another database or schema revision")
-    if header.get("namespace") != namespace:
-        raise Rejected(f"written for namespace {header.get('namespace')!r}")
-    watermark = header.get("watermark")
-    if not isinstance(watermark, int) or isinstance(watermark, bool):
-        raise Rejected("no watermark")
-    with read_session(engine) as session:  # before decoding: a file past its feed is not read
-        if last_seq(session) < watermark:
-            raise Rejected("the database's change feed ends before the file's watermark")
-        if first_seq(session) > watermark + 1:
-            raise Rejected("the change feed was pruned past the file's watermark")
-    # the database's side on the other core while the file is decoded (its queries run
-    # without the GIL): a second of a million cards' load off the wall time
-    with ThreadPoolExecutor(1, thread_name_prefix="snapshot-file") as pool:
-        ahead = pool.submit(_read_db, engine, namespace, watermark)
-        cols = parse(body)
-        del body  # the file's bytes freed before the cards are built
-        saved = decode(cols)
-        del cols
-        stats = Stats()
-        stats.atoms = saved.atoms
-        entries = saved.entries
-        index = rebuild(entries, saved.filed, saved.needs, saved.readers)
-        cards = dict(zip([e.card_id for e in entries], entries, strict=True))
-        snap = Snapshot(namespace, cards, index, stats, watermark, from_file=True)
-        found = ahead.result()
+    try:
+        f = open(path, "rb")  # noqa: SIM115  # held through the sections' reads
+    except OSError as exc:
+        raise Rejected(f"unreadable: {exc}") from exc
+    with f:
+        snap, found, header = _read(engine, namespace, path, f)
     behind = 0
     for _ in range(TRIES):
         behind += len(found.changes)
@@ -178,8 +153,55 @@ def _restore(engine: Engine, namespace: str, path: Path) -> tuple[Snapshot, int]
         raise Rejected("brought current from the feed, its cards still differ from the database's")
     behind += uses_current(engine, snap, db_uses=found.uses, since=header.get("uses_since"))
     snap.max_uses = max((e.use_count for e in snap.entries.values()), default=0)
-    log.info("%r read from %s: %d cards, %d brought current", namespace, path, len(cards), behind)
+    log.info(
+        "%r read from %s: %d cards, %d brought current, %d lists ordered",
+        namespace,
+        path,
+        len(snap.entries),
+        behind,
+        len(snap.orders),
+    )
     return snap, behind
+
+
+def _read(
+    engine: Engine, namespace: str, path: Path, f: IO[bytes]
+) -> tuple[Snapshot, _Found, dict[str, Any]]:
+    """The snapshot as the file holds it (with its saved orders), and the database's side."""
+    header, body = read_file(f)
+    if header.get("db") != db_identity(engine):
+        raise Rejected("written for another database or schema revision")
+    if header.get("namespace") != namespace:
+        raise Rejected(f"written for namespace {header.get('namespace')!r}")
+    watermark, n = header.get("watermark"), header.get("cards")
+    if not isinstance(watermark, int) or isinstance(watermark, bool):
+        raise Rejected("no watermark")
+    if type(n) is not int or n < 0:
+        raise Rejected("no card count")
+    with read_session(engine) as session:  # before decoding: a file past its feed is not read
+        if last_seq(session) < watermark:
+            raise Rejected("the database's change feed ends before the file's watermark")
+        if first_seq(session) > watermark + 1:
+            raise Rejected("the change feed was pruned past the file's watermark")
+    # the database's side on the other core while the file is decoded (its queries run
+    # without the GIL): a second of a million cards' load off the wall time
+    with ThreadPoolExecutor(1, thread_name_prefix="snapshot-file") as pool:
+        ahead = pool.submit(_read_db, engine, namespace, watermark)
+        saved = decode(body, n)
+        stats = Stats()
+        stats.atoms = saved.atoms
+        entries = saved.entries
+        positions: dict[int, array[int]] = {}
+        index = rebuild(entries, saved.filed, saved.needs, saved.readers, positions)
+        cards = dict(zip([e.card_id for e in entries], entries, strict=True))
+        if len(cards) != n:
+            raise Rejected("a card id twice")
+        snap = Snapshot(namespace, cards, index, stats, watermark, from_file=True)
+        # before the feed's changes: they replace lists, which the queries then patch
+        install(snap, body, saved, positions)
+        del positions
+        found = ahead.result()
+    return snap, found, header
 
 
 def _read_db(engine: Engine, namespace: str, watermark: int) -> _Found:
@@ -214,10 +236,12 @@ def save(engine: Engine, files: SnapshotFiles, snap: Snapshot) -> Path | None:
     # load began, less USES_MARGIN for uses queued meanwhile and clocks apart
     ago = time.monotonic() - snap.loaded_at + snap.load_s
     since = utcnow() - timedelta(seconds=ago + USES_MARGIN_S)
+    wait_for_orders(snap)
     with snap.lock:
         entries = list(snap.entries.values())
         watermark, atoms = snap.watermark, snap.stats.atoms.copy()
         readers = {var: dict(kept) for var, kept in snap.index.readers.items()}
+        taken = take(snap)
     try:
         identity = db_identity(engine)
     except SQLAlchemyError as exc:
@@ -235,11 +259,15 @@ def save(engine: Engine, files: SnapshotFiles, snap: Snapshot) -> Path | None:
     try:
         _drop_stale(path)
         with no_full_collections():  # its passes over what encoding makes: 3 s of 10 at 1M
-            body = encode(entries, atoms, readers)
+            sections = encode(entries, atoms, readers)
+            position = {id(e): i for i, e in enumerate(entries)}
+            sections += encode_orders(snap, taken, position)
+        header["sections"], body = layout(sections)
         write_file(path, header, body)
         files.behind.discard(snap.namespace)
         log.info("%r saved to %s: %d cards", snap.namespace, path, len(entries))
-    except (OSError, orjson.JSONEncodeError) as exc:  # disk full; an integer past 64 bits
+    # disk full; an integer past 64 bits (orjson's, the columns')
+    except (OSError, orjson.JSONEncodeError, OverflowError) as exc:
         log.warning("snapshot file %s not written: %s", path, exc)
         return None
     return path

@@ -13,7 +13,7 @@ from sqlmodel import col
 
 from memory_core.db import read_session
 from memory_core.models.card import Card, CardStatus
-from memory_core.serve.snapshot import Snapshot
+from memory_core.serve.snapshot import Snapshot, touched
 
 
 def uses_current(engine: Engine, snap: Snapshot, *, db_uses: int, since: Any) -> int:
@@ -70,5 +70,6 @@ def _read_uses(engine: Engine, snap: Snapshot, *, since: datetime | None) -> int
                 e = entries.get(card_id)
                 if e is not None and e.use_count != uses:
                     e.use_count, e.seen_at = uses, last or e.updated_at or e.seen_at
+                    touched(e)  # its key in a saved order is now too low: moved by a fold
                     changed += 1
     return changed

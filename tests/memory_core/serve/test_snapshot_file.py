@@ -22,7 +22,7 @@ from memory_core.serve.changes import prune
 from memory_core.serve.retrieval import retrieve
 from memory_core.serve.snapshot import Snapshot, load_snapshot
 from memory_core.serve.snapshot_cache import SnapshotCache
-from memory_core.serve.snapshot_file import MAGIC, read
+from memory_core.serve.snapshot_file import MAGIC, read_header
 from memory_core.serve.snapshot_restore import SnapshotFiles, snapshot_files
 from memory_core.serve.uses import UseRecorder
 from memory_core.settings import Settings
@@ -165,19 +165,19 @@ def test_changes_and_uses_after_the_file_are_served_after_a_cold_load(engine, se
     # 11 of 41 cards brought current (over 5%): the file is written again, as a full load's
     _saved(cache, path, after=written)
     again = SnapshotCache(engine=engine, files=_files(settings)).get(NS)
-    assert again.from_file and read(path)[0]["watermark"] == cold.watermark
+    assert again.from_file and read_header(path)["watermark"] == cold.watermark
     _assert_same(again, fresh)
 
 
 def test_a_file_a_few_changes_behind_is_not_written_again(engine, settings) -> None:
     cards = _seed(engine)
     path = _written(engine, settings)
-    written = read(path)[0]
+    written = read_header(path)
     _edit(engine, cards[0].card_id, scenario="changed")  # 1 of 40: under 5%
     cache = SnapshotCache(engine=engine, files=_files(settings))
     assert cache.get(NS).from_file
     time.sleep(0.3)
-    assert not cache._background and read(path)[0] == written
+    assert not cache._background and read_header(path) == written
 
 
 REASONS = {
@@ -185,6 +185,7 @@ REASONS = {
     "garbage": "not a snapshot file",
     "other_db": "another database",
     "format": "format 999",
+    "format_1": "format 1, this version reads 2",  # the one JSON body before sections
     "pruned": "pruned past the file's watermark",
 }
 
@@ -202,8 +203,12 @@ def test_a_file_that_cannot_be_trusted_means_a_full_load_a_warning_and_a_new_fil
         path.write_bytes(data[: len(data) * 2 // 3])
     elif damage == "garbage":
         path.write_bytes(os.urandom(len(data)))
-    elif damage in ("other_db", "format"):  # the body and its CRC intact
-        header.update({"db": "0" * 64} if damage == "other_db" else {"format": 999})
+    elif damage in ("other_db", "format", "format_1"):  # the body and its CRC intact
+        header.update(
+            {"db": "0" * 64}
+            if damage == "other_db"
+            else {"format": 999 if damage == "format" else 1}
+        )
         path.write_bytes(MAGIC + orjson.dumps(header) + data[head_end:])
     else:  # the changes after the file's watermark are gone from the feed
         for c in cards:
@@ -221,7 +226,7 @@ def test_a_file_that_cannot_be_trusted_means_a_full_load_a_warning_and_a_new_fil
     assert any(str(path) in m and REASONS[damage] in m for m in warned), warned
     _assert_same(cold, load_snapshot(engine=engine, namespace=NS))
     _saved(cache, path, after=written)  # written anew after the full load
-    assert read(path)[0]["watermark"] == cold.watermark
+    assert read_header(path)["watermark"] == cold.watermark
     assert SnapshotCache(engine=engine, files=_files(settings)).get(NS).from_file
 
 
