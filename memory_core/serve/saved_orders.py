@@ -130,13 +130,13 @@ def install(snap: Snapshot, body: Body, saved: Saved, positions: dict[int, array
     for p in pending:
         touched(entries[p])  # changed after its key was made: moved by the next folds
     changed = {id(entries[p]) for p in pending}
-    # each card's key, by position: the lists' keys of a card agree (one epoch), so its lists
-    # share one float, found and set at C speed (the cards are touched once, in file order)
+    # each card's key, by position (Entry.sortkey, which _find bisects by): the lists' keys of
+    # a card agree (one epoch); the orders keep theirs as arrays of doubles (list_orders.Keys)
     key_at: list[float | None] = [None] * n
     made, lo, dropped = [], 0, 0
     for raw, size in zip(names, sizes, strict=True):
         hi = lo + size
-        order = _order(snap, b, raw, saved, positions, cards[lo:hi], keys[lo:hi].tolist(), changed)
+        order = _order(snap, b, raw, saved, positions, cards[lo:hi], keys[lo:hi], changed)
         lo = hi
         if order is None:
             dropped += 1
@@ -144,9 +144,7 @@ def install(snap: Snapshot, body: Body, saved: Saved, positions: dict[int, array
             made.append(order)
             list(map(key_at.__setitem__, order[1][2], order[1][3]))
     for name, (cards_of, _, at, keys_of, most), _ in made:
-        held = list(map(key_at.__getitem__, at))
-        shared = held if held == keys_of else keys_of  # lists that disagree: _find scans
-        snap.orders[name] = (cards_of, b, list(map(entries.__getitem__, at)), shared, most)
+        snap.orders[name] = (cards_of, b, list(map(entries.__getitem__, at)), keys_of, most)
     has = list(map(is_not, key_at, repeat(None)))
     list(map(setattr, compress(entries, has), repeat("sortkey"), compress(key_at, has)))
     if made:
@@ -187,9 +185,9 @@ def _order(
     saved: Saved,
     positions: dict[int, array[int]],
     at: Any,
-    keys: list[float],
+    keys: array[float],
     changed: set[int],
-) -> tuple[Any, tuple[Any, Any, list[int], list[float], dict[str, int]], list[int]] | None:
+) -> tuple[Any, tuple[Any, Any, list[int], array[float], dict[str, int]], list[int]] | None:
     """One saved order when it can be trusted: its name, (list, epoch, its cards' positions,
     keys, most support), and the positions (None: dropped)."""
     name = _name(raw)
