@@ -8,7 +8,9 @@ average (weight 1/8 on the newest) is under `budget_s` of CPU (the thread's own 
 the GIL under load are not the query's); and only when every row it serves is in memory (else
 the caller hops after all). A namespace whose queries turn slow (a bigger snapshot, a costlier
 mix) goes back to worker threads within a few queries; one outlier among quick ones does not.
-Nothing here reads the database.
+Nothing here reads the database. A namespace whose feed read is under way in the service's
+refresher thread (`refreshing`) stays inline meanwhile, serving what the snapshot holds, as the
+worker threads do while another one reads the feed; for at most two intervals.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class InlineGate:
         self.fresh_s = fresh_s
         self.streak = streak
         self._seen: dict[str, _Seen] = {}
+        self.refreshing: set[str] = set()  # namespaces whose feed read is under way
 
     def warm(self, namespace: str) -> Snapshot | None:
         """The namespace's snapshot when a plain query of it may run here and now, else None."""
@@ -44,9 +47,21 @@ class InlineGate:
         if seen is None or seen.seen < self.streak or seen.mean_s >= self.budget_s:
             return None
         snap = seen.snapshot()
-        if snap is None or snap.stale or time.monotonic() - snap.checked_at >= self.fresh_s:
+        if snap is None or snap.stale:
+            return None
+        age = time.monotonic() - snap.checked_at
+        if age >= self.fresh_s and (namespace not in self.refreshing or age >= 2 * self.fresh_s):
             return None
         return snap
+
+    def due(self) -> list[tuple[float, str]]:
+        """(seconds until its feed read is due, namespace) of each namespace answered inline."""
+        now, out = time.monotonic(), []
+        for namespace, seen in list(self._seen.items()):
+            snap = seen.snapshot()
+            if snap is not None and seen.seen >= self.streak and not snap.stale:
+                out.append((snap.checked_at + self.fresh_s - now, namespace))
+        return out
 
     def saw(self, namespace: str, snapshot: Snapshot, took_s: float) -> None:
         """Record one plain query of the namespace and how long it took."""

@@ -26,6 +26,7 @@ from memory_core.serve.inline import InlineGate
 from memory_core.serve.keys import KeyRing, Principal
 from memory_core.serve.prompt_block import prompt_block
 from memory_core.serve.reads import ReadOperations
+from memory_core.serve.refresher import FeedRefresher
 from memory_core.serve.retrieval import Ranked, public_checks, retrieve
 from memory_core.serve.schemas import (
     CheckActionRequest,
@@ -73,13 +74,18 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
             budget_s=settings.serve.inline_budget_ms / 1000,
             fresh_s=settings.serve.snapshot_refresh_s,
         )
+        self.refresher = FeedRefresher(
+            snapshots=self.snapshots, gate=self.inline, idle_s=settings.serve.snapshot_refresh_s
+        )
 
     def start(self) -> None:
-        """Start the background use writer."""
+        """Start the background use writer and the inline namespaces' feed reads."""
         self.uses.start()
+        self.refresher.start()
 
     def close(self) -> None:
         """Write pending uses and stop."""
+        self.refresher.close()
         self.uses.close()
 
     def authenticate(self, secret: str | None) -> Principal:
