@@ -65,7 +65,12 @@ class HotQuery:
         start = time.perf_counter()
         first = await receive()
         whole = first["type"] == "http.request" and not first.get("more_body", False)
-        answer = self._answer(scope, first.get("body", b"")) if whole else None
+        try:
+            answer = self._answer(scope, first.get("body", b"")) if whole else None
+        except BaseException:
+            # a crash: uvicorn answers 500, counted as the metrics layer counted one
+            self.counters.observe("POST", "unmatched", 500, time.perf_counter() - start)
+            raise
         if answer is None:
             await self.app(scope, _replay(first, receive), send)
             return

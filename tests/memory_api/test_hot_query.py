@@ -171,3 +171,21 @@ def test_a_clean_body_skips_the_input_walk_and_an_escaped_one_still_takes_it(
         assert hot_layer.answered == before + 2  # refused: the route answers it
     assert clean.status_code == escaped.status_code == 200
     assert nul.status_code == 422 and "NUL" in nul.text
+
+
+def test_a_crash_on_the_hot_path_is_a_500_counted_as_before(served, monkeypatch) -> None:
+    server, _app, keys, svc = served
+    auth = {"Authorization": f"Bearer {keys['read']}"}
+    with httpx.Client(base_url=server.url, headers=auth) as c:
+        _warm(c, svc, keys["read"])
+
+        def broken(**_kw):
+            raise RuntimeError("boom")
+
+        monkeypatch.setattr(svc, "query_json_now", broken)
+        r = c.post("/v1/cards/query", json={"task_state": STATE})
+        monkeypatch.undo()
+        metrics = c.get("/metrics").text
+    assert r.status_code == 500
+    line = 'hindsight_http_requests_total{method="POST",route="unmatched",status="500"}'
+    assert any(ln.startswith(line) for ln in metrics.splitlines())
