@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
+from starlette.types import ASGIApp
 
 from memory_api.errors import BodyLimit, install_error_handlers
 from memory_api.guards import install_guards
@@ -56,6 +57,16 @@ def _route(path: str, method: str) -> Any:
     )
 
 
+class _API(FastAPI):
+    """FastAPI with the hot route in front of its whole middleware stack (hot_query.py)."""
+
+    front: Any = None  # builds the layer in front: called with the stack Starlette built
+
+    def build_middleware_stack(self) -> ASGIApp:
+        stack = super().build_middleware_stack()
+        return stack if self.front is None else self.front(stack)
+
+
 def create_app(service: MemoryService, *, freeze_gc: bool = False) -> FastAPI:
     """The API over one service (started and stopped with the app). freeze_gc: the server
     process's long-lived objects leave the collector's full passes (`freeze_long_lived`)."""
@@ -71,7 +82,7 @@ def create_app(service: MemoryService, *, freeze_gc: bool = False) -> FastAPI:
         finally:
             service.close()
 
-    app = FastAPI(
+    app = _API(
         title="Hindsight",
         summary="Experience cards and facts for LLM agents, scoped by API key.",
         version="0.1.0",
@@ -86,13 +97,19 @@ def create_app(service: MemoryService, *, freeze_gc: bool = False) -> FastAPI:
     # console's forty-odd routes ahead of /v1/cards/query cost it more than its retrieval
     for router in ROUTERS:
         app.include_router(router)
-    # innermost: warm plain queries answered before routing (memory_api/hot_query.py)
-    app.add_middleware(HotQuery, service=service, route=_route(HOT_PATH, "POST"))
     # deeper than any record may nest (limits.max_json_depth, at most 500) plus its envelope:
     # refused before the parser, whose recursion limit would give a nameless error
     app.add_middleware(BodyLimit, max_bytes=service.settings.serve.max_body_bytes, max_depth=512)
     install_error_handlers(app)
     install_guards(app)  # NUL / surrogates in query strings; 422s that never echo the input
-    install_metrics(app, service)  # GET /metrics; requests timed by a plain ASGI wrapper
+    counters = install_metrics(app, service)  # GET /metrics; requests timed by an ASGI wrapper
+    # outermost: warm plain queries answered before every other layer (memory_api/hot_query.py)
+    route = _route(HOT_PATH, "POST")
+    max_bytes = service.settings.serve.max_body_bytes
+
+    def front(stack: ASGIApp) -> HotQuery:
+        return HotQuery(stack, service=service, route=route, counters=counters, max_bytes=max_bytes)
+
+    app.front = front
     mount_console(app, service)  # the web console under /ui, offline /docs and /redoc
     return app

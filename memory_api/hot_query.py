@@ -1,27 +1,33 @@
 """The hot route without the framework: a warm plain `POST /v1/cards/query` answered by a pure
-ASGI wrapper, before routing, dependency solving and the exception and exit-stack layers.
+ASGI layer in front of the whole middleware stack, before routing, dependency solving and the
+error, metrics, query-string and body-limit layers.
 
 In process at 5,000 cards the service answered a warm query in ~0.3 ms and the route around
 it cost as much again (route matching over every router, two dependency solves, the body
-parsed, a Response built). This wrapper sits inside the body limit, query-string guard and
-metrics, so those still apply, and takes a request only when everything is known to be quick
-and current: a cached key, a JSON body that validates as a QueryRequest, and a query the
-service answers inline (memory_core/serve/inline.py). Anything else — no key, an unknown
-key, a body that does not validate, explain, a prompt, a snapshot to load, a feed read due —
-goes down the normal route with the body replayed, and is answered (or refused) exactly as
-before: the answers it gives are the route's own.
+parsed, a Response built); the layers around the route cost ~25 us more. This layer is the
+outermost of the app's stack and takes a request only when everything is known to be quick,
+current and within those layers' rules: no query string (the guard's concern), the whole
+body in one message within the body limit (declared and read), a cached key, a JSON body
+that validates as a QueryRequest (no deeper than the limit: the model refuses what nests past
+its depth), and a query the service answers inline (memory_core/serve/inline.py). It counts
+and times what it answers under the route, as the metrics layer would. Anything else — no
+key, an unknown key, a body that does not validate, explain, a prompt, a snapshot to load, a
+feed read due — goes down the stack with the body replayed, and is answered (or refused)
+exactly as before: the answers it gives are the route's own.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import orjson
 from pydantic import ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from memory_api.metrics import RequestCounters
 from memory_core.errors import HindsightError
-from memory_core.serve.schemas import QueryRequest
+from memory_core.serve.schemas import CLEAN_BODY, QueryRequest, clean_bytes
 from memory_core.serve.service import MemoryService
 
 PATH = "/v1/cards/query"
@@ -31,19 +37,40 @@ _JSON = (b"content-type", b"application/json")
 class HotQuery:
     """Answers warm plain queries itself; passes every other request on untouched."""
 
-    def __init__(self, app: ASGIApp, *, service: MemoryService, route: Any) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        service: MemoryService,
+        route: Any,
+        counters: RequestCounters,
+        max_bytes: int,
+    ) -> None:
         self.app = app
         self.service = service
         self.route = route  # the route's own object: metrics label the request by its path
+        self.counters = counters
+        self.max_bytes = max_bytes
         self.answered = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] != PATH or scope["method"] != "POST":
+        if (
+            scope["type"] != "http"
+            or scope["path"] != PATH
+            or scope["method"] != "POST"
+            or scope.get("query_string")
+        ):
             await self.app(scope, receive, send)
             return
-        first = await receive()  # the whole body: the body limit replays it as one message
+        start = time.perf_counter()
+        first = await receive()
         whole = first["type"] == "http.request" and not first.get("more_body", False)
-        answer = self._answer(scope, first.get("body", b"")) if whole else None
+        try:
+            answer = self._answer(scope, first.get("body", b"")) if whole else None
+        except BaseException:
+            # a crash: uvicorn answers 500, counted as the metrics layer counted one
+            self.counters.observe("POST", "unmatched", 500, time.perf_counter() - start)
+            raise
         if answer is None:
             await self.app(scope, _replay(first, receive), send)
             return
@@ -52,11 +79,17 @@ class HotQuery:
         length = (b"content-length", str(len(answer)).encode())
         await send({"type": "http.response.start", "status": 200, "headers": [length, _JSON]})
         await send({"type": "http.response.body", "body": answer})
+        self.counters.observe("POST", self.route.path, 200, time.perf_counter() - start)
 
     def _answer(self, scope: Scope, body: bytes) -> bytes | None:
         """The answer when this is a warm plain query of a cached key, else None (nothing
-        recorded: the route answers it)."""
+        recorded: the stack answers it)."""
         headers = dict(scope.get("headers") or [])
+        declared = headers.get(b"content-length")
+        if len(body) > self.max_bytes or (
+            declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes)
+        ):
+            return None  # the body limit refuses it
         if headers.get(b"content-type", b"application/json").split(b";")[0].strip() not in (
             b"application/json",
         ):
@@ -68,7 +101,9 @@ class HotQuery:
         try:
             principal = self.service.authenticate(key)
             # parsed as the route parses it: JSON to Python, then the model in Python mode
-            request = QueryRequest.model_validate(orjson.loads(body))
+            # (check_json's walk skipped when the bytes alone show it would pass)
+            clean = CLEAN_BODY if clean_bytes(body) else None
+            request = QueryRequest.model_validate(orjson.loads(body), context=clean)
             return self.service.query_json_now(principal=principal, request=request)
         except (HindsightError, ValidationError, orjson.JSONDecodeError):
             return None  # the route answers with its own error

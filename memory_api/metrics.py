@@ -54,11 +54,11 @@ class CardsByStatus(Collector):
         yield family
 
 
-class RequestMetrics:
-    """Pure ASGI wrapper counting and timing HTTP requests by route template."""
+class RequestCounters:
+    """The request counter and latency histogram, with each (method, route, status)'s
+    children looked up once: shared by the wrapper and the hot route (memory_api/hot_query.py)."""
 
-    def __init__(self, app: ASGIApp, registry: CollectorRegistry) -> None:
-        self.app = app
+    def __init__(self, registry: CollectorRegistry) -> None:
         self.requests = Counter(
             "hindsight_http_requests",
             "HTTP requests by route and status",
@@ -73,6 +73,35 @@ class RequestMetrics:
             registry=registry,
         )
         self._children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+
+    def observe(self, method: str, route: str, status: int, elapsed: float) -> None:
+        """Count one request and time it."""
+        key = (method, route, status)
+        children = self._children.get(key)
+        if children is None:
+            children = (
+                self.requests.labels(method, route, str(status)),
+                self.latency.labels(method, route),
+            )
+            self._children[key] = children
+        children[0].inc()
+        children[1].observe(elapsed)
+
+
+class RequestMetrics:
+    """Pure ASGI wrapper counting and timing HTTP requests by route template."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        registry: CollectorRegistry | None = None,
+        *,
+        counters: RequestCounters | None = None,
+    ) -> None:
+        self.app = app
+        if counters is None:
+            counters = RequestCounters(registry or CollectorRegistry())
+        self.counters = counters
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -92,28 +121,20 @@ class RequestMetrics:
         finally:
             elapsed = time.perf_counter() - start
             route = getattr(scope.get("route"), "path", None) or "unmatched"
-            key = (scope["method"], route, status)
-            children = self._children.get(key)
-            if children is None:
-                children = (
-                    self.requests.labels(key[0], route, str(status)),
-                    self.latency.labels(key[0], route),
-                )
-                self._children[key] = children
-            children[0].inc()
-            children[1].observe(elapsed)
+            self.counters.observe(scope["method"], route, status, elapsed)
 
 
-def install_metrics(app: FastAPI, service: MemoryService) -> CollectorRegistry:
+def install_metrics(app: FastAPI, service: MemoryService) -> RequestCounters:
     """Add the request wrapper and the GET /metrics route to the app (a registry of its own,
-    so two apps in one process never share counters)."""
+    so two apps in one process never share counters); returns the counters."""
     registry = CollectorRegistry()
     registry.register(CardsByStatus(service))
-    app.add_middleware(RequestMetrics, registry=registry)
+    counters = RequestCounters(registry)
+    app.add_middleware(RequestMetrics, counters=counters)
 
     @app.get("/metrics", tags=["health"], include_in_schema=False)
     def metrics() -> Response:
         """Prometheus text format."""
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
-    return registry
+    return counters

@@ -43,7 +43,10 @@ def plain_json(answer: Answer) -> bytes:
             "cards": [
                 {
                     "card": orjson.Fragment(h.card),
-                    "score": h.match.score.model_dump(mode="json"),
+                    # the fields themselves, in order: every one a float or None (retrieval's
+                    # score_entry), which orjson writes as model_dump(mode="json") would have
+                    # (inf and NaN as null), without a serializer pass per card
+                    "score": h.match.score.__dict__,
                     "use_id": str(h.use_id) if h.use_id is not None else None,
                     "checks": None,
                 }

@@ -121,3 +121,71 @@ def test_requests_the_hot_path_must_not_take_get_the_routes_answers(served) -> N
     assert explained.status_code == 200 and explained.json()["explain"] is not None
     assert prompted.status_code == 200 and prompted.json()["prompt"]
     assert json.loads(explained.content)["cards"]
+
+
+def test_the_hot_path_is_the_outermost_layer_and_keeps_the_outer_layers_rules(served) -> None:
+    server, app, keys, svc = served
+    auth = {"Authorization": f"Bearer {keys['read']}"}
+    limit = svc.settings.serve.max_body_bytes
+    with httpx.Client(base_url=server.url, headers=auth) as c:
+        _warm(c, svc, keys["read"])
+        assert isinstance(app.middleware_stack, HotQuery)  # in front of errors and metrics
+        hot_layer = _hot(app)
+        before = hot_layer.answered
+        padded = json.dumps({"task_state": {**STATE, "pad": "x" * limit}}).encode()
+        too_big = c.post("/v1/cards/query", content=padded)
+        guarded = c.post("/v1/cards/query", params={"q": "a\x00b"}, json={"task_state": STATE})
+        with_query = c.post("/v1/cards/query", params={"q": "ok"}, json={"task_state": STATE})
+        assert hot_layer.answered == before  # the body limit's, the guard's, the route's
+        hot = c.post("/v1/cards/query", json={"task_state": STATE})
+        assert hot_layer.answered == before + 1 and hot.status_code == 200
+    assert too_big.status_code == 413 and too_big.json()["code"]
+    assert guarded.status_code == 400 and guarded.json()["field"] == "q"
+    assert with_query.status_code == 200
+
+
+def test_a_clean_body_skips_the_input_walk_and_an_escaped_one_still_takes_it(
+    served, monkeypatch
+) -> None:
+    import memory_core.serve.schemas as schemas
+
+    server, app, keys, svc = served
+    walked: list[object] = []
+    real = schemas.check_json
+
+    def counting(value, **kw):
+        walked.append(value)
+        return real(value, **kw)
+
+    auth = {"Authorization": f"Bearer {keys['read']}"}
+    with httpx.Client(base_url=server.url, headers=auth) as c:
+        _warm(c, svc, keys["read"])
+        monkeypatch.setattr(schemas, "check_json", counting)
+        hot_layer = _hot(app)
+        before = hot_layer.answered
+        clean = c.post("/v1/cards/query", json={"task_state": STATE})
+        assert (hot_layer.answered, len(walked)) == (before + 1, 0)
+        escaped = c.post("/v1/cards/query", json={"task_state": {**STATE, "note": "café\n"}})
+        assert (hot_layer.answered, len(walked)) == (before + 2, 1)
+        nul = c.post("/v1/cards/query", json={"task_state": {**STATE, "note": "a\x00b"}})
+        assert hot_layer.answered == before + 2  # refused: the route answers it
+    assert clean.status_code == escaped.status_code == 200
+    assert nul.status_code == 422 and "NUL" in nul.text
+
+
+def test_a_crash_on_the_hot_path_is_a_500_counted_as_before(served, monkeypatch) -> None:
+    server, _app, keys, svc = served
+    auth = {"Authorization": f"Bearer {keys['read']}"}
+    with httpx.Client(base_url=server.url, headers=auth) as c:
+        _warm(c, svc, keys["read"])
+
+        def broken(**_kw):
+            raise RuntimeError("boom")
+
+        monkeypatch.setattr(svc, "query_json_now", broken)
+        r = c.post("/v1/cards/query", json={"task_state": STATE})
+        monkeypatch.undo()
+        metrics = c.get("/metrics").text
+    assert r.status_code == 500
+    line = 'hindsight_http_requests_total{method="POST",route="unmatched",status="500"}'
+    assert any(ln.startswith(line) for ln in metrics.splitlines())

@@ -1,0 +1,87 @@
+"""The use writer (memory_core/serve/uses.py) writes what the ORM reads back as written, and
+keeps its Python per row small: a query's shared values are converted once, not per use."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from sqlmodel import select
+
+from memory_core import db
+from memory_core.models.card import Card, CardUse
+from memory_core.models.columns import row_id, utcnow
+from memory_core.serve.uses import MAX_PENDING, UseRecorder, use_context
+from tests.helpers.serve import add_card
+
+
+def test_rows_and_counts_read_back_as_queued(settings, engine) -> None:
+    a, b, c = (add_card(engine, scenario=f"card {i}", use_count=i).card_id for i in range(3))
+    rec = UseRecorder(engine=engine)
+    t0 = utcnow()
+    q1, q2 = row_id(), row_id()
+    ctx = use_context({"tool": "search", "n": 2, "skip": [1]}, "api")
+    first = rec.record(namespace="team-a", card_ids=[a, b], context=ctx, now=t0, query_id=q1)
+    later = t0 + timedelta(seconds=3)
+    second = rec.record(namespace="team-a", card_ids=[a], withheld=[c], now=later, query_id=q2)
+    assert rec.flush() == 4 and rec.written == 4 and rec.flush() == 0
+    with db.read_session(engine) as s:
+        uses = {(u.card_id, u.query_id): u for u in s.exec(select(CardUse)).all()}
+        cards = {x.card_id: x for x in s.exec(select(Card)).all()}
+    assert len(uses) == 4
+    u = uses[(a, q1)]
+    assert (u.id, u.namespace, u.used_at, u.arm, u.outcome) == (
+        first[a],
+        "team-a",
+        t0,
+        "served",
+        None,
+    )
+    assert u.context == {"via": "api", "state": {"tool": "search", "n": 2}}
+    assert uses[(b, q1)].id == first[b] and uses[(a, q2)].id == second[a]
+    held = uses[(c, q2)]
+    assert (held.id, held.arm, held.context, held.used_at) == (second[c], "withheld", {}, later)
+    # served uses counted per card with the latest time; a withheld card is not used
+    assert (cards[a].use_count, cards[a].last_used_at) == (2, later)
+    assert (cards[b].use_count, cards[b].last_used_at) == (2, t0)
+    assert (cards[c].use_count, cards[c].last_used_at) == (2, None)
+
+
+def test_a_querys_context_is_serialized_once_not_per_use(settings, engine) -> None:
+    ids = [add_card(engine, scenario=f"card {i}").card_id for i in range(5)]
+    writer_engine = db.make_engine(settings)  # its own dialect: the serializer below is its
+    calls = []
+
+    def counting(value):
+        calls.append(value)
+        return json.dumps(value)
+
+    writer_engine.dialect._json_serializer = counting  # type: ignore[attr-defined]
+    try:
+        rec = UseRecorder(engine=writer_engine)
+        for q in range(3):
+            ctx = use_context({"tool": "search", "q": q}, "api")
+            rec.record(namespace="team-a", card_ids=ids, context=ctx, query_id=row_id())
+        assert rec.flush() == 15
+    finally:
+        writer_engine.dispose()
+    with db.read_session(engine) as s:
+        assert len(s.exec(select(CardUse)).all()) == 15
+    if settings.database_url is None:  # SQLite binds JSON as text through the serializer
+        assert len(calls) == 3
+
+
+def test_past_the_cap_the_oldest_uses_are_dropped(settings, engine, monkeypatch) -> None:
+    import memory_core.serve.uses as uses_module
+
+    ids = [add_card(engine, scenario=f"card {i}").card_id for i in range(3)]
+    monkeypatch.setattr(uses_module, "MAX_PENDING", 4)
+    rec = UseRecorder(engine=engine)
+    rec.record(namespace="team-a", card_ids=ids, query_id=row_id())  # 3 queued
+    kept = rec.record(namespace="team-a", card_ids=ids[:2], query_id=row_id())  # 5: drop 1
+    assert rec.dropped == 1
+    last = rec.record(namespace="team-a", card_ids=ids, query_id=row_id())  # 7: drop 3 more
+    assert rec.dropped == 4 and rec.flush() == 4 and MAX_PENDING == 200_000
+    with db.read_session(engine) as s:
+        written = {u.id for u in s.exec(select(CardUse)).all()}
+    assert written == {kept[ids[1]], *last.values()}
