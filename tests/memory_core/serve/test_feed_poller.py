@@ -134,3 +134,39 @@ def test_a_served_card_changed_elsewhere_is_read_again_by_the_thread(engine, set
         assert not [s for s in reads if "FROM card " in s + " "], reads
     finally:
         svc.close()
+
+
+def test_warm_queries_stay_inline_across_intervals(settings, engine) -> None:
+    """The feed's thread keeps an inline namespace's snapshot current: warm plain queries stay
+    on the caller's thread (the API's event loop) interval after interval, instead of going
+    down the route to a worker thread each time a read falls due, and a card written by
+    another process is still served within the interval."""
+    import json
+
+    from memory_core.serve.schemas import QueryRequest
+    from memory_core.serve.service import MemoryService
+    from tests.helpers.serve import keys_for
+
+    settings.serve.snapshot_refresh_s = 0.4
+    settings.serve.inline_budget_ms = 1000  # the gate judged by freshness alone here
+    for i in range(3):
+        add_card(engine, scenario=f"card {i}", preconditions=['tool == "search"'])
+    svc = MemoryService(engine=engine, settings=settings)
+    try:
+        who = svc.authenticate(keys_for(engine)["read"])
+        plain = QueryRequest(task_state={"tool": "search"}, record_use=False)
+        for _ in range(4 * svc.inline.streak):
+            svc.query_json(principal=who, request=plain)
+        assert svc.inline.warm(who.namespace) is not None
+        for _ in range(4):  # past the interval each time: answered inline all the same
+            time.sleep(settings.serve.snapshot_refresh_s)
+            assert svc.query_json_now(principal=who, request=plain) is not None
+        new = add_card(engine, scenario="written elsewhere", preconditions=['tool == "search"'])
+        time.sleep(settings.serve.snapshot_refresh_s)
+        # served within the interval: its row is read once, on a worker thread (not held yet)
+        assert svc.query_json_now(principal=who, request=plain) is None
+        answer = svc.query_json(principal=who, request=plain)
+        assert str(new.card_id) in {h["card"]["card_id"] for h in json.loads(answer)["cards"]}
+        assert svc.query_json_now(principal=who, request=plain) is not None
+    finally:
+        svc.close()
