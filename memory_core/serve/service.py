@@ -3,24 +3,17 @@ principal, checks its scope, and works only inside the principal's namespace."""
 
 from __future__ import annotations
 
-import itertools
 import logging
 import time
-import uuid
-from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from pydantic import TypeAdapter
-from sqlalchemy import bindparam, select, text
+from sqlalchemy import text
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import SQLAlchemyError
-from sqlmodel import Session, col
 
-from memory_core.cards.query import to_public
 from memory_core.db import READ_ONLY
 from memory_core.effects.holdout import split_arms
-from memory_core.models.card import Card, CardStatus
 from memory_core.models.columns import row_id, utcnow
 from memory_core.serve.answer import Answer, Hit, RowsNotInMemory, card_hits, plain_json
 from memory_core.serve.effect_ops import EffectOperations
@@ -37,12 +30,10 @@ from memory_core.serve.schemas import (
     QueryRequest,
     QueryResult,
 )
+from memory_core.serve.served_rows import ServedRows
 from memory_core.serve.snapshot import (
-    USE_FIELDS,
-    ServedRow,
     Snapshot,
     row_json,
-    served_row,
     touched,
 )
 from memory_core.serve.snapshot_cache import SnapshotCache
@@ -51,12 +42,8 @@ from memory_core.serve.writes import WriteOperations
 from memory_core.settings import Settings
 
 log = logging.getLogger(__name__)
-ROW_CACHE = 50_000  # served rows kept per snapshot (about 1 KB each)
 _PRE_CALL = frozenset({"tool", "args"})
 _DATETIME = TypeAdapter(datetime)
-# built once: a select built per call (its IN list coerced each time) cost more than the read
-# of a served row it fetches (~0.5 of ~1 ms per first serve of a card)
-_CARDS_BY_ID = select(Card).where(col(Card.card_id).in_(bindparam("ids", expanding=True)))
 
 
 class MemoryService(ReadOperations, WriteOperations, EffectOperations):
@@ -71,7 +58,8 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
             max_cards=settings.serve.max_cached_cards,
             poll=True,
         )
-        self.snapshots.on_change = self._refill_rows
+        self.rows = ServedRows(engine=engine, settings=settings)
+        self.snapshots.on_change = self.rows.refill
         self.uses = UseRecorder(engine=engine, flush_s=settings.serve.use_flush_s)
         self.keys = KeyRing(engine=engine, cache_s=settings.serve.key_cache_s)
         self.inline = InlineGate(
@@ -209,7 +197,7 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
         ids = [m.entry.card_id for m in matches]
         if rows_in_memory and any(cid not in snap.rows for cid in ids):
             raise RowsNotInMemory  # nothing recorded yet: the worker thread starts over
-        rows = self._served_rows(snap, ids)
+        rows = self.rows.get(snap, ids)
         matches = [m for m in matches if m.entry.card_id in rows]
         # the cards as they were before this use (the rows are updated below)
         hits = [Hit(m, row_json(rows[m.entry.card_id])) for m in matches]
@@ -234,64 +222,6 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
                 head, n, _, _ = rows[e.card_id]
                 snap.rows[e.card_id] = (head, n + 1, used_at, 0)
         return Answer(hits, retrieval, query_id)
-
-    def _served_rows(self, snap: Snapshot, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, ServedRow]:
-        """The public rows of these cards: from the snapshot, else read once (active only).
-
-        A card retired in another process is still served until the snapshot is replaced
-        (within the refresh interval), as its preconditions are: both come from the snapshot.
-        """
-        cached = snap.rows
-        missing = [cid for cid in ids if cid not in cached]
-        if missing:
-            cached.update(self._public_rows(snap.namespace, missing))
-            if len(cached) > ROW_CACHE:  # drop the oldest half
-                for cid in list(itertools.islice(cached, len(cached) // 2)):
-                    cached.pop(cid, None)
-        return {cid: cached[cid] for cid in ids if cid in cached}
-
-    def _refill_rows(self, snap: Snapshot, ids: list[uuid.UUID]) -> None:
-        """Served rows a feed catch-up dropped (their cards changed), read again in the feed's
-        thread: a hot card changed by feedback is not read by the query that next serves it.
-        A row a query put there meanwhile (with its use) is kept."""
-        try:
-            rows = self._public_rows(snap.namespace, ids)
-        except SQLAlchemyError as exc:  # read on its next serve, as any row not held
-            log.warning("served rows of %d changed cards not read again: %s", len(ids), exc)
-            return
-        for cid, row in rows.items():
-            snap.rows.setdefault(cid, row)
-
-    def _public_rows(self, namespace: str, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, ServedRow]:
-        """The cards' public rows as served, from the database (active ones only)."""
-        out = {}
-        for cid, card in self._active_rows(namespace, ids).items():
-            public = to_public(card, rules=self.settings.decay.effects)
-            last = public.last_used_at
-            out[cid] = served_row(
-                public.model_dump_json(exclude=set(USE_FIELDS)).encode(),
-                public.use_count,
-                None if last is None else _DATETIME.dump_python(last, mode="json"),
-                public.decay_tier,
-            )
-        return out
-
-    def _active_rows(self, namespace: str, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Card]:
-        if not ids:
-            return {}
-        with (
-            self.engine.connect().execution_options(**READ_ONLY) as conn,
-            Session(bind=conn) as session,
-        ):
-            # by primary key alone: given namespace and status too, SQLite (no statistics)
-            # picks the (namespace, status) index for 3+ ids and scans the namespace
-            # (23 ms of a 33 ms query at 100k cards)
-            cards = session.execute(_CARDS_BY_ID, {"ids": list(ids)}).scalars()
-            return {
-                c.card_id: c
-                for c in cards
-                if c.namespace == namespace and c.status == CardStatus.active.value
-            }
 
     def check_action(
         self, *, principal: Principal, request: CheckActionRequest, via: str = "api"

@@ -34,6 +34,7 @@ from memory_core.serve.feed_poller import FeedPoller
 from memory_core.serve.snapshot import Snapshot, load_snapshot
 from memory_core.serve.snapshot_build import release, timed_load
 from memory_core.serve.snapshot_restore import SnapshotFiles, cold_load, save
+from memory_core.serve.upkeep_threads import UpkeepThreads
 
 log = logging.getLogger(__name__)
 LOAD_SHARE = 0.2  # the most of one core whole reloads may take over time
@@ -69,7 +70,7 @@ class SnapshotCache:
         self._lock = threading.Lock()
         # one load per namespace at a time, and loads of different namespaces side by side
         self._loading: dict[str, threading.Lock] = {}
-        self._background: set[str] = set()
+        self._background = UpkeepThreads()  # reloads, checks, saves, pruning
         self._pruned_at = time.monotonic()
         self._feed = FeedReader()  # one read of the change feed for every namespace
         self._pending: dict[str, dict[uuid.UUID, int]] = {}  # changes handed out, not applied
@@ -105,9 +106,9 @@ class SnapshotCache:
             except SQLAlchemyError as exc:  # the database is down: serve what we have
                 log.warning("reading the card change feed failed: %s", exc)
         if namespace in self._must_reload:  # tried again until a reload replaced it
-            self._background_task(namespace, self._reload)
+            self._background.start(namespace, self._reload)
         if now - snap.verified_at >= self._verify_s:
-            self._background_task(namespace, self._verify)
+            self._background.start(namespace, self._verify)
         return snap
 
     def catch_up_all(self, *, older_than_s: float) -> int:
@@ -240,10 +241,10 @@ class SnapshotCache:
             with self._lock:
                 self._must_reload.update(held)
             for ns in held:
-                self._background_task(ns, self._reload)
+                self._background.start(ns, self._reload)
         if self._feed.read_at - self._pruned_at > PRUNE_S:
             self._pruned_at = self._feed.read_at
-            self._background_task("", lambda _ns: prune(self._engine))
+            self._background.start("", lambda _ns: prune(self._engine))
 
     def _apply(self, snap: Snapshot, *, refill: bool = False) -> bool:
         """Apply the changes handed to the snapshot's namespace. Hold its lock."""
@@ -317,21 +318,4 @@ class SnapshotCache:
         """After a full load of a big namespace: its file, written off the query path."""
         engine = self._engine
         if (files := self.files) is not None and files.wanted(snap):
-            self._background_task(f"save {snap.namespace}", lambda _: save(engine, files, snap))
-
-    def _background_task(self, key: str, task: Callable[[str], object]) -> None:
-        with self._lock:
-            if key in self._background:
-                return
-            self._background.add(key)
-
-        def run() -> None:
-            try:
-                task(key)
-            except SQLAlchemyError as exc:
-                log.warning("snapshot upkeep of %r failed: %s", key, exc)
-            finally:
-                with self._lock:
-                    self._background.discard(key)
-
-        threading.Thread(target=run, name=f"snapshot-{key}", daemon=True).start()
+            self._background.start(f"save {snap.namespace}", lambda _: save(engine, files, snap))

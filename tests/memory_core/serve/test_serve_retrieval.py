@@ -190,7 +190,7 @@ def test_served_rows_are_read_once_and_follow_uses_and_feedback(engine) -> None:
     assert lean == full
     assert lean["cards"][0]["card"]["use_count"] == 3
     reads = []
-    svc._active_rows = lambda ns, ids: reads.append(ids) or {}  # type: ignore[method-assign]
+    svc.rows._active = lambda ns, ids: reads.append(ids) or {}  # type: ignore[method-assign]
     used = json.loads(
         svc.query_json(principal=principal, request=QueryRequest(task_state={"tool": "search"}))
     )
@@ -198,7 +198,7 @@ def test_served_rows_are_read_once_and_follow_uses_and_feedback(engine) -> None:
     assert used["cards"][0]["card"]["use_count"] == 3  # as it was before this use
     again = svc.query(principal=principal, request=plain)
     assert again.cards[0].card.use_count == 4 and again.cards[0].card.last_used_at is not None
-    del svc._active_rows
+    del svc.rows._active
     from memory_core.serve.schemas import FeedbackRequest
 
     svc.feedback(  # a read key reports the outcome of the use it was served

@@ -1,0 +1,43 @@
+"""Snapshot upkeep in daemon threads, one per key at a time: reloads, fingerprint checks,
+saves of snapshot files and feed pruning run off the query path, and a key already running is
+not started twice (a query finding a reload due every time would start one each)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from sqlalchemy.exc import SQLAlchemyError
+
+log = logging.getLogger(__name__)
+
+
+class UpkeepThreads:
+    """Keyed daemon threads; len() is how many run now."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: set[str] = set()
+
+    def __len__(self) -> int:
+        return len(self._running)
+
+    def start(self, key: str, task: Callable[[str], object]) -> None:
+        """Run task(key) in a thread unless one of this key runs; a database error is logged
+        (the next query or check tries again)."""
+        with self._lock:
+            if key in self._running:
+                return
+            self._running.add(key)
+
+        def run() -> None:
+            try:
+                task(key)
+            except SQLAlchemyError as exc:
+                log.warning("snapshot upkeep of %r failed: %s", key, exc)
+            finally:
+                with self._lock:
+                    self._running.discard(key)
+
+        threading.Thread(target=run, name=f"snapshot-{key}", daemon=True).start()
