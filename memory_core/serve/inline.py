@@ -20,6 +20,9 @@ from dataclasses import dataclass
 from memory_core.serve.snapshot import Snapshot
 
 WEIGHT = 8  # the moving average's newest query counts 1/WEIGHT
+# a query counts at most this many budgets: one outlier (a full collection, a preempted core)
+# must not send a quick namespace to threads, as 50 ms at weight 1/8 would
+CLAMP = 4
 
 
 @dataclass(slots=True)
@@ -53,5 +56,6 @@ class InlineGate:
         seen = self._seen.get(namespace)
         if seen is None or seen.snapshot() is not snapshot:
             seen = self._seen[namespace] = _Seen(weakref.ref(snapshot))
+        took_s = min(took_s, CLAMP * self.budget_s)
         seen.mean_s = took_s if seen.seen == 0 else seen.mean_s + (took_s - seen.mean_s) / WEIGHT
         seen.seen += 1

@@ -6,6 +6,8 @@ prompt, a body the limit refuses) is answered by the route exactly as before."""
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 
 import httpx
 import pytest
@@ -47,6 +49,22 @@ def _warm(c: httpx.Client, svc: MemoryService, who_key: str) -> None:
     pytest.fail("the namespace never warmed up")
 
 
+def _hot_post(
+    c: httpx.Client, layer: HotQuery, reset: Callable[[], None] = lambda: None, **kw
+) -> httpx.Response:
+    """A warm plain query the hot path answers. On a busy machine the feed's thread can be late
+    past the refresh interval (or a collection lands in a query): the query then goes down the
+    route, as it should, and the next one is warm again; a few tries, not one."""
+    for _ in range(20):
+        reset()
+        before = layer.answered
+        r = c.post("/v1/cards/query", **kw)
+        if layer.answered == before + 1:
+            return r
+        time.sleep(0.05)
+    pytest.fail("the hot path answered none of 20 warm queries")
+
+
 def test_a_warm_plain_query_is_answered_by_the_hot_path_as_the_route_would(served) -> None:
     server, app, keys, svc = served
     auth = {"Authorization": f"Bearer {keys['read']}"}
@@ -56,8 +74,7 @@ def test_a_warm_plain_query_is_answered_by_the_hot_path_as_the_route_would(serve
         assert hot_layer.answered == 0  # the first query loads the snapshot: the route's
         _warm(c, svc, keys["read"])
         before = hot_layer.answered
-        r = c.post("/v1/cards/query", json={"task_state": STATE})
-        assert hot_layer.answered == before + 1
+        r = _hot_post(c, hot_layer, json={"task_state": STATE})
         assert r.status_code == 200 and r.headers["content-type"] == "application/json"
         assert int(r.headers["content-length"]) == len(r.content)
         body, route_body = r.json(), cold.json()
@@ -137,8 +154,8 @@ def test_the_hot_path_is_the_outermost_layer_and_keeps_the_outer_layers_rules(se
         guarded = c.post("/v1/cards/query", params={"q": "a\x00b"}, json={"task_state": STATE})
         with_query = c.post("/v1/cards/query", params={"q": "ok"}, json={"task_state": STATE})
         assert hot_layer.answered == before  # the body limit's, the guard's, the route's
-        hot = c.post("/v1/cards/query", json={"task_state": STATE})
-        assert hot_layer.answered == before + 1 and hot.status_code == 200
+        hot = _hot_post(c, hot_layer, json={"task_state": STATE})
+        assert hot.status_code == 200
     assert too_big.status_code == 413 and too_big.json()["code"]
     assert guarded.status_code == 400 and guarded.json()["field"] == "q"
     assert with_query.status_code == 200
@@ -162,13 +179,15 @@ def test_a_clean_body_skips_the_input_walk_and_an_escaped_one_still_takes_it(
         _warm(c, svc, keys["read"])
         monkeypatch.setattr(schemas, "check_json", counting)
         hot_layer = _hot(app)
+        clean = _hot_post(c, hot_layer, walked.clear, json={"task_state": STATE})
+        assert len(walked) == 0
+        escaped = _hot_post(
+            c, hot_layer, walked.clear, json={"task_state": {**STATE, "note": "café\n"}}
+        )
+        assert len(walked) == 1
         before = hot_layer.answered
-        clean = c.post("/v1/cards/query", json={"task_state": STATE})
-        assert (hot_layer.answered, len(walked)) == (before + 1, 0)
-        escaped = c.post("/v1/cards/query", json={"task_state": {**STATE, "note": "café\n"}})
-        assert (hot_layer.answered, len(walked)) == (before + 2, 1)
         nul = c.post("/v1/cards/query", json={"task_state": {**STATE, "note": "a\x00b"}})
-        assert hot_layer.answered == before + 2  # refused: the route answers it
+        assert hot_layer.answered == before  # refused: the route answers it
     assert clean.status_code == escaped.status_code == 200
     assert nul.status_code == 422 and "NUL" in nul.text
 

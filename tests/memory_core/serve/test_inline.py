@@ -105,6 +105,10 @@ def test_slow_queries_or_a_new_snapshot_send_the_namespace_to_threads(settings, 
         svc.query_json(principal=who, request=plain)
     svc.inline.saw("team-a", snap, 2 * svc.inline.budget_s)
     assert svc.inline.warm("team-a") is snap  # one outlier among quick queries: still inline
+    for _ in range(svc.inline.streak):
+        svc.query_json(principal=who, request=plain)
+    svc.inline.saw("team-a", snap, 0.05)  # a full collection's 50 ms: one query, still inline
+    assert svc.inline.warm("team-a") is snap
     for _ in range(3):  # the namespace turned slow: worker threads within a few queries
         svc.inline.saw("team-a", snap, 4 * svc.inline.budget_s)
     assert svc.inline.warm("team-a") is None
