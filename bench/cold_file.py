@@ -36,8 +36,6 @@ def _files(data: Path) -> SnapshotFiles:
 
 def one(data: Path, mode: str) -> dict:
     """One cold load in this process (mode: database or file), then one query."""
-    import resource
-
     import psutil
 
     from bench.scale_data import states
@@ -63,11 +61,21 @@ def one(data: Path, mode: str) -> dict:
         "wall_s": round(wall, 2),
         "cpu_s": round(cpu, 2),
         "rss_mb_after_load": round(psutil.Process().memory_info().rss / 2**20),
-        "rss_mb_peak": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "rss_mb_peak": _peak_mb(),
         "first_query_ms": round(first * 1000, 1),
         "first_query_matches": len(found.matches),
         "load_avg_1m": round(load, 2),
     }
+
+
+def _peak_mb() -> int:
+    """This process's peak RSS since exec (VmHWM). Not getrusage's ru_maxrss: Linux carries it
+    over from the forking parent, so a child of the full load that wrote the file reported
+    that load's peak as its own."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024)
+    raise RuntimeError("no VmHWM in /proc/self/status")
 
 
 def compare(data: Path, n: int = 200) -> dict:

@@ -23,6 +23,8 @@ from memory_core.preconditions import (
     make_context,
     normalise_value,
 )
+from memory_core.serve.groups import groups
+from memory_core.serve.near_misses import closest, first_failing, held_count
 from memory_core.serve.ordered import lazy_top
 from memory_core.serve.schemas import PreconditionCheck, Score
 from memory_core.serve.snapshot import Entry, Snapshot, support_of
@@ -169,17 +171,17 @@ def retrieve(
         if not explain:
             return Retrieval(matches[:top_k], count, len(snapshot.entries))
         # explained: the same top k, and the first candidates that fail as near misses
-        candidates = snapshot.candidates(norm)
-        served = {id(m.entry) for m in matches}
-        for e in candidates:
-            if len(failed) >= NEAR_MISS_SAMPLE:
-                break
-            if e.broken or e.kind not in kinds or id(e) in served:
-                continue
-            if not holds(e.compiled, context, keys):
-                failed.append(e)
+        counted: int | Callable[[], int] = count
+        failed, found = first_failing(
+            groups(snapshot.index, norm),
+            holds=lambda e: holds(e.compiled, context, keys),
+            skip={id(m.entry) for m in matches},
+            kinds=kinds,
+            limit=NEAR_MISS_SAMPLE,
+        )
     else:
         candidates = snapshot.candidates(norm)
+        counted, found = len(candidates), None
         for e in candidates:  # no card twice (the index says so)
             if e.broken or e.kind not in kinds:
                 continue
@@ -201,31 +203,29 @@ def retrieve(
     if explain:
         for m in matches[:top_k]:  # the verdicts of what is served
             m.checks = [check(c, context, keys) for c in m.entry.compiled]
-        found = {id(e) for e in candidates}
-        sample = snapshot.index.sample(norm, limit=2 * NEAR_MISS_SAMPLE)
-        others = [e for e in sample if id(e) not in found and not e.broken and e.kind in kinds]
-        # the most conditions held, then the best score: only the kept few get a Score
-        pool = (failed + others)[:NEAR_MISS_SAMPLE]
-        tried = [(e, [check(c, context, keys) for c in e.compiled]) for e in pool]
-        ranked = sorted(
-            (
-                (
-                    -sum(c.verdict is Verdict.held for c in cs),
-                    -_score_terms(e, now=now, max_uses=snapshot.max_uses, w=w, query=qwords)[4],
-                    str(e.card_id),
-                ),
-                e,
-                cs,
-            )
-            for e, cs in tried
-        )
-        for key, e, cs in ranked[:near_misses]:
+        pool = failed
+        if len(pool) < NEAR_MISS_SAMPLE:  # the sample beyond the candidates, none twice
+            if found is None:
+                found = {id(e) for e in candidates}
+            sample = snapshot.index.sample(norm, limit=2 * NEAR_MISS_SAMPLE)
+            others = [e for e in sample if id(e) not in found and not e.broken and e.kind in kinds]
+            pool = (failed + others)[:NEAR_MISS_SAMPLE]
+        # the most conditions held, then the best score: only the kept few get Checks
+        for e in closest(
+            pool,
+            held=lambda e: held_count(e.compiled, context, keys),
+            score=lambda e: _score_terms(e, now=now, max_uses=snapshot.max_uses, w=w, query=qwords)[
+                4
+            ],
+            n=near_misses,
+        ):
+            cs = [check(c, context, keys) for c in e.compiled]
             score = score_entry(e, now=now, max_uses=snapshot.max_uses, w=w, query=qwords)
-            misses.append((-key[0], Ranked(e, score, cs)))
+            misses.append((sum(c.verdict is Verdict.held for c in cs), Ranked(e, score, cs)))
     misses.sort(key=lambda hm: (-hm[0], -hm[1].score.score, str(hm[1].entry.card_id)))
     return Retrieval(
         matches=matches[:top_k],
-        counted=len(candidates),
+        counted=counted,
         active_cards=len(snapshot.entries),
         near_misses=[m for _, m in misses[:near_misses]],
     )

@@ -95,6 +95,28 @@ def test_the_walk_checks_few_of_many_holding_cards() -> None:
 def test_explain_serves_and_explains_as_scoring_every_match() -> None:
     """Explain takes the top k from the walk, its near misses from the first candidates that
     fail: the same cards, scores, checks and near misses as scoring every match."""
+    import memory_core.serve.retrieval as retrieval
+
+    real_walk, walks = retrieval.first_failing, []
+
+    def walk(*a, **kw):  # type: ignore[no-untyped-def]
+        failed, seen = real_walk(*a, **kw)
+        walks.append(seen is None)  # stopped at the sample's size, or saw every candidate
+        return failed, seen
+
+    retrieval.first_failing = walk  # type: ignore[assignment]
+    sample = retrieval.NEAR_MISS_SAMPLE
+    try:
+        _explain_as_every_match()
+        retrieval.NEAR_MISS_SAMPLE = 8  # fewer than the failing candidates: the walk stops
+        _explain_as_every_match()
+    finally:
+        retrieval.first_failing = real_walk  # type: ignore[assignment]
+        retrieval.NEAR_MISS_SAMPLE = sample
+    assert set(walks) == {True, False}  # both ends of the walk were compared
+
+
+def _explain_as_every_match() -> None:
     rnd = random.Random(13)
     now = utcnow()
     for trial in range(20):
