@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from memory_core.serve.groups import named, named_lists
 from memory_core.serve.list_orders import sorted_order
+from memory_core.serve.topk import close_enough
 
 if TYPE_CHECKING:
     from memory_core.serve.snapshot import Snapshot
@@ -72,7 +73,8 @@ def _run(snap: Snapshot, b: Bounds, spec: Callable[[int], float]) -> None:
 
 
 def warm(snap: Snapshot, b: Bounds, spec: Callable[[int], float], pause_s: float = PAUSE_S) -> int:
-    """Order every named list of at least SMALL cards not ordered yet, for epoch b; how many
+    """Order every named list of at least SMALL cards not ordered for epoch b yet (none, or
+    a saved one too old to stand for it: list_orders.close_enough), for epoch b; how many
     orders were installed. Stops when the snapshot's epoch moves on or it is dropped."""
     made = 0
     lists = sorted(named_lists(snap.index), key=lambda g: -len(g[1]))
@@ -80,19 +82,23 @@ def warm(snap: Snapshot, b: Bounds, spec: Callable[[int], float], pause_s: float
     for name, cards in lists:
         if len(cards) < SMALL or snap.orders_epoch is not b or snap.warming == "dropped":
             break  # the rest are small, a newer epoch orders anew, or the snapshot is gone
-        if name in snap.orders:
+        held = snap.orders.get(name)
+        if held is not None and (held[1] is b or close_enough(held[1], b)):
             continue
-        snap.unplaced.discard(name)
+        if held is None:
+            snap.unplaced.discard(name)
         order = sorted_order(cards, b, spec)
         with snap.order_lock:
             if (
                 snap.orders_epoch is b
-                and name not in snap.orders
+                # none made, or the old one (a file's) neither patched nor folded meanwhile
+                and snap.orders.get(name) is held
                 and named(snap.index, name) is cards
                 # a card of it changed and was folded meanwhile: its key here is stale
                 and name not in snap.unplaced
             ):
                 snap.orders[name] = (cards, b, *order)
+                snap.resorts.pop(name, None)  # the queries' steps towards it, not needed
                 made += 1
         if time.thread_time() - worked >= SLICE_S:
             time.sleep(pause_s)

@@ -112,6 +112,7 @@ def test_a_card_used_after_the_file_outranks_its_saved_key(engine, settings) -> 
     _use(engine, cards[-1:], times=60)  # the least confident card, now the best
     restored = _restored(engine, settings)
     assert restored.orders
+    assert not restored.touched  # moved in the load, not by the first query's fold
     fresh = load_snapshot(engine=engine, namespace=NS)
     for one in (restored, fresh):
         top = retrieve(snapshot=one, state={"tool": "search"}, now=utcnow(), top_k=1, weights=tight)

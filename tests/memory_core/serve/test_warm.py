@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import gc
 import random
+import threading
 import time
+from datetime import timedelta
 
 import pytest
 
 from memory_core.models.columns import utcnow
 from memory_core.serve import warm as warm_module
 from memory_core.serve.groups import named_lists
+from memory_core.serve.list_orders import sorted_order
 from memory_core.serve.retrieval import retrieve, specificity
 from memory_core.serve.topk import epoch
 from memory_core.settings import RankingWeights
@@ -159,3 +162,47 @@ def test_a_dropped_snapshot_is_not_ordered() -> None:
     release(snap)  # evicted or replaced before its ordering began
     assert warm_module.warm(snap, b, specificity, pause_s=0.0) == 0
     assert not snap.orders
+
+
+def test_orders_too_old_to_stand_are_made_again_in_the_background(monkeypatch) -> None:
+    """A restored file's orders are of the epoch it was saved in: valid for a later one (its
+    keys still bound every score) but looser than close_enough lets stand. The background
+    orders those lists again while queries walk the old orders without resorting them in
+    steps; rankings are exact throughout, and the new orders are installed."""
+    monkeypatch.setattr(warm_module, "WARM_FROM", 500)
+    monkeypatch.setattr(warm_module, "SMALL", 4)
+    monkeypatch.setattr(warm_module, "PAUSE_S", 0.0)
+    rnd = random.Random(8)
+    now = utcnow()
+    snap = _snapshot([_entry(rnd, now - timedelta(hours=3), i) for i in range(3000)])
+    w = RankingWeights()
+    old = epoch(snap, w, now - timedelta(hours=2))
+    snap.orders_epoch = old
+    big = [(name, cards) for name, cards in named_lists(snap.index) if len(cards) >= 4]
+    assert len(big) >= 5
+    for name, cards in big:  # as saved_orders.install leaves them
+        snap.orders[name] = (cards, old, *sorted_order(cards, old, specificity))
+    gate = threading.Event()
+    real = warm_module.sorted_order
+
+    def held_back(cards, bb, spec):  # type: ignore[no-untyped-def]
+        assert gate.wait(20)
+        return real(cards, bb, spec)
+
+    monkeypatch.setattr(warm_module, "sorted_order", held_back)
+    try:
+        for state in STATES[:24]:
+            for query in (None, "same words"):
+                kw = dict(snapshot=snap, state=state, now=now, weights=w, query=query)
+                assert _key(retrieve(**kw)) == _key(retrieve(**kw, bounded_from=10**9))  # type: ignore[arg-type]
+        new = snap.orders_epoch
+        assert new is not old and snap.warming == "started"
+        assert not snap.resorts  # walked, not resorted, while the background is on them
+        assert all(snap.orders[name][1] is old for name, _ in big)
+    finally:
+        gate.set()
+    _wait_done(snap)
+    assert all(snap.orders[name][1] is new for name, _ in big)
+    for state in STATES:
+        kw = dict(snapshot=snap, state=state, now=now, weights=w)
+        assert _key(retrieve(**kw)) == _key(retrieve(**kw, bounded_from=10**9))  # type: ignore[arg-type]
