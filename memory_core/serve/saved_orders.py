@@ -7,8 +7,8 @@ snapshot's orders were for (the keys of an older epoch that epoch loosens bound 
 too). On a restore an order is installed only when it is exactly a permutation of the list
 rebuilt under its name, its keys are finite and ascending, and the keys of a sample of its
 cards bound them in that epoch; any other is dropped and a query sorts the list as before.
-Cards changed in place after their key was made are saved as `touched`, and moved by the
-queries' folds as in the snapshot they came from.
+Cards changed in place after their key was made are saved as `touched`, and moved into
+their places at the end of the load (fold_backlog).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from pydantic import ValidationError
 
 from memory_core.serve.entry import Entry, touched
 from memory_core.serve.groups import named
+from memory_core.serve.list_orders import fold
 from memory_core.serve.retrieval import specificity
 from memory_core.serve.snapshot import Snapshot
 from memory_core.serve.snapshot_columns import Saved
@@ -128,7 +129,7 @@ def install(snap: Snapshot, body: Body, saved: Saved, positions: dict[int, array
         log.warning("saved orders of %r not used: %s", snap.namespace, exc)
         return 0
     for p in pending:
-        touched(entries[p])  # changed after its key was made: moved by the next folds
+        touched(entries[p])  # changed after its key was made: moved by fold_backlog
     changed = {id(entries[p]) for p in pending}
     # each card's key, by position (Entry.sortkey, which _find bisects by): the lists' keys of
     # a card agree (one epoch); the orders keep theirs as arrays of doubles (list_orders.Keys)
@@ -152,6 +153,18 @@ def install(snap: Snapshot, body: Body, saved: Saved, positions: dict[int, array
     if dropped:
         log.warning("%d saved orders of %r dropped: not the lists rebuilt", dropped, snap.namespace)
     return len(made)
+
+
+def fold_backlog(snap: Snapshot) -> None:
+    """Cards changed since their saved keys were made (used since the file, saved as touched)
+    moved to their places in the saved orders now, in the load: the first query folded them
+    all at once (10k cards used since the file: 520 ms at a million cards), and every query
+    checks each card still waiting."""
+    b = snap.orders_epoch
+    if b is None or not snap.touched:
+        return
+    with snap.order_lock:
+        fold(snap, b, b.weights.support, specificity, len(snap.touched))
 
 
 def _epoch(j: Any) -> Bounds:

@@ -35,10 +35,8 @@ from memory_core.models.columns import utcnow
 from memory_core.serve.changes import Fingerprint, first_seq, last_seq, rows_by_id
 from memory_core.serve.index import Stats
 from memory_core.serve.index_file import rebuild
-from memory_core.serve.list_orders import fold
-from memory_core.serve.retrieval import specificity
 from memory_core.serve.saved_orders import encode as encode_orders
-from memory_core.serve.saved_orders import install, take, wait_for_orders
+from memory_core.serve.saved_orders import fold_backlog, install, take, wait_for_orders
 from memory_core.serve.snapshot import Snapshot
 from memory_core.serve.snapshot_build import no_full_collections
 from memory_core.serve.snapshot_columns import decode, encode
@@ -155,7 +153,7 @@ def _restore(engine: Engine, namespace: str, path: Path) -> tuple[Snapshot, int]
         raise Rejected("brought current from the feed, its cards still differ from the database's")
     behind += uses_current(engine, snap, db_uses=found.uses, since=header.get("uses_since"))
     snap.max_uses = max((e.use_count for e in snap.entries.values()), default=0)
-    _fold_backlog(snap)
+    fold_backlog(snap)
     log.info(
         "%r read from %s: %d cards, %d brought current, %d lists ordered",
         namespace,
@@ -165,18 +163,6 @@ def _restore(engine: Engine, namespace: str, path: Path) -> tuple[Snapshot, int]
         len(snap.orders),
     )
     return snap, behind
-
-
-def _fold_backlog(snap: Snapshot) -> None:
-    """Cards changed since their saved keys were made (used since the file, saved as touched)
-    moved to their places in the saved orders now, in the load: the first query folded them
-    all at once (10k cards used since the file: 520 ms at a million cards), and every query
-    checks each card still waiting."""
-    b = snap.orders_epoch
-    if b is None or not snap.touched:
-        return
-    with snap.order_lock:
-        fold(snap, b, b.weights.support, specificity, len(snap.touched))
 
 
 def _read(
