@@ -6,7 +6,8 @@ A query gets its use ids at once (feedback can name them); the rows follow withi
 The writer shares the GIL with the event loop that answers queries, so its Python per row is
 kept small: a query's uses are queued as one tuple, the values every use of a query shares
 (namespace, time, context, query id) are converted for the database once per query, and the
-rows go to the driver as plain tuples through statements compiled once per engine.
+rows go to the driver a hundred to a statement (serve/use_sql.py: each statement hands the GIL
+back once, and under load each hand-back waits for the event loop).
 """
 
 from __future__ import annotations
@@ -14,16 +15,16 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import text
-from sqlalchemy.engine import Dialect, Engine
+from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from memory_core.models.card import Card, CardUse, UseArm
+from memory_core.models.card import UseArm
 from memory_core.models.columns import row_id, utcnow
+from memory_core.serve.use_sql import CHUNK, INSERT_COLUMNS, UseStatements
 
 log = logging.getLogger(__name__)
 MAX_PENDING = 200_000  # past this (database down for long) the oldest uses are dropped
@@ -32,18 +33,6 @@ MAX_PENDING = 200_000  # past this (database down for long) the oldest uses are 
 Queued = tuple[
     str, datetime, dict[str, Any], uuid.UUID | None, list[tuple[uuid.UUID, uuid.UUID, str]]
 ]
-
-_INSERT_COLUMNS = ("id", "card_id", "namespace", "used_at", "outcome", "context", "arm", "query_id")
-_INSERT = text(
-    f"INSERT INTO {CardUse.__tablename__} ({', '.join(_INSERT_COLUMNS)}) "
-    f"VALUES ({', '.join(':' + c for c in _INSERT_COLUMNS)})"
-)
-_UPDATE_PARAMS = ("n", "at", "cid", "ns")
-# used again: every decay tier may apply again later
-_UPDATE = text(
-    f"UPDATE {Card.__tablename__} SET use_count = use_count + :n, last_used_at = :at, "
-    "decay_tier = 0 WHERE card_id = :cid AND namespace = :ns"
-)
 
 
 def use_context(state: dict[str, Any], via: str) -> dict[str, Any]:
@@ -55,38 +44,6 @@ def use_context(state: dict[str, Any], via: str) -> dict[str, Any]:
         if isinstance(v, (str, int, float, bool)) and len(str(v)) <= 200
     }
     return {"via": via, "state": dict(list(kept.items())[:20])}
-
-
-def _bind(table: Any, column: str, dialect: Dialect) -> Callable[[Any], Any]:
-    """The column type's conversion of a Python value for this driver (as SQLAlchemy binds
-    it: a UUID as hex text on SQLite, a UTC datetime without zone there, JSON as text)."""
-    process = table.c[column].type.dialect_impl(dialect).bind_processor(dialect)
-    return process if process is not None else (lambda value: value)
-
-
-class _Statements:
-    """The insert and the update compiled for one engine's dialect, with each column's bind
-    conversion, and rows shaped as its driver takes them (tuples, or dicts when named)."""
-
-    def __init__(self, dialect: Dialect) -> None:
-        uses = CardUse.__table__  # type: ignore[attr-defined]
-        # card.card_id and card.last_used_at have the types of card_use.card_id and used_at
-        self.use = {c: _bind(uses, c, dialect) for c in _INSERT_COLUMNS}
-        self.insert, insert_order = self._compiled(_INSERT, dialect)
-        self.update, update_order = self._compiled(_UPDATE, dialect)
-        self.named = insert_order is None
-        if not self.named and (insert_order, update_order) != (_INSERT_COLUMNS, _UPDATE_PARAMS):
-            raise RuntimeError(f"unexpected parameter order {insert_order} {update_order}")
-
-    @staticmethod
-    def _compiled(statement: Any, dialect: Dialect) -> tuple[str, tuple[str, ...] | None]:
-        compiled = statement.compile(dialect=dialect)
-        order = compiled.positiontup if dialect.positional else None
-        return str(compiled), (tuple(order) if order is not None else None)
-
-    def rows(self, values: list[tuple[Any, ...]], names: tuple[str, ...]) -> list[Any]:
-        """The rows as the driver takes them."""
-        return [dict(zip(names, v, strict=True)) for v in values] if self.named else values
 
 
 class UseRecorder:
@@ -101,7 +58,7 @@ class UseRecorder:
         self._write_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._statements: _Statements | None = None
+        self._statements: UseStatements | None = None
         self.written = 0
         self.dropped = 0
         self.last_error: str | None = None
@@ -177,40 +134,52 @@ class UseRecorder:
 
     def _write(self, batch: list[Queued]) -> None:
         if self._statements is None:
-            self._statements = _Statements(self._engine.dialect)
+            self._statements = UseStatements(self._engine.dialect)
         st = self._statements
-        b = st.use
+        b = st.bind
         bind_id, bind_card = b["id"], b["card_id"]
         served = UseArm.served.value
-        rows: list[tuple[Any, ...]] = []
-        # (card as bound, namespace) -> [uses, last use, last use as bound, card's int]
-        per_card: dict[tuple[Any, str], list[Any]] = {}
+        rows: list[Any] = []  # the insert's parameters, row after row
+        # namespace -> card's int -> [uses, last use, last use as bound, card as bound]
+        per_card: dict[str, dict[int, list[Any]]] = {}
         for ns, at, ctx, query_id, uses in batch:
             # converted once per query: every use of it shares them
             ns_v, at_v, ctx_v = b["namespace"](ns), b["used_at"](at), b["context"](ctx)
             query_v = b["query_id"](query_id)
+            cards = per_card.setdefault(ns, {})
             for use_id, card_id, arm in uses:
                 card_v = bind_card(card_id)
-                rows.append((bind_id(use_id), card_v, ns_v, at_v, None, ctx_v, arm, query_v))
+                rows += (bind_id(use_id), card_v, ns_v, at_v, None, ctx_v, arm, query_v)
                 if arm != served:  # a withheld card was not used
                     continue
-                seen = per_card.get((card_v, ns))
+                seen = cards.get(card_id.int)
                 if seen is None:
-                    per_card[(card_v, ns)] = [1, at, at_v, card_id.int]
+                    cards[card_id.int] = [1, at, at_v, card_v]
                 else:
                     seen[0] += 1
                     if at > seen[1]:
                         seen[1], seen[2] = at, at_v
-        # key order (a UUID's number orders as its text): concurrent writers lock the same rows
-        # in the same order
-        updates = [
-            (n, at_v, card_v, ns)
-            for (card_v, ns), (n, _, at_v, _) in sorted(per_card.items(), key=lambda kv: kv[1][3])
-        ]
+        width = len(INSERT_COLUMNS)
         with self._engine.begin() as conn:
-            if updates:
-                conn.exec_driver_sql(st.update, st.rows(updates, _UPDATE_PARAMS))
-            conn.exec_driver_sql(st.insert, st.rows(rows, _INSERT_COLUMNS))
+            # namespace and key order (a UUID's number orders as its text): writers in other
+            # processes lock the same rows in the same order
+            for ns in sorted(per_card):
+                cards = per_card[ns]
+                ordered = [cards[k] for k in sorted(cards)]
+                for i in range(0, len(ordered), CHUNK):
+                    chunk = ordered[i : i + CHUNK]
+                    ns_v = b["namespace"](ns)
+                    if st.locks:
+                        lock = st.lock(len(chunk))
+                        conn.exec_driver_sql(lock.sql, lock.params([*(c[3] for c in chunk), ns_v]))
+                    update = st.update(len(chunk))
+                    flat = [v for n, _, at_v, card_v in chunk for v in (n, at_v, card_v)]
+                    conn.exec_driver_sql(update.sql, update.params([*flat, ns_v]))
+            step = CHUNK * width
+            for i in range(0, len(rows), step):
+                chunk = rows[i : i + step]
+                insert = st.insert(len(chunk) // width)
+                conn.exec_driver_sql(insert.sql, insert.params(chunk))
 
     def _run(self) -> None:
         while not self._stop.wait(self._flush_s):

@@ -85,3 +85,36 @@ def test_past_the_cap_the_oldest_uses_are_dropped(settings, engine, monkeypatch)
     with db.read_session(engine) as s:
         written = {u.id for u in s.exec(select(CardUse)).all()}
     assert written == {kept[ids[1]], *last.values()}
+
+
+def test_a_batch_goes_to_the_driver_a_hundred_rows_to_a_statement(settings, engine) -> None:
+    """Each statement hands the GIL back once (and under load waits for it): a batch of 1,000
+    uses of 250 cards is a few statements, not one per row, and reads back exactly."""
+    from sqlalchemy import event
+
+    ids = [add_card(engine, scenario=f"card {i}").card_id for i in range(250)]
+    rec = UseRecorder(engine=engine)
+    t0 = utcnow()
+    for q in range(250):  # 4 uses a query; card i is served 4 times, at t0 + its last query
+        picked = [ids[(q + k * 63) % 250] for k in range(4)]
+        rec.record(namespace="team-a", card_ids=picked, now=t0 + timedelta(seconds=q))
+    rec.record(namespace="team-a", card_ids=[], withheld=ids[:3], now=t0)
+    seen: list[tuple[str, bool]] = []
+
+    def count(conn, cursor, statement, parameters, context, executemany) -> None:
+        seen.append((statement.split()[0], executemany))
+
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        assert rec.flush() == 1003
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+    writes = [s for s in seen if s[0] in ("INSERT", "WITH", "SELECT")]
+    locks = 3 if settings.database_url else 0  # PostgreSQL locks each chunk's cards first
+    assert len(writes) == 11 + 3 + locks and not any(many for _, many in writes)
+    with db.read_session(engine) as s:
+        assert len(s.exec(select(CardUse)).all()) == 1003
+        cards = {c.card_id: c for c in s.exec(select(Card)).all()}
+    for i, cid in enumerate(ids):
+        last = max(q for q in range(250) for k in range(4) if (q + k * 63) % 250 == i)
+        assert (cards[cid].use_count, cards[cid].last_used_at) == (4, t0 + timedelta(seconds=last))
