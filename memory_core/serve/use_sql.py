@@ -47,13 +47,13 @@ def _update(cards: int) -> Any:
     card = Card.__table__.c  # type: ignore[attr-defined]
     values = ", ".join(f"(:n_{i}, :at_{i}, :cid_{i})" for i in range(cards))
     table = Card.__tablename__
-    of_card = f"FROM v WHERE v.cid = {table}.card_id"
+    # a join on the key: as `card_id IN (...) AND namespace = ...` SQLite walked every card of
+    # the namespace by its index, once per statement
     statement = text(
         f"WITH v(n, at, cid) AS (VALUES {values}) "
-        f"UPDATE {table} SET use_count = use_count + (SELECT v.n {of_card}), "
-        # used again: every decay tier may apply again later
-        f"last_used_at = (SELECT v.at {of_card}), decay_tier = 0 "
-        "WHERE namespace = :ns AND card_id IN (SELECT cid FROM v)"
+        f"UPDATE {table} SET use_count = use_count + v.n, last_used_at = v.at, "
+        "decay_tier = 0 "  # used again: every decay tier may apply again later
+        f"FROM v WHERE {table}.card_id = v.cid AND {table}.namespace = :ns"
     )
     typed = [bindparam("ns", type_=card.namespace.type)]
     for i in range(cards):

@@ -118,3 +118,53 @@ def test_a_batch_goes_to_the_driver_a_hundred_rows_to_a_statement(settings, engi
     for i, cid in enumerate(ids):
         last = max(q for q in range(250) for k in range(4) if (q + k * 63) % 250 == i)
         assert (cards[cid].use_count, cards[cid].last_used_at) == (4, t0 + timedelta(seconds=last))
+
+
+def test_the_count_update_finds_cards_by_key_not_by_namespace(settings, engine) -> None:
+    """SQLite's plan of the update (no statistics): a lookup by key per card; a walk of the
+    namespace's index per statement grew with the namespace (a million cards per chunk)."""
+    if settings.database_url is not None:
+        return  # PostgreSQL plans from statistics; the statement is the same join
+    from memory_core.serve.use_sql import UseStatements
+
+    update = UseStatements(engine.dialect).update(100)
+    args = [x for i in range(100) for x in (1, "2026-01-01 00:00:00", f"{i:032x}")] + ["ns"]
+    with engine.connect() as conn:
+        plan = [r[3] for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + update.sql, tuple(args))]
+    assert any("card_id=?" in step for step in plan), plan
+    assert not any("namespace=?" in step for step in plan), plan
+
+
+def test_writers_of_two_processes_on_the_same_cards_count_every_use(settings, engine) -> None:
+    """Two API processes (here: two engines, two writers) flush uses of the same cards at the
+    same time, in opposite orders: neither deadlocks nor loses a count."""
+    import threading
+
+    ids = [add_card(engine, scenario=f"card {i}").card_id for i in range(300)]
+    engines = [db.make_engine(settings), db.make_engine(settings)]
+    writers = [UseRecorder(engine=e) for e in engines]
+    errors: list[BaseException] = []
+
+    def run(w: int) -> None:
+        order = ids if w == 0 else ids[::-1]
+        try:
+            for _ in range(6):
+                for q in range(0, 300, 3):
+                    writers[w].record(namespace="team-a", card_ids=order[q : q + 3])
+                writers[w].flush()
+        except BaseException as exc:  # reported by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(w,)) for w in (0, 1)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+    finally:
+        for e in engines:
+            e.dispose()
+    assert not errors and all(w.written == 1800 for w in writers)
+    with db.read_session(engine) as s:
+        assert len(s.exec(select(CardUse)).all()) == 3600
+        assert {c.use_count for c in s.exec(select(Card)).all()} == {12}
