@@ -29,6 +29,13 @@ def wait_healthy(url: str, tries: int = 300) -> None:
             time.sleep(0.1)
 
 
+def _uses_written(url: str) -> int:
+    """The server's uses written so far (its readiness report)."""
+    import httpx
+
+    return int(httpx.get(f"{url}/readyz", timeout=30).json()["uses_written"])
+
+
 def _wrk_script(path: Path, key: str, states: list[dict]) -> None:
     """A wrk script cycling through the query bodies; prints the summary as one JSON line."""
     bodies = ",\n".join(f"[==[{json.dumps({'task_state': s})}]==]" for s in states)
@@ -203,11 +210,20 @@ def over_http(
         for _ in range(runs):
             procs = [server, *server.children(recursive=True)]
             cpu0 = sum(sum(p.cpu_times()[:2]) for p in procs)
+            written0 = _uses_written(url)
             if client == "wrk":
                 r = _wrk_run(url, script, seconds, concurrency)
             else:
                 r = _httpx_run(url, key, states, seconds, concurrency)
             cpu = sum(sum(p.cpu_times()[:2]) for p in procs) - cpu0
+            if workers == 1:  # /readyz counts one worker's uses
+                during = _uses_written(url) - written0
+                time.sleep(1.0)  # the writer's queue drains (it flushes every 0.25 s)
+                # the share of the run's uses written while it ran: a writer that keeps up
+                # leaves only its last quarter second behind
+                r["uses_written_during_run"] = round(
+                    during / max(_uses_written(url) - written0, 1), 3
+                )
             r["server_cpu_cores"] = round(cpu / r["seconds"], 2)
             r["server_rss_mb"] = round(sum(p.memory_info().rss for p in procs) / 2**20)
             print(json.dumps(r), flush=True)
@@ -240,6 +256,11 @@ def over_http(
                 "server_rss_mb",
             )
         },
+        **(
+            {"uses_written_during_run": med("uses_written_during_run")}
+            if all("uses_written_during_run" in r for r in out_runs)
+            else {}
+        ),
         "runs": out_runs,
     }
     print(json.dumps({k: v for k, v in out.items() if k != "runs"}), flush=True)
