@@ -15,8 +15,9 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
+from itertools import chain, islice
 from typing import Any
 
 from sqlalchemy.engine import Engine
@@ -137,49 +138,45 @@ class UseRecorder:
             self._statements = UseStatements(self._engine.dialect)
         st = self._statements
         b = st.bind
-        bind_id, bind_card = b["id"], b["card_id"]
-        served = UseArm.served.value
-        rows: list[Any] = []  # the insert's parameters, row after row
-        # namespace -> card's int -> [uses, last use, last use as bound, card as bound]
+        # namespace -> card's int -> [served uses, last use, card id]
         per_card: dict[str, dict[int, list[Any]]] = {}
-        for ns, at, ctx, query_id, uses in batch:
-            # converted once per query: every use of it shares them
-            ns_v, at_v, ctx_v = b["namespace"](ns), b["used_at"](at), b["context"](ctx)
-            query_v = b["query_id"](query_id)
+        served = UseArm.served.value
+        for ns, at, _, _, uses in batch:
             cards = per_card.setdefault(ns, {})
-            for use_id, card_id, arm in uses:
-                card_v = bind_card(card_id)
-                rows += (bind_id(use_id), card_v, ns_v, at_v, None, ctx_v, arm, query_v)
+            for _, card_id, arm in uses:
                 if arm != served:  # a withheld card was not used
                     continue
                 seen = cards.get(card_id.int)
                 if seen is None:
-                    cards[card_id.int] = [1, at, at_v, card_v]
+                    cards[card_id.int] = [1, at, card_id]
                 else:
                     seen[0] += 1
                     if at > seen[1]:
-                        seen[1], seen[2] = at, at_v
-        width = len(INSERT_COLUMNS)
+                        seen[1] = at
+        # each chunk converted just before it runs: the statement hands the GIL back, so the
+        # event loop waits for the writer's Python one chunk at a time, not a whole batch
         with self._engine.begin() as conn:
             # namespace and key order (a UUID's number orders as its text): writers in other
             # processes lock the same rows in the same order
             for ns in sorted(per_card):
                 cards = per_card[ns]
                 ordered = [cards[k] for k in sorted(cards)]
+                ns_v = b["namespace"](ns)
                 for i in range(0, len(ordered), CHUNK):
-                    chunk = ordered[i : i + CHUNK]
-                    ns_v = b["namespace"](ns)
+                    chunk = [
+                        (n, b["used_at"](at), b["card_id"](cid))
+                        for n, at, cid in ordered[i : i + CHUNK]
+                    ]
                     if st.locks:
                         lock = st.lock(len(chunk))
-                        conn.exec_driver_sql(lock.sql, lock.params([*(c[3] for c in chunk), ns_v]))
+                        conn.exec_driver_sql(lock.sql, lock.params([*(c[2] for c in chunk), ns_v]))
                     update = st.update(len(chunk))
-                    flat = [v for n, _, at_v, card_v in chunk for v in (n, at_v, card_v)]
-                    conn.exec_driver_sql(update.sql, update.params([*flat, ns_v]))
-            step = CHUNK * width
-            for i in range(0, len(rows), step):
-                chunk = rows[i : i + step]
-                insert = st.insert(len(chunk) // width)
-                conn.exec_driver_sql(insert.sql, insert.params(chunk))
+                    conn.exec_driver_sql(
+                        update.sql, update.params([*chain.from_iterable(chunk), ns_v])
+                    )
+            for rows in _chunks(_use_rows(batch, b), CHUNK * len(INSERT_COLUMNS)):
+                insert = st.insert(len(rows) // len(INSERT_COLUMNS))
+                conn.exec_driver_sql(insert.sql, insert.params(rows))
 
     def _run(self) -> None:
         while not self._stop.wait(self._flush_s):
@@ -188,3 +185,20 @@ class UseRecorder:
             except SQLAlchemyError:
                 # kept in the queue and shown by readiness; the next tick retries
                 log.warning("writing card uses failed: %s", self.last_error)
+
+
+def _use_rows(batch: list[Queued], b: dict[str, Callable[[Any], Any]]) -> Iterator[Any]:
+    """The insert's parameters, row after row (INSERT_COLUMNS each), converted as they go."""
+    bind_id, bind_card = b["id"], b["card_id"]
+    for ns, at, ctx, query_id, uses in batch:
+        # converted once per query: every use of it shares them
+        ns_v, at_v, ctx_v = b["namespace"](ns), b["used_at"](at), b["context"](ctx)
+        query_v = b["query_id"](query_id)
+        for use_id, card_id, arm in uses:
+            yield from (bind_id(use_id), bind_card(card_id), ns_v, at_v, None, ctx_v, arm, query_v)
+
+
+def _chunks(values: Iterator[Any], size: int) -> Iterator[list[Any]]:
+    """Lists of `size` values (the last may be shorter)."""
+    while chunk := list(islice(values, size)):
+        yield chunk
