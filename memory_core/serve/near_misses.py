@@ -5,6 +5,7 @@ query took 0.7 ms."""
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Iterable, Sequence
 from itertools import chain
 from typing import Any
@@ -67,5 +68,12 @@ def closest(
     if n <= 0 or not counted:
         return []
     cut = counted[min(n, len(counted)) - 1][0]
-    ranked = sorted(((-h, -score(e), str(e.card_id)), e) for h, e in counted if h >= cut)
-    return [e for _, e in ranked[:n]]
+    # a UUID's number orders as its text: the tie-break without a string per card
+    ranked = heapq.nsmallest(
+        n, (((-h, -score(e), e.card_id.int), e) for h, e in counted if h >= cut), key=_first
+    )
+    return [e for _, e in ranked]
+
+
+def _first(pair: tuple[Any, Entry]) -> Any:
+    return pair[0]

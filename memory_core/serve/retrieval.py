@@ -179,6 +179,8 @@ def retrieve(
             kinds=kinds,
             limit=NEAR_MISS_SAMPLE,
         )
+        if found is not None:  # the walk saw every candidate: counted without a second set
+            counted = len(found)
     else:
         candidates = snapshot.candidates(norm)
         counted, found = len(candidates), None

@@ -4,27 +4,30 @@ the first failing candidates, each once; the closest by conditions held, score, 
 from __future__ import annotations
 
 import random
+import uuid
 from types import SimpleNamespace
 
 from memory_core.serve.near_misses import closest, first_failing
 
 
 def _card(i: int, kind: str = "experience", broken: bool = False) -> SimpleNamespace:
-    return SimpleNamespace(card_id=f"{i:04d}", kind=kind, broken=broken)
+    # ids spread over the whole range, as random ones are: the tie-break orders them by number
+    card_id = uuid.UUID(int=(i * 0x9E3779B97F4A7C15F39CC0605CEDC835) % 2**128)
+    return SimpleNamespace(i=i, card_id=card_id, kind=kind, broken=broken)
 
 
 def test_the_walk_gives_each_card_once_skips_what_it_must_and_stops_at_the_limit() -> None:
     cards = [_card(i) for i in range(10)]
     cards[3].broken, cards[4].kind = True, "fact"
     lists = [(None, cards[:6]), (("eq",), cards[2:])]  # cards 2-5 filed twice
-    fails = {id(c) for c in cards if int(c.card_id) % 2 == 0}
+    fails = {id(c) for c in cards if c.i % 2 == 0}
     holds = lambda e: id(e) not in fails  # noqa: E731
     kw = dict(holds=holds, skip={id(cards[8])}, kinds=("experience",))
     failed, seen = first_failing(lists, **kw, limit=100)  # type: ignore[arg-type]
-    assert [c.card_id for c in failed] == ["0000", "0002", "0006"]  # 4: a fact, 8: skipped
+    assert [c.i for c in failed] == [0, 2, 6]  # 4: a fact, 8: skipped
     assert seen == {id(c) for c in cards}  # every candidate seen: the sample may follow
     failed, seen = first_failing(lists, **kw, limit=2)  # type: ignore[arg-type]
-    assert [c.card_id for c in failed] == ["0000", "0002"] and seen is None
+    assert [c.i for c in failed] == [0, 2] and seen is None
 
 
 def test_the_closest_are_those_a_full_sort_keeps() -> None:
