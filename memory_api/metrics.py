@@ -16,7 +16,7 @@ from typing import Any
 
 from fastapi import FastAPI, Response
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
@@ -52,6 +52,26 @@ class CardsByStatus(Collector):
         for status, n in sorted(counts.items()):
             family.add_metric([status], n)
         yield family
+
+
+class UseWriter(Collector):
+    """The use writer's queue and totals: a queue that keeps growing is a writer falling
+    behind (uses are dropped past its cap)."""
+
+    def __init__(self, service: MemoryService) -> None:
+        self.uses = service.uses
+
+    def collect(self) -> Iterator[Metric]:
+        pending = GaugeMetricFamily("hindsight_uses_pending", "Uses queued, not yet written")
+        pending.add_metric([], self.uses.pending)
+        yield pending
+        for name, value, doc in (
+            ("hindsight_uses_written", self.uses.written, "Uses written"),
+            ("hindsight_uses_dropped", self.uses.dropped, "Uses dropped past the queue's cap"),
+        ):
+            family = CounterMetricFamily(name, doc)
+            family.add_metric([], value)
+            yield family
 
 
 class RequestCounters:
@@ -129,6 +149,7 @@ def install_metrics(app: FastAPI, service: MemoryService) -> RequestCounters:
     so two apps in one process never share counters); returns the counters."""
     registry = CollectorRegistry()
     registry.register(CardsByStatus(service))
+    registry.register(UseWriter(service))
     counters = RequestCounters(registry)
     app.add_middleware(RequestMetrics, counters=counters)
 

@@ -87,6 +87,7 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
         return {
             "database": "ok",
             "uses_written": self.uses.written,
+            "uses_pending": self.uses.pending,
             "use_writer": (self.uses.last_error or "ok"),
         }
 

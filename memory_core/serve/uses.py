@@ -78,6 +78,11 @@ class UseRecorder:
             self._thread.join(timeout=10)
         self.flush()
 
+    @property
+    def pending(self) -> int:
+        """Uses queued and not yet written (a writer falling behind shows here first)."""
+        return self._queued
+
     def record(
         self,
         *,

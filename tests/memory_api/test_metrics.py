@@ -77,3 +77,25 @@ def test_request_hook_costs_microseconds() -> None:
     extra_us = (hooked - bare) * 1e6
     print(f"metrics hook: {extra_us:.1f} us per request")
     assert extra_us < 50
+
+
+def test_the_use_writers_queue_and_totals_are_in_metrics_and_readiness(settings, engine) -> None:
+    """An operator sees a writer falling behind: uses queued, written and dropped."""
+    add_card(engine, scenario="one")
+    keys = keys_for(engine)
+    svc = MemoryService(engine=engine, settings=settings)
+    with LiveServer(create_app(svc)) as server, httpx.Client(base_url=server.url) as c:
+        auth = {"Authorization": f"Bearer {keys['read']}"}
+        body = {"task_state": {"tool": "search", "retry_count": 0}}
+        served = 0
+        for _ in range(5):
+            r = c.post("/v1/cards/query", json=body, headers=auth)
+            served += len(r.json()["cards"])
+        svc.uses.flush()
+        ready = c.get("/readyz").json()
+        got = _samples(c.get("/metrics").text)
+    assert served == 5  # the card held each time
+    assert (ready["uses_written"], ready["uses_pending"]) == (5, 0)
+    assert got[("hindsight_uses_written_total", ())] == 5
+    assert got[("hindsight_uses_pending", ())] == 0
+    assert got[("hindsight_uses_dropped_total", ())] == 0

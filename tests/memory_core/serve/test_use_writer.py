@@ -24,7 +24,8 @@ def test_rows_and_counts_read_back_as_queued(settings, engine) -> None:
     first = rec.record(namespace="team-a", card_ids=[a, b], context=ctx, now=t0, query_id=q1)
     later = t0 + timedelta(seconds=3)
     second = rec.record(namespace="team-a", card_ids=[a], withheld=[c], now=later, query_id=q2)
-    assert rec.flush() == 4 and rec.written == 4 and rec.flush() == 0
+    assert rec.pending == 4
+    assert rec.flush() == 4 and rec.written == 4 and rec.flush() == 0 and rec.pending == 0
     with db.read_session(engine) as s:
         uses = {(u.card_id, u.query_id): u for u in s.exec(select(CardUse)).all()}
         cards = {x.card_id: x for x in s.exec(select(Card)).all()}
