@@ -68,6 +68,7 @@ class UseWriter(Collector):
         for name, value, doc in (
             ("hindsight_uses_written", self.uses.written, "Uses written"),
             ("hindsight_uses_dropped", self.uses.dropped, "Uses dropped past the queue's cap"),
+            ("hindsight_uses_rejected", self.uses.rejected, "Uses the database refused"),
         ):
             family = CounterMetricFamily(name, doc)
             family.add_metric([], value)

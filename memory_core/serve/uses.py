@@ -21,7 +21,7 @@ from itertools import chain, islice
 from typing import Any
 
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DataError, IntegrityError, SQLAlchemyError
 
 from memory_core.models.card import UseArm
 from memory_core.models.columns import row_id, utcnow
@@ -62,6 +62,7 @@ class UseRecorder:
         self._statements: UseStatements | None = None
         self.written = 0
         self.dropped = 0
+        self.rejected = 0  # uses the database refused for their data (see flush)
         self.last_error: str | None = None
 
     def start(self) -> None:
@@ -119,24 +120,55 @@ class UseRecorder:
             del self._pending[0]
 
     def flush(self) -> int:
-        """Write every queued use now (one transaction); returns the uses written."""
+        """Write every queued use now (one transaction); returns the uses written. A batch the
+        database refuses for its data (a use of a card no longer there) is written query by
+        query instead, and only the refused queries' uses are dropped (`rejected`): one bad
+        row must not hold back every use after it."""
         with self._write_lock:
             with self._lock:
                 batch, self._pending = self._pending, []
                 count, self._queued = self._queued, 0
             if not count:
                 return 0
+            rejected = self.rejected
             try:
                 self._write(batch)
+            except (IntegrityError, DataError):
+                count = self._write_each(batch)  # keeps what it did not write when it raises
             except SQLAlchemyError as exc:
-                with self._lock:  # keep them for the next attempt
-                    self._pending[:0] = batch
-                    self._queued += count
+                self._keep(batch)
                 self.last_error = str(exc).splitlines()[0]
                 raise
-            self.last_error = None
+            if self.rejected == rejected:
+                self.last_error = None
             self.written += count
             return count
+
+    def _write_each(self, batch: list[Queued]) -> int:
+        """Each query's uses in a transaction of their own; returns the uses written (an error
+        other than the data's keeps the queries not yet written, and is raised)."""
+        written = 0
+        for i, queued in enumerate(batch):
+            try:
+                self._write([queued])
+            except (IntegrityError, DataError) as exc:
+                self.rejected += len(queued[4])
+                self.last_error = str(exc).splitlines()[0]
+                log.warning("uses of one query refused, dropped: %s", self.last_error)
+                continue
+            except SQLAlchemyError as exc:
+                self.written += written
+                self._keep(batch[i:])
+                self.last_error = str(exc).splitlines()[0]
+                raise
+            written += len(queued[4])
+        return written
+
+    def _keep(self, batch: list[Queued]) -> None:
+        """Queue a batch again, ahead of what came since (for the next attempt)."""
+        with self._lock:
+            self._pending[:0] = batch
+            self._queued += sum(len(q[4]) for q in batch)
 
     def _write(self, batch: list[Queued]) -> None:
         if self._statements is None:

@@ -99,3 +99,4 @@ def test_the_use_writers_queue_and_totals_are_in_metrics_and_readiness(settings,
     assert got[("hindsight_uses_written_total", ())] == 5
     assert got[("hindsight_uses_pending", ())] == 0
     assert got[("hindsight_uses_dropped_total", ())] == 0
+    assert got[("hindsight_uses_rejected_total", ())] == 0

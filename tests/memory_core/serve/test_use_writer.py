@@ -169,3 +169,39 @@ def test_writers_of_two_processes_on_the_same_cards_count_every_use(settings, en
     with db.read_session(engine) as s:
         assert len(s.exec(select(CardUse)).all()) == 3600
         assert {c.use_count for c in s.exec(select(Card)).all()} == {12}
+
+
+def test_a_query_the_database_refuses_is_dropped_alone(settings, engine) -> None:
+    """A use of a card that is not there (a database restored from an older copy) fails the
+    batch's foreign key: the other queries' uses are written, only that query's are dropped,
+    and the writer goes on; an outage, by contrast, keeps everything for the next attempt."""
+    a, b = (add_card(engine, scenario=f"card {i}").card_id for i in range(2))
+    rec = UseRecorder(engine=engine)
+    good = rec.record(namespace="team-a", card_ids=[a, b])
+    rec.record(namespace="team-a", card_ids=[a, row_id()])  # one card unknown: both refused
+    later = rec.record(namespace="team-a", card_ids=[b])
+    assert rec.flush() == 3 and rec.rejected == 2 and rec.pending == 0
+    assert rec.last_error is not None  # shown by readiness until a clean write
+    with db.read_session(engine) as s:
+        written = {u.id for u in s.exec(select(CardUse)).all()}
+        cards = {c.card_id: c.use_count for c in s.exec(select(Card)).all()}
+    assert written == {*good.values(), *later.values()}
+    assert cards == {a: 1, b: 2}
+    rec.record(namespace="team-a", card_ids=[a])
+    assert rec.flush() == 1 and rec.last_error is None and rec.written == 4
+
+
+def test_an_outage_keeps_every_use_for_the_next_attempt(settings, engine) -> None:
+    import pytest
+    from sqlalchemy import create_engine
+    from sqlalchemy.exc import OperationalError
+
+    a = add_card(engine, scenario="card").card_id
+    down = create_engine("postgresql+psycopg://nobody@127.0.0.1:1/none")  # nothing listens
+    rec = UseRecorder(engine=down)
+    rec.record(namespace="team-a", card_ids=[a, a])
+    rec.record(namespace="team-a", card_ids=[a])
+    with pytest.raises(OperationalError):
+        rec.flush()
+    assert (rec.pending, rec.written, rec.rejected) == (3, 0, 0) and rec.last_error
+    down.dispose()
