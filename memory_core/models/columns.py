@@ -37,8 +37,19 @@ def row_id() -> uuid.UUID:
     """A fresh random (version 4) UUID for a high-volume row (a use, a query), drawn without
     a system call: uuid4 reads os.urandom, a point where a loaded machine takes the core away
     (240 us a call under profile at load 8, for the six ids of a served query). Unique, not
-    secret: the generator is seeded from os.urandom, again in every forked process."""
-    return uuid.UUID(int=_IDS.getrandbits(128), version=4)
+    secret: the generator is seeded from os.urandom, again in every forked process. Built as
+    the uuid module builds one, without its checks of arguments we know are valid: 0.7 us a
+    id, not 1.9 (seven ids a served query)."""
+    made = _NEW(_UUID)
+    _SET(made, "int", (_IDS.getrandbits(128) & _NOT_VERSION) | _VERSION_4)
+    _SET(made, "is_safe", _UNKNOWN)
+    return made
+
+
+# UUID(int=..., version=4): the variant bits set to RFC 4122's, the version bits to 4
+_VERSION_4 = (0x4000 << 64) | (0x8000 << 48)
+_NOT_VERSION = ~((0xF000 << 64) | (0xC000 << 48))
+_NEW, _SET, _UUID, _UNKNOWN = object.__new__, object.__setattr__, uuid.UUID, uuid.SafeUUID.unknown
 
 
 class UTCDateTime(TypeDecorator[datetime]):

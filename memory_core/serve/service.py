@@ -37,7 +37,7 @@ from memory_core.serve.snapshot import (
     touched,
 )
 from memory_core.serve.snapshot_cache import SnapshotCache
-from memory_core.serve.uses import UseRecorder, use_context
+from memory_core.serve.uses import UseRecorder
 from memory_core.serve.writes import WriteOperations
 from memory_core.settings import Settings
 
@@ -206,7 +206,8 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
             use_ids = self.uses.record(
                 namespace=ns,
                 card_ids=[m.entry.card_id for m in matches],
-                context=use_context(request.task_state, via),
+                state=request.task_state,
+                via=via,
                 now=now,
                 withheld=[m.entry.card_id for m in withheld],
                 query_id=query_id,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from itertools import chain, islice
 from typing import Any
@@ -30,13 +30,18 @@ from memory_core.serve.use_sql import CHUNK, INSERT_COLUMNS, UseStatements
 log = logging.getLogger(__name__)
 MAX_PENDING = 200_000  # past this (database down for long) the oldest uses are dropped
 
-# one query's uses: namespace, used_at, context, query_id, [(use_id, card_id, arm), ...]
+# one query's uses: namespace, used_at, (task state, via) or None, query_id,
+# [(use_id, card_id, arm), ...]
 Queued = tuple[
-    str, datetime, dict[str, Any], uuid.UUID | None, list[tuple[uuid.UUID, uuid.UUID, str]]
+    str,
+    datetime,
+    tuple[Mapping[str, Any], str] | None,
+    uuid.UUID | None,
+    list[tuple[uuid.UUID, uuid.UUID, str]],
 ]
 
 
-def use_context(state: dict[str, Any], via: str) -> dict[str, Any]:
+def use_context(state: Mapping[str, Any], via: str) -> dict[str, Any]:
     """What a use row keeps of the state: short scalar values only."""
     kept = {
         # PostgreSQL's JSONB refuses NUL; one such value must not poison a batch of uses
@@ -89,17 +94,20 @@ class UseRecorder:
         *,
         namespace: str,
         card_ids: Sequence[uuid.UUID],
-        context: dict[str, Any] | None = None,
+        state: Mapping[str, Any] | None = None,
+        via: str = "api",
         now: datetime | None = None,
         withheld: Sequence[uuid.UUID] = (),
         query_id: uuid.UUID | None = None,
     ) -> dict[uuid.UUID, uuid.UUID]:
         """Queue one use of each card, served, and one of each withheld card (the holdout's
-        other arm: a row, no use counted); returns card id -> use id."""
+        other arm: a row, no use counted); returns card id -> use id. The rows keep
+        `use_context(state, via)`, made by the writer (the state is not changed after)."""
         served, held = UseArm.served.value, UseArm.withheld.value
         uses = [(row_id(), cid, served) for cid in card_ids]
         uses += [(row_id(), cid, held) for cid in withheld]
-        queued = (namespace, now or utcnow(), context or {}, query_id, uses)
+        context = (state, via) if state is not None else None
+        queued = (namespace, now or utcnow(), context, query_id, uses)
         with self._lock:
             self._pending.append(queued)
             self._queued += len(uses)
@@ -228,8 +236,10 @@ def _use_rows(batch: list[Queued], b: dict[str, Callable[[Any], Any]]) -> Iterat
     """The insert's parameters, row after row (INSERT_COLUMNS each), converted as they go."""
     bind_id, bind_card = b["id"], b["card_id"]
     for ns, at, ctx, query_id, uses in batch:
-        # converted once per query: every use of it shares them
-        ns_v, at_v, ctx_v = b["namespace"](ns), b["used_at"](at), b["context"](ctx)
+        # converted once per query: every use of it shares them (the context is made here,
+        # not on the event loop that queued it)
+        ns_v, at_v = b["namespace"](ns), b["used_at"](at)
+        ctx_v = b["context"](use_context(*ctx) if ctx is not None else {})
         query_v = b["query_id"](query_id)
         for use_id, card_id, arm in uses:
             yield from (bind_id(use_id), bind_card(card_id), ns_v, at_v, None, ctx_v, arm, query_v)

@@ -16,6 +16,21 @@ def test_row_ids_are_distinct_version_4_uuids() -> None:
     assert {i.variant for i in ids} == {uuid.RFC_4122}
 
 
+def test_a_row_id_is_the_uuid_the_uuid_module_builds_of_its_number() -> None:
+    """Built without UUID's argument checks: equal, hashed, ordered, printed, pickled and
+    compared as the module's own UUID of the same number (a database driver sees no other)."""
+    import copy
+    import pickle
+
+    for made in (row_id() for _ in range(2_000)):
+        own = uuid.UUID(int=made.int, version=4)
+        assert made.int == own.int and made == own and hash(made) == hash(own)
+        assert str(made) == str(own) and made.hex == own.hex and made.bytes == own.bytes
+        assert made.is_safe is own.is_safe and type(made) is uuid.UUID
+        assert pickle.loads(pickle.dumps(made)) == own and copy.deepcopy(made) == own
+        assert uuid.UUID(str(made)) == made and not made < own
+
+
 def test_seeding_the_global_generator_does_not_repeat_ids() -> None:
     import random
 

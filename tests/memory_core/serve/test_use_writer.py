@@ -11,7 +11,7 @@ from sqlmodel import select
 from memory_core import db
 from memory_core.models.card import Card, CardUse
 from memory_core.models.columns import row_id, utcnow
-from memory_core.serve.uses import MAX_PENDING, UseRecorder, use_context
+from memory_core.serve.uses import MAX_PENDING, UseRecorder
 from tests.helpers.serve import add_card
 
 
@@ -20,8 +20,8 @@ def test_rows_and_counts_read_back_as_queued(settings, engine) -> None:
     rec = UseRecorder(engine=engine)
     t0 = utcnow()
     q1, q2 = row_id(), row_id()
-    ctx = use_context({"tool": "search", "n": 2, "skip": [1]}, "api")
-    first = rec.record(namespace="team-a", card_ids=[a, b], context=ctx, now=t0, query_id=q1)
+    state = {"tool": "search", "n": 2, "skip": [1]}
+    first = rec.record(namespace="team-a", card_ids=[a, b], state=state, now=t0, query_id=q1)
     later = t0 + timedelta(seconds=3)
     second = rec.record(namespace="team-a", card_ids=[a], withheld=[c], now=later, query_id=q2)
     assert rec.pending == 4
@@ -61,8 +61,8 @@ def test_a_querys_context_is_serialized_once_not_per_use(settings, engine) -> No
     try:
         rec = UseRecorder(engine=writer_engine)
         for q in range(3):
-            ctx = use_context({"tool": "search", "q": q}, "api")
-            rec.record(namespace="team-a", card_ids=ids, context=ctx, query_id=row_id())
+            state = {"tool": "search", "q": q}
+            rec.record(namespace="team-a", card_ids=ids, state=state, query_id=row_id())
         assert rec.flush() == 15
     finally:
         writer_engine.dispose()
