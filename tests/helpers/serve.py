@@ -135,3 +135,6 @@ def sqlite_moved_away(engine: Engine, tmp_path: Path) -> Iterator[None]:
                 os.remove(f)
         for f in files:
             os.replace(tmp_path / os.path.basename(f), f)
+        # a thread may have opened the empty file again between the first dispose and the
+        # files' return: that connection, pooled, would read the empty file for good
+        engine.dispose()
