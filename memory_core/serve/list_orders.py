@@ -15,6 +15,7 @@ from memory_core.serve.snapshot import support_of
 from memory_core.serve.topk import (
     UNBOUNDED,
     Bounds,
+    assumed_uses,
     base_bound,
     close_enough,
     loosens,
@@ -185,11 +186,16 @@ def fold(snap: Snapshot, b: Bounds, sup: float, spec: Any, limit: int) -> None:
     its epoch: it is still ordered anew in steps (serve/resort.py)."""
     n = min(len(snap.touched), limit)
     moves: dict[Any, tuple[list[Entry], list[tuple[Entry, float]]]] = {}
-    placed: list[tuple[Entry, float]] = []
+    placed: list[tuple[Entry, float, int]] = []
     for e in {id(e): e for e in snap.touched[:n]}.values():
+        # a bound made here, so the uses its keys assume are known: a query may have cached
+        # one made at fewer uses meanwhile
+        e.bound = (None, 0.0, 0.0)
+        count, seen = e.use_count, e.seen_at
         bound = bound_of(e, b, sup, spec)
         new = -(bound[1] + bound[2])
-        placed.append((e, new))
+        fresh = e.bound is bound and e.use_count == count and e.seen_at is seen
+        placed.append((e, new, assumed_uses(e, b) if fresh else -1))
         for name, cards in homes(snap.index, e):
             moves.setdefault(name, (cards, []))[1].append((e, new))
     for name, (cards, moved) in moves.items():
@@ -217,6 +223,8 @@ def fold(snap: Snapshot, b: Bounds, sup: float, spec: Any, limit: int) -> None:
             entries.insert(to, e)
             keys.insert(to, new)
         snap.orders[name] = (cards, cached[1], entries, keys, most)
-    for e, new in placed:
+    for e, new, uses in placed:
         e.sortkey = new
+        # its keys now all assume `uses` (lists without an order are ordered from its bound)
+        e.key_uses = uses
     del snap.touched[:n]

@@ -4,7 +4,9 @@ cards that can rank and never reads the rest of its candidates.
 
 A card used or given feedback since its list was ordered (`touched`) may now bound higher than
 its place says: such cards wait in `Snapshot.touched`, are added to each query they are a
-candidate of, and every FOLD of them are moved to their new places. The result is exactly
+candidate of, and every FOLD of them are moved to their new places. A use alone moves a card
+only once its count passes what its keys assume (entry.used; topk.HEADROOM): at 100k cards and
+five uses a query, 1 card moved a query instead of 5. The result is exactly
 topk.top_matches' (the exhaustive ranking); when no card of the most evidence holds, the
 support term needs every candidate, and the walk hands over to top_matches.
 """

@@ -34,7 +34,7 @@ from memory_core.serve.served_rows import ServedRows
 from memory_core.serve.snapshot import (
     Snapshot,
     row_json,
-    touched,
+    used,
 )
 from memory_core.serve.snapshot_cache import SnapshotCache
 from memory_core.serve.uses import UseRecorder
@@ -216,9 +216,7 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
             for h in hits:  # ranking follows the uses before the rows are written
                 e = h.match.entry
                 h.use_id = use_ids.get(e.card_id)
-                e.use_count += 1
-                e.seen_at = now
-                touched(e)
+                used(e, now)
                 snap.max_uses = max(snap.max_uses, e.use_count)
                 # what the use writer is about to write, so the served row stays current
                 head, n, _, _ = rows[e.card_id]

@@ -28,6 +28,7 @@ from memory_core.serve.changes import Fingerprint, last_seq
 from memory_core.serve.entry import Entry as Entry  # the names other modules import from here
 from memory_core.serve.entry import support_of as support_of
 from memory_core.serve.entry import touched as touched
+from memory_core.serve.entry import used as used
 from memory_core.serve.index import CardIndex, Stats, build, card_needs, choose, chosen_needs
 
 if TYPE_CHECKING:

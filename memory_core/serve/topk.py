@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 
 REUSE = 1.25  # bounds assuming a most-used count this much below the snapshot's are renewed
 EPOCH = timedelta(hours=1)  # bounds computed this long ago are recomputed (recency decays)
+# the uses a recently used card's bound assumes beyond its count, as a share of the most
+# uses: its next uses leave its places valid (entry.used), for keys this much looser
+HEADROOM = 0.02
 UNBOUNDED = 1e9  # a bound no score reaches (finite: it is rounded to tie steps)
 SLACK = 1e-9  # above every bound: float rounding of pow and sums never crosses it
 
@@ -122,15 +125,28 @@ def support_bound(sup: float, trust: float) -> float:
     return sup if trust == 1.0 else sup * max(trust, 0.0)
 
 
+def assumed_uses(e: Entry, b: Bounds) -> int:
+    """The use count a bound made now assumes: a few more than the card has (HEADROOM of the
+    most uses) when its recency is already at its highest for the epoch, as a use leaves it
+    there and only raises the count; else its count (a use would raise its recency too)."""
+    if e.seen_at >= b.at:
+        return e.use_count + max(1, int(b.max_uses * HEADROOM))
+    return e.use_count
+
+
 def base_bound(e: Entry, b: Bounds, specificity: Callable[[int], float]) -> float:
-    """The card's highest standing (times trust) at any time after b.at: retrieval's formula
-    (cards/score.py) at b.at, its use count against no more uses than it has or b assumed;
-    inlined, as the first query of an epoch computes it for each of its candidates."""
+    """The card's highest standing (times trust) at any time after b.at while it has at most
+    assumed_uses: retrieval's formula (cards/score.py) at b.at, those uses against no more uses
+    than they are or b assumed; inlined, as the first query of an epoch computes it for each of
+    its candidates. The card's key_uses is brought down to what this bound assumes."""
     w = b.weights
     age_days = max((b.at - e.seen_at).total_seconds(), 0.0) / 86400
     rec = math.pow(0.5, age_days / w.recency_half_life_days)
-    most = max(b.max_uses, e.use_count)
-    freq = e.use_count / most if most else 0.0
+    uses = assumed_uses(e, b)
+    if uses < e.key_uses:
+        e.key_uses = uses
+    most = max(b.max_uses, uses)
+    freq = uses / most if most else 0.0
     score = w.confidence * e.confidence + w.recency * rec + w.use_frequency * freq
     return (score + w.specificity * specificity(len(e.compiled))) * max(e.trust, 0.0)
 

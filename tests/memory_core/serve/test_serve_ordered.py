@@ -12,7 +12,7 @@ from memory_core.models.columns import utcnow
 from memory_core.preconditions import compile_all
 from memory_core.serve.ordered import FOLD, FOLD_STEP
 from memory_core.serve.retrieval import retrieve
-from memory_core.serve.snapshot import touched
+from memory_core.serve.snapshot import touched, used
 from memory_core.settings import RankingWeights
 from tests.memory_core.serve.test_serve_topk import _entry, _key, _snapshot, _weights
 
@@ -64,6 +64,74 @@ def test_in_place_changes_within_an_epoch_keep_the_ranking_exact() -> None:
             assert _key(lazy) == _key(exhaustive), (trial, q, w, state, query, top_k)
             assert lazy.candidates == exhaustive.candidates
         assert folded and len(snap.touched) <= FOLD + 9  # the places were moved
+
+
+def test_served_cards_used_again_and_again_move_seldom_and_the_ranking_stays_exact() -> None:
+    """The service's uses (entry.used): the cards each query serves are used at once, so the
+    same few cards gain uses query after query. A use within the uses its keys assume moves
+    nothing; past them, or after feedback, it is moved as before. Time passes and the epoch
+    renews meanwhile; every query ranks as scoring every match."""
+    from memory_core.serve import topk as topk_module
+
+    rnd = random.Random(31)
+    start = utcnow()
+    uses = moves = 0
+    for trial in range(10):
+        cards = [_entry(rnd, start, i) for i in range(rnd.choice([300, 900]))]
+        for e in cards:  # a namespace in service: its cards used up to hundreds of times
+            e.use_count = int(rnd.paretovariate(1.2)) - 1 if rnd.random() < 0.9 else 400
+        snap = _snapshot(cards)
+        w = _weights(rnd)
+        now = start
+        for q in range(120):
+            now += timedelta(seconds=rnd.choice([1, 1, 30]))
+            if q % 40 == 39:  # the epoch ends: recency is bounded from a later time
+                now += topk_module.EPOCH + timedelta(minutes=1)
+            if q % 7 == 3:  # feedback on a card in place
+                e = rnd.choice(list(snap.entries.values()))
+                e.confidence = rnd.choice([0.2, 0.95, 1.0])
+                touched(e)
+            if q % 11 == 5:
+                _replace_one(rnd, snap, lambda old: rnd.choice([old.confidence, 0.1, 1.0]))
+            state = {"tool": f"t{rnd.randrange(2)}", "retry_count": rnd.randrange(2)}
+            query = rnd.choice([None, None, "retry page"])
+            top_k = rnd.choice([3, 5])
+            kw = dict(snapshot=snap, state=state, now=now, top_k=top_k, weights=w, query=query)
+            lazy = retrieve(**kw)  # type: ignore[arg-type]
+            exhaustive = retrieve(**kw, bounded_from=10**9)  # type: ignore[arg-type]
+            assert _key(lazy) == _key(exhaustive), (trial, q, w, state, query, top_k)
+            waiting = len(snap.touched)
+            for m in lazy.matches:  # served: used at once, as the service does
+                used(m.entry, now)
+                snap.max_uses = max(snap.max_uses, m.entry.use_count)
+                uses += 1
+            moves += len(snap.touched) - waiting
+    # most uses of a card served again and again moved nothing
+    assert uses > 2000 and moves < uses / 3, (uses, moves)
+
+
+def test_a_use_past_the_uses_its_keys_assume_moves_the_card() -> None:
+    from memory_core.serve.list_orders import fold
+    from memory_core.serve.topk import HEADROOM, assumed_uses, epoch
+
+    rnd = random.Random(3)
+    now = utcnow()
+    snap = _snapshot([_entry(rnd, now, i) for i in range(200)])
+    w = RankingWeights()
+    e = next(iter(snap.entries.values()))
+    assert e.key_uses == -1  # a new card: its first use moves it
+    used(e, now)
+    assert snap.touched == [e]
+    retrieve(snapshot=snap, state={"tool": "t0"}, now=now, weights=w)  # orders the lists
+    b = epoch(snap, w, now)
+    fold(snap, b, w.support, lambda n: 0.0, 10)
+    assert snap.touched == [] and e.key_uses == assumed_uses(e, b)
+    assert e.key_uses == e.use_count + max(1, int(b.max_uses * HEADROOM))
+    while e.use_count < e.key_uses:  # within what its keys assume: not moved
+        used(e, now)
+    assert snap.touched == []
+    used(e, now)  # one past
+    assert snap.touched == [e] and e.key_uses == -1
 
 
 def test_the_walk_checks_few_of_many_holding_cards() -> None:
