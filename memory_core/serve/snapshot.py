@@ -17,13 +17,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from sqlalchemy import select
 from sqlalchemy.engine import Engine
-from sqlmodel import col
 
 from memory_core.db import read_session
-from memory_core.models.card import Card, CardStatus
-from memory_core.serve.card_rows import LoadMemo, entry_of, row_columns
+from memory_core.serve.card_fetch import active_entries
+from memory_core.serve.card_rows import entry_of
 from memory_core.serve.changes import Fingerprint, last_seq
 from memory_core.serve.entry import Entry as Entry  # the names other modules import from here
 from memory_core.serve.entry import support_of as support_of
@@ -152,20 +150,7 @@ def load_snapshot(*, engine: Engine, namespace: str) -> Snapshot:
     with read_session(engine) as session:
         # the feed's position first: a change made while the cards are read is applied later
         watermark = last_seq(session)
-        result = session.execute(
-            select(*row_columns()).where(
-                col(Card.namespace) == namespace, col(Card.status) == CardStatus.active.value
-            ),
-            # fetched in batches (a server-side cursor on PostgreSQL): all rows at once were
-            # the load's peak of memory, which the allocator keeps as the process's size
-            execution_options={"yield_per": 10_000},
-        )
-        memo = LoadMemo()
-        entries: dict[uuid.UUID, Entry] = {}
-        for rows in result.partitions(10_000):  # the rows of one batch at a time in memory
-            for r in rows:
-                entries[r.card_id] = entry_of(r, memo)
-    del memo
+        entries = active_entries(session=session, namespace=namespace)
     stats = Stats()
     index = build(entries.values(), stats, chosen_needs(entries.values(), stats))
     for e in entries.values():

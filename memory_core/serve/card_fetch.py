@@ -1,0 +1,96 @@
+"""A namespace's active cards read for a full load: on SQLite through the driver's cursor,
+its text values converted as SQLAlchemy's types would (ids, UTC timestamps), elsewhere
+through Core. The ORM's row machinery cost ~1.1 s of a 100k-card load's ~3 s: raw sqlite3
+hands over the same rows in ~0.2 s."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+from sqlmodel import col
+
+from memory_core.models.card import Card, CardStatus
+from memory_core.serve.card_rows import LoadMemo, entry_of, row_columns
+from memory_core.serve.changes import COLUMNS
+from memory_core.serve.entry import Entry
+
+BATCH = 10_000  # rows in memory at a time: all at once were the load's peak of memory
+
+# the positions _sqlite_rows converts: the id and the two timestamps
+if [c.key for c in COLUMNS[:5]] != ["card_id", "kind", "confidence", "last_used_at", "updated_at"]:
+    raise RuntimeError("changes.COLUMNS no longer starts as card_fetch reads it")
+
+_NEW, _UUID, _UNKNOWN = object.__new__, uuid.UUID, uuid.SafeUUID.unknown
+_SET_INT = uuid.UUID.__dict__["int"].__set__
+_SET_SAFE = uuid.UUID.__dict__["is_safe"].__set__
+
+
+def sqlite_uuid(value: Any) -> uuid.UUID:
+    """The id SQLAlchemy's Uuid type reads from SQLite's 32 hex digits (built without the
+    uuid module's argument checks: 1.5 us an id less); any other stored form as uuid reads it."""
+    if type(value) is str and len(value) == 32:
+        made = _NEW(_UUID)
+        _SET_INT(made, int(value, 16))
+        _SET_SAFE(made, _UNKNOWN)
+        return made
+    return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+
+
+def sqlite_time(value: Any, seen: dict[str, datetime]) -> datetime | None:
+    """A stored timestamp as UTCDateTime reads it (aware, UTC), parsed once per text."""
+    if value is None:
+        return None
+    if (found := seen.get(value)) is None:
+        parsed = datetime.fromisoformat(value)
+        found = seen[value] = (
+            parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+        )
+    return found
+
+
+def _where(namespace: str) -> Any:
+    return select(*COLUMNS).where(
+        col(Card.namespace) == namespace, col(Card.status) == CardStatus.active.value
+    )
+
+
+def _sqlite_rows(session: Session, namespace: str) -> Iterator[tuple[Any, ...]]:
+    compiled = _where(namespace).compile(dialect=session.get_bind().dialect)
+    params = tuple(compiled.params[k] for k in compiled.positiontup or ())
+    # the session's own connection: the same read transaction as the feed's watermark
+    cursor = session.connection().connection.driver_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cursor.execute(str(compiled), params)
+        seen: dict[str, datetime] = {}
+        while rows := cursor.fetchmany(BATCH):
+            for r in rows:
+                at, updated = sqlite_time(r[3], seen), sqlite_time(r[4], seen)
+                yield (sqlite_uuid(r[0]), r[1], r[2], at, updated, *r[5:])
+    finally:
+        cursor.close()
+
+
+def _core_rows(session: Session, namespace: str) -> Iterator[Any]:
+    query = select(*row_columns()).where(
+        col(Card.namespace) == namespace, col(Card.status) == CardStatus.active.value
+    )
+    # Core, not the ORM's row loading; in batches (a server-side cursor on PostgreSQL)
+    result = session.connection().execution_options(yield_per=BATCH).execute(query)
+    for rows in result.partitions(BATCH):
+        yield from rows
+
+
+def active_entries(*, session: Session, namespace: str) -> dict[uuid.UUID, Entry]:
+    """Every active card of the namespace as retrieval needs it, by id."""
+    rows = _sqlite_rows if session.get_bind().dialect.name == "sqlite" else _core_rows
+    memo = LoadMemo()
+    entries: dict[uuid.UUID, Entry] = {}
+    for r in rows(session, namespace):
+        e = entry_of(r, memo)
+        entries[e.card_id] = e
+    return entries

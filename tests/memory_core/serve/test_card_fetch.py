@@ -1,0 +1,86 @@
+"""A full load reads the cards through the driver (serve/card_fetch.py): every card as the
+ORM's types read it, whatever its values."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import select, update
+from sqlmodel import col
+
+from memory_core.db import read_session, session_scope
+from memory_core.models.card import Card
+from memory_core.serve.card_fetch import active_entries, sqlite_time, sqlite_uuid
+from memory_core.serve.card_rows import LoadMemo, entry_of, row_columns
+from memory_core.serve.snapshot import load_snapshot
+from tests.helpers.serve import add_card
+
+NS = "fetched"
+
+FIELDS = (
+    "card_id", "kind", "confidence", "seen_at", "use_count", "evidence_count", "compiled",
+    "scenario", "rest", "broken", "trust", "pinned", "version", "updated_at", "run_count",
+)  # fmt: skip
+
+
+def _as_orm_reads(engine) -> dict[uuid.UUID, tuple]:
+    with read_session(engine) as session:
+        rows = session.execute(
+            select(*row_columns()).where(col(Card.namespace) == NS, col(Card.status) == "active")
+        ).all()
+    entries = [entry_of(r, LoadMemo()) for r in rows]
+    return {e.card_id: tuple(getattr(e, f) for f in FIELDS) for e in entries}
+
+
+def test_the_driver_path_reads_every_card_as_the_orm_does(engine) -> None:
+    cards = [
+        add_card(engine, namespace=NS, scenario=f"card {i}", preconditions=[f"retry_count >= {i}"])
+        for i in range(5)
+    ]
+    add_card(engine, namespace=NS, scenario="archived", status="archived")
+    add_card(engine, namespace="elsewhere", scenario="another namespace")
+    used = datetime(2026, 3, 1, 12, 30, tzinfo=UTC)  # whole seconds: no fraction stored
+    with session_scope(engine) as session:
+        for card, changes in zip(
+            cards,
+            [
+                {"last_used_at": used, "use_count": 4, "pinned": True},
+                {"last_used_at": used + timedelta(microseconds=7), "value": "worth it"},
+                {"confidence": 0.123456789, "version": 3, "run_count": 2},
+                {"provenance": {"producer": "agent", "origin": "web"}},
+                {"preconditions": ["this is ( not cel"]},  # compiles on use, never holds
+            ],
+            strict=True,
+        ):
+            session.execute(update(Card).where(col(Card.card_id) == card.card_id).values(changes))
+    with read_session(engine) as session:
+        fetched = active_entries(session=session, namespace=NS)
+    got = {i: tuple(getattr(e, f) for f in FIELDS) for i, e in fetched.items()}
+    assert got == _as_orm_reads(engine)
+    assert set(got) == {c.card_id for c in cards}
+    for e in fetched.values():
+        assert type(e.card_id) is uuid.UUID and e.seen_at.tzinfo is not None
+        assert e.seen_at.utcoffset() == timedelta(0)
+    snap = load_snapshot(engine=engine, namespace=NS)
+    assert set(snap.entries) == set(got)
+
+
+def test_sqlite_values_read_as_sqlalchemy_reads_them() -> None:
+    u = uuid.uuid4()
+    made = sqlite_uuid(u.hex)
+    assert made == u and hash(made) == hash(u) and str(made) == str(u)
+    assert made.is_safe == u.is_safe == uuid.SafeUUID.unknown
+    assert sqlite_uuid(str(u)) == u  # dashed, as some tools write it
+    assert sqlite_uuid(u) is u
+    with pytest.raises(ValueError):
+        sqlite_uuid("not an id")
+    seen: dict[str, datetime] = {}
+    when = sqlite_time("2026-12-06 21:48:15.815949", seen)
+    assert when == datetime(2026, 12, 6, 21, 48, 15, 815949, tzinfo=UTC)
+    assert sqlite_time("2026-12-06 21:48:15.815949", seen) is when  # parsed once per text
+    assert sqlite_time("2026-12-06 23:48:15+02:00", seen) == datetime(
+        2026, 12, 6, 21, 48, 15, tzinfo=UTC
+    )
+    assert sqlite_time(None, seen) is None
