@@ -33,6 +33,7 @@ from tests.helpers.net import free_port
 BIN = Path(sys.executable).parent
 NAMESPACES = [f"team-{i:02d}" for i in range(24)]
 PER_NAMESPACE = 400
+START_AFTER_S = 30  # time for three run processes to start and load the flow
 
 
 def test_a_lease_is_held_by_one_run_at_a_time(engine) -> None:
@@ -103,6 +104,9 @@ def test_three_workers_split_the_decay_backlog(pg_url, tmp_path) -> None:
             "PREFECT_API_URL": api,
             "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
             "PREFECT_WORKER_QUERY_SECONDS": "1",
+            # the runs are handed to the workers as soon as they exist: each process starts,
+            # loads the flow and waits for the one start time (the server's WaitForScheduledTime)
+            "PREFECT_WORKER_PREFETCH_SECONDS": str(START_AFTER_S * 4),
             # each run's summary where this test can read it
             "PREFECT_RESULTS_PERSIST_BY_DEFAULT": "true",
             "PREFECT_LOCAL_STORAGE_PATH": str(tmp_path / "results"),
@@ -138,14 +142,25 @@ def test_three_workers_split_the_decay_backlog(pg_url, tmp_path) -> None:
         assert deployed.returncode == 0, deployed.stdout + deployed.stderr
         later = (utcnow() + timedelta(days=40)).isoformat()  # every card idle past tier 1
         with temporary_settings({PREFECT_API_URL: api}):
+            # one start time for the three: started as each process came up, on a loaded
+            # machine the first run decayed every namespace before the others had loaded
+            # (CI, a fresh clone beside other work), and the runs never met
+            start_at = utcnow() + timedelta(seconds=START_AFTER_S)
             runs = [
-                run_deployment("decay/decay", parameters={"params": {"now": later}}, timeout=0)
+                run_deployment(
+                    "decay/decay",
+                    parameters={"params": {"now": later}},
+                    scheduled_time=start_at,
+                    timeout=0,
+                )
                 for _ in range(3)
             ]
-            deadline = time.monotonic() + 180
+            deadline = time.monotonic() + START_AFTER_S + 180
+            read: list = []
             with get_client(sync_client=True) as client:
                 while time.monotonic() < deadline:
-                    states = [client.read_flow_run(r.id).state for r in runs]
+                    read = [client.read_flow_run(r.id) for r in runs]
+                    states = [r.state for r in read]
                     if all(s is not None and s.is_final() for s in states):
                         break
                     time.sleep(1)
@@ -165,10 +180,11 @@ def test_three_workers_split_the_decay_backlog(pg_url, tmp_path) -> None:
     assert all(n == PER_NAMESPACE for _, n in changed)
     assert sum(s.decayed for s in summaries) == len(NAMESPACES) * PER_NAMESPACE
     # the runs met: a run found namespaces leased by another, or more than one changed cards.
-    # (Which run gets how many is timing: on a quiet machine one run often takes every lease
-    # before the others start, and they find them held or the work already done.)
+    # (Which run gets how many is timing; with one start time the three began within a second
+    # of it, two busy loops beside them: 1,600 / 3,200 / 4,800 cards, each finding 12-19
+    # namespaces held by another.)
     met = any(s.elsewhere for s in summaries) or sum(any(s.ran.values()) for s in summaries) >= 2
-    assert met, [(s.ran, s.elsewhere) for s in summaries]
+    assert met, ([(s.ran, s.elsewhere) for s in summaries], [r.start_time for r in read], start_at)
     with Session(engine) as s:
         rows = s.execute(select(Card.confidence, Card.decay_tier)).all()
         assert len(rows) == len(NAMESPACES) * PER_NAMESPACE
