@@ -13,7 +13,8 @@ from sqlmodel import col
 from memory_core.db import read_session, session_scope
 from memory_core.models.card import Card
 from memory_core.serve.card_fetch import active_entries, sqlite_time, sqlite_uuid
-from memory_core.serve.card_rows import LoadMemo, entry_of, row_columns
+from memory_core.serve.card_rows import LoadMemo, _json, entry_of
+from memory_core.serve.changes import COLUMNS
 from memory_core.serve.snapshot import load_snapshot
 from tests.helpers.serve import add_card
 
@@ -27,8 +28,9 @@ FIELDS = (
 
 def _as_orm_reads(engine) -> dict[uuid.UUID, tuple]:
     with read_session(engine) as session:
+        # the ORM's own types: ids, UTC timestamps and JSON as SQLAlchemy and the driver read them
         rows = session.execute(
-            select(*row_columns()).where(col(Card.namespace) == NS, col(Card.status) == "active")
+            select(*COLUMNS).where(col(Card.namespace) == NS, col(Card.status) == "active")
         ).all()
     entries = [entry_of(r, LoadMemo()) for r in rows]
     return {e.card_id: tuple(getattr(e, f) for f in FIELDS) for e in entries}
@@ -49,7 +51,11 @@ def test_the_driver_path_reads_every_card_as_the_orm_does(engine) -> None:
                 {"last_used_at": used, "use_count": 4, "pinned": True},
                 {"last_used_at": used + timedelta(microseconds=7), "value": "worth it"},
                 {"confidence": 0.123456789, "version": 3, "run_count": 2},
-                {"provenance": {"producer": "agent", "origin": "web"}},
+                {
+                    "provenance": {"producer": "agent", "origin": "web"},
+                    # past a double's range: orjson refuses it, the json module reads it
+                    "action_sequence": [{"tool": "pay", "note": "in cents", "n": 10**400}],
+                },
                 {"preconditions": ["this is ( not cel"]},  # compiles on use, never holds
             ],
             strict=True,
@@ -84,3 +90,10 @@ def test_sqlite_values_read_as_sqlalchemy_reads_them() -> None:
         2026, 12, 6, 21, 48, 15, tzinfo=UTC
     )
     assert sqlite_time(None, seen) is None
+
+
+def test_json_orjson_refuses_is_read_by_the_json_module() -> None:
+    assert _json('[{"n": 1e400}]') == [{"n": float("inf")}]
+    assert _json("[NaN]")[0] != _json("[NaN]")[0]  # NaN, as the json module reads it
+    assert _json('{"a": [1, "b"]}') == {"a": [1, "b"]}
+    assert _json([1]) == [1]  # parsed by the driver already
