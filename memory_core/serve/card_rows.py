@@ -4,6 +4,7 @@ precondition lists and texts shared within a load and across snapshots."""
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from operator import itemgetter
 from typing import Any
@@ -24,6 +25,8 @@ def _rest(action_sequence: Any, failure_modes: Any, value: Any) -> str:
     modes = " ".join(f"{m.get('mode', '')} {m.get('handling', '')}" for m in failure_modes)
     return f"{steps} {modes} {value or ''}"
 
+
+log = logging.getLogger(__name__)
 
 # compiled preconditions by normalised text, shared by every card (and snapshot) holding the
 # text while one does: a compiled program costs about 900 bytes, and a million cards hold a
@@ -132,7 +135,15 @@ def entry_of(r: Any, memo: LoadMemo | None = None) -> Entry:
     memo shares precondition lists and origins between the cards of one load."""
     (card_id, kind, confidence, last_used, updated, uses, evidence, runs, pre, scenario, steps,
      modes, value, provenance, pinned, version) = _FIELDS(tuple(r))  # fmt: skip
-    rest = _rest(_json(steps), _json(modes), value)
+    try:
+        rest = _rest(_json(steps), _json(modes), value)
+        compiled, weight, broken = _compiled(pre, memo), _trust(provenance, memo), False
+    except (ValueError, TypeError, AttributeError) as exc:
+        # a row Hindsight did not write (a hand edit, another tool): JSON that does not parse
+        # or lists of the wrong shape. Held as broken, never served; its namespace still loads
+        # and a feed batch holding it is applied whole
+        log.warning("card %s is not served: its stored JSON cannot be read (%s)", card_id, exc)
+        rest, compiled, weight, broken = "", (), 0.0, True
     return Entry(
         card_id,
         sys.intern(kind),
@@ -140,11 +151,11 @@ def entry_of(r: Any, memo: LoadMemo | None = None) -> Entry:
         last_used or updated,
         uses,
         evidence,
-        _compiled(pre, memo),
+        compiled,
         scenario,
         rest if memo is None else memo.text(rest),
-        False,
-        _trust(provenance, memo),
+        broken,
+        weight,
         bool(pinned),
         version,
         updated,

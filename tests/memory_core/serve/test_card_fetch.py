@@ -3,11 +3,12 @@ ORM's types read it, whatever its values."""
 
 from __future__ import annotations
 
+import logging
 import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import select, text, update
 from sqlmodel import col
 
 from memory_core.db import read_session, session_scope
@@ -16,7 +17,9 @@ from memory_core.serve.card_fetch import active_entries, sqlite_time, sqlite_uui
 from memory_core.serve.card_rows import LoadMemo, _json, entry_of
 from memory_core.serve.changes import COLUMNS
 from memory_core.serve.snapshot import load_snapshot
+from memory_core.serve.snapshot_cache import SnapshotCache
 from tests.helpers.serve import add_card
+from tests.memory_core.serve.test_serve_snapshot import _edit, _served
 
 NS = "fetched"
 
@@ -97,3 +100,35 @@ def test_json_orjson_refuses_is_read_by_the_json_module() -> None:
     assert _json("[NaN]")[0] != _json("[NaN]")[0]  # NaN, as the json module reads it
     assert _json('{"a": [1, "b"]}') == {"a": [1, "b"]}
     assert _json([1]) == [1]  # parsed by the driver already
+
+
+def test_a_row_hindsight_did_not_write_is_held_broken_and_the_rest_is_served(
+    engine, caplog
+) -> None:
+    """A hand edit or another tool left a card whose lists are of the wrong shape (both
+    databases) or, on SQLite, whose JSON does not parse: that card is never served, its
+    namespace still loads, and a feed batch holding it is applied whole."""
+    good = add_card(engine, namespace=NS, scenario="good", preconditions=['tool == "t"'])
+    odd = add_card(engine, namespace=NS, scenario="odd shape", preconditions=['tool == "t"'])
+    _edit(engine, odd.card_id, failure_modes=["a mode as a bare string"])
+    cache = SnapshotCache(engine=engine, refresh_s=0.0)
+    with caplog.at_level(logging.WARNING, logger="memory_core.serve.card_rows"):
+        assert _served(cache, NS, {"tool": "t"}) == {"good"}
+    assert f"card {odd.card_id} is not served" in caplog.text
+    # a later change: the odd card fixed, the good one broken, in one feed batch
+    _edit(engine, odd.card_id, failure_modes=[{"mode": "fixed", "handling": "retry"}])
+    _edit(engine, good.card_id, action_sequence=[7])
+    assert _served(cache, NS, {"tool": "t"}) == {"odd shape"}
+    assert cache.reloads == 0
+    if engine.dialect.name != "sqlite":
+        return
+    with session_scope(engine) as s:  # text no JSON parser reads, written past the ORM
+        s.execute(
+            text("UPDATE card SET action_sequence = '[{\"tool\": ' WHERE card_id = :id"),
+            {"id": odd.card_id.hex},
+        )
+    fresh = load_snapshot(engine=engine, namespace=NS)
+    assert {e.scenario: e.broken for e in fresh.entries.values()} == {
+        "good": True,
+        "odd shape": True,
+    }
