@@ -158,15 +158,28 @@ def test_warm_queries_stay_inline_across_intervals(settings, engine) -> None:
         for _ in range(4 * svc.inline.streak):
             svc.query_json(principal=who, request=plain)
         assert svc.inline.warm(who.namespace) is not None
+        interval = settings.serve.snapshot_refresh_s
+
+        def inline_soon() -> bool:
+            """Answered on this thread within two intervals: the feed's thread, every half
+            interval, may run late on a loaded machine (CI), and a query in that gap rightly
+            takes the route; without the thread no query here would ever be inline again."""
+            deadline = time.monotonic() + 2 * interval
+            while time.monotonic() < deadline:
+                if svc.query_json_now(principal=who, request=plain) is not None:
+                    return True
+                time.sleep(0.02)
+            return False
+
         for _ in range(4):  # past the interval each time: answered inline all the same
-            time.sleep(settings.serve.snapshot_refresh_s)
-            assert svc.query_json_now(principal=who, request=plain) is not None
+            time.sleep(interval)
+            assert inline_soon()
         new = add_card(engine, scenario="written elsewhere", preconditions=['tool == "search"'])
         time.sleep(settings.serve.snapshot_refresh_s)
         # served within the interval: its row is read once, on a worker thread (not held yet)
         assert svc.query_json_now(principal=who, request=plain) is None
         answer = svc.query_json(principal=who, request=plain)
         assert str(new.card_id) in {h["card"]["card_id"] for h in json.loads(answer)["cards"]}
-        assert svc.query_json_now(principal=who, request=plain) is not None
+        assert inline_soon()
     finally:
         svc.close()
