@@ -41,11 +41,19 @@ def sqlite_uuid(value: Any) -> uuid.UUID:
     return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
 
 
+SEEN_TIMES = 4096  # timestamp texts remembered at a time
+
+
 def sqlite_time(value: Any, seen: dict[str, datetime]) -> datetime | None:
-    """A stored timestamp as UTCDateTime reads it (aware, UTC), parsed once per text."""
+    """A stored timestamp as UTCDateTime reads it (aware, UTC), parsed once per text among the
+    last few thousand (cards written together share theirs). Bounded: a million distinct texts
+    held to the end of a load and freed at once would leave their memory as holes among the
+    cards'."""
     if value is None:
         return None
     if (found := seen.get(value)) is None:
+        if len(seen) >= SEEN_TIMES:
+            seen.clear()
         parsed = datetime.fromisoformat(value)
         found = seen[value] = (
             parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)

@@ -13,7 +13,7 @@ from sqlmodel import col
 
 from memory_core.db import read_session, session_scope
 from memory_core.models.card import Card
-from memory_core.serve.card_fetch import active_entries, sqlite_time, sqlite_uuid
+from memory_core.serve.card_fetch import SEEN_TIMES, active_entries, sqlite_time, sqlite_uuid
 from memory_core.serve.card_rows import LoadMemo, _json, entry_of
 from memory_core.serve.changes import COLUMNS
 from memory_core.serve.snapshot import load_snapshot
@@ -93,6 +93,11 @@ def test_sqlite_values_read_as_sqlalchemy_reads_them() -> None:
         2026, 12, 6, 21, 48, 15, tzinfo=UTC
     )
     assert sqlite_time(None, seen) is None
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    for i in range(SEEN_TIMES + 10):  # distinct texts: what is remembered stays bounded
+        at = start + timedelta(seconds=i)
+        assert sqlite_time(at.replace(tzinfo=None).isoformat(" "), seen) == at
+        assert len(seen) <= SEEN_TIMES
 
 
 def test_json_orjson_refuses_is_read_by_the_json_module() -> None:
