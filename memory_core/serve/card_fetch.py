@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from sqlmodel import col
 
 from memory_core.models.card import Card, CardStatus
+from memory_core.models.columns import uuid_of_int
 from memory_core.serve.card_rows import LoadMemo, entry_of, row_columns
 from memory_core.serve.changes import COLUMNS
 from memory_core.serve.entry import Entry
@@ -25,19 +26,12 @@ BATCH = 10_000  # rows in memory at a time: all at once were the load's peak of 
 if [c.key for c in COLUMNS[:5]] != ["card_id", "kind", "confidence", "last_used_at", "updated_at"]:
     raise RuntimeError("changes.COLUMNS no longer starts as card_fetch reads it")
 
-_NEW, _UUID, _UNKNOWN = object.__new__, uuid.UUID, uuid.SafeUUID.unknown
-_SET_INT = uuid.UUID.__dict__["int"].__set__
-_SET_SAFE = uuid.UUID.__dict__["is_safe"].__set__
-
 
 def sqlite_uuid(value: Any) -> uuid.UUID:
     """The id SQLAlchemy's Uuid type reads from SQLite's 32 hex digits (built without the
     uuid module's argument checks: 1.5 us an id less); any other stored form as uuid reads it."""
     if type(value) is str and len(value) == 32:
-        made = _NEW(_UUID)
-        _SET_INT(made, int(value, 16))
-        _SET_SAFE(made, _UNKNOWN)
-        return made
+        return uuid_of_int(int(value, 16))
     return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
 
 
@@ -61,14 +55,14 @@ def sqlite_time(value: Any, seen: dict[str, datetime]) -> datetime | None:
     return found
 
 
-def _where(namespace: str) -> Any:
-    return select(*COLUMNS).where(
+def _active(columns: tuple[Any, ...], namespace: str) -> Any:
+    return select(*columns).where(
         col(Card.namespace) == namespace, col(Card.status) == CardStatus.active.value
     )
 
 
 def _sqlite_rows(session: Session, namespace: str) -> Iterator[tuple[Any, ...]]:
-    compiled = _where(namespace).compile(dialect=session.get_bind().dialect)
+    compiled = _active(COLUMNS, namespace).compile(dialect=session.get_bind().dialect)
     params = tuple(compiled.params[k] for k in compiled.positiontup or ())
     # the session's own connection: the same read transaction as the feed's watermark
     cursor = session.connection().connection.driver_connection.cursor()  # type: ignore[union-attr]
@@ -84,9 +78,7 @@ def _sqlite_rows(session: Session, namespace: str) -> Iterator[tuple[Any, ...]]:
 
 
 def _core_rows(session: Session, namespace: str) -> Iterator[Any]:
-    query = select(*row_columns()).where(
-        col(Card.namespace) == namespace, col(Card.status) == CardStatus.active.value
-    )
+    query = _active(row_columns(), namespace)
     # Core, not the ORM's row loading; in batches (a server-side cursor on PostgreSQL)
     result = session.connection().execution_options(yield_per=BATCH).execute(query)
     for rows in result.partitions(BATCH):

@@ -19,14 +19,14 @@ from memory_core.screen.provenance import trust
 from memory_core.serve.changes import COLUMNS
 from memory_core.serve.entry import Entry
 
+log = logging.getLogger(__name__)
+
 
 def _rest(action_sequence: Any, failure_modes: Any, value: Any) -> str:
     steps = " ".join(f"{a.get('tool', '')} {a.get('note', '')}" for a in action_sequence)
     modes = " ".join(f"{m.get('mode', '')} {m.get('handling', '')}" for m in failure_modes)
     return f"{steps} {modes} {value or ''}"
 
-
-log = logging.getLogger(__name__)
 
 # compiled preconditions by normalised text, shared by every card (and snapshot) holding the
 # text while one does: a compiled program costs about 900 bytes, and a million cards hold a
