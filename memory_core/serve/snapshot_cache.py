@@ -7,7 +7,8 @@ reads the feed for every namespace at most once per interval (serve/feed.py) and
 its changes; a namespace with changes then reads its changed cards alone. A reload of the
 whole namespace happens only when the feed cannot be trusted: it was pruned past the reader's
 position, or the periodic fingerprint check (count, newest update, version sum) disagrees with
-what is served. Reloads run in a background thread.
+what is served. Reloads run in a background thread. The feed's side lives in
+serve/snapshot_catchup.py; loading, eviction, reloads and saves here.
 
 Memory is bounded in cards: past `max_cards`, the least recently queried namespaces leave the
 cache (a query still holding one finishes on it; nothing refreshes or verifies it any more) and
@@ -28,24 +29,22 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from memory_core.db import read_session
-from memory_core.serve.changes import fingerprint, prune, rows_by_id
 from memory_core.serve.feed import FeedReader
 from memory_core.serve.feed_poller import FeedPoller
 from memory_core.serve.snapshot import Snapshot, load_snapshot
 from memory_core.serve.snapshot_build import release, timed_load
+from memory_core.serve.snapshot_catchup import FeedCatchUp
 from memory_core.serve.snapshot_restore import SnapshotFiles, cold_load, save
 from memory_core.serve.upkeep_threads import UpkeepThreads
 
 log = logging.getLogger(__name__)
 LOAD_SHARE = 0.2  # the most of one core whole reloads may take over time
 VERIFY_S = 60.0  # how often the served set is compared with the database's fingerprint
-PRUNE_S = 600.0  # how often the feed is pruned
-VERIFY_TRIES = 10
 # ~650 MB RSS: 2-2.7 KB a card held (bench/scale_namespaces.py: 657 MB at 255k cards)
 MAX_CARDS = 250_000
 
 
-class SnapshotCache:
+class SnapshotCache(FeedCatchUp):
     """Snapshots per namespace: loaded on first use, then changed card by card."""
 
     def __init__(
@@ -199,101 +198,6 @@ class SnapshotCache:
     def _loaded(self) -> None:
         if self.on_load is not None:
             self.on_load()
-
-    def _catch_up(
-        self, snap: Snapshot, *, wait: bool, feed_s: float | None = None, refill: bool = False
-    ) -> bool:
-        """Read the feed when due (or the snapshot is stale), then apply this namespace's
-        changes. Without `wait`, a snapshot or feed another thread holds is served as it is.
-        True when a change was applied. feed_s: the feed is read when last read this long
-        ago (the refresh interval by default); refill: on_change is called (not on a query)."""
-        if not snap.lock.acquire(blocking=wait):
-            return False
-        try:
-            now = time.monotonic()
-            # a stale snapshot needs a read that started after its write committed
-            due = self._refresh_s if feed_s is None else feed_s
-            if snap.stale or now - self._feed.read_at >= due:
-                if self._feed.lock.acquire(blocking=wait):
-                    try:
-                        self._read_feed()
-                    finally:
-                        self._feed.lock.release()
-                elif snap.namespace not in self._pending:  # being read: nothing here yet
-                    return False
-            changed = self._apply(snap, refill=refill)
-            snap.checked_at, snap.stale = now, False
-            return changed
-        finally:
-            snap.lock.release()
-
-    def _read_feed(self) -> None:
-        """One read of the feed for every namespace; hand each held or loading namespace its
-        changes. Hold the feed's lock."""
-        with read_session(self._engine) as session:
-            found = self._feed.read(session)
-        with self._lock:
-            for ns, changes in found.changed.items():
-                if ns in self._snapshots or ns in self._loading:
-                    self._pending.setdefault(ns, {}).update(changes)
-            held = list(self._snapshots)
-        if found.pruned:  # changes may be lost: every namespace held now is read again
-            with self._lock:
-                self._must_reload.update(held)
-            for ns in held:
-                self._background.start(ns, self._reload)
-        if self._feed.read_at - self._pruned_at > PRUNE_S:
-            self._pruned_at = self._feed.read_at
-            self._background.start("", lambda _ns: prune(self._engine))
-
-    def _apply(self, snap: Snapshot, *, refill: bool = False) -> bool:
-        """Apply the changes handed to the snapshot's namespace. Hold its lock."""
-        with self._lock:
-            changes = self._pending.pop(snap.namespace, None)
-        if not changes:
-            return False
-        ids = list(changes)
-        try:
-            with read_session(self._engine) as session:
-                rows = rows_by_id(session, snap.namespace, ids)
-        except SQLAlchemyError:
-            with self._lock:  # not applied: kept for the next try (newer seqs win)
-                later = self._pending.get(snap.namespace, {})
-                self._pending[snap.namespace] = {**changes, **later}
-            raise
-        dropped = snap.apply(ids, rows)
-        if refill and dropped and self.on_change is not None:
-            self.on_change(snap, dropped)
-        self.applied += len(ids)
-        snap.watermark = max(snap.watermark, *changes.values())
-        return True
-
-    def _verify(self, namespace: str) -> None:
-        """Compare the served set with the database; reload when the feed missed a change.
-        The fingerprint is read first, then the feed: when that read finds nothing new for
-        the namespace, the snapshot is at least as new as the fingerprint, and nothing changed
-        in between (a change committed meanwhile would have been found), so the two must
-        agree. The snapshot's lock is held throughout: no other thread applies its changes."""
-        snap = self._snapshots.get(namespace)
-        if snap is None:
-            return
-        for _ in range(VERIFY_TRIES):
-            with snap.lock:
-                with read_session(self._engine) as session:
-                    expected = fingerprint(session, namespace)
-                with self._feed.lock:
-                    self._read_feed()
-                if not self._apply(snap):
-                    served = snap.local_fingerprint()
-                    snap.verified_at = time.monotonic()
-                    break
-            time.sleep(0.05)  # changes keep coming: try again between them
-        else:
-            snap.verified_at = time.monotonic()
-            return
-        if served != expected:
-            log.warning("snapshot of %s differs from the database: reloading", namespace)
-            self._reload(namespace)
 
     def _reload(self, namespace: str) -> None:
         old = self._snapshots.get(namespace)
