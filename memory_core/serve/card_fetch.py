@@ -5,12 +5,14 @@ hands over the same rows in ~0.2 s."""
 
 from __future__ import annotations
 
+import sqlite3
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 from sqlmodel import col
 
@@ -66,13 +68,17 @@ def _sqlite_rows(session: Session, namespace: str) -> Iterator[tuple[Any, ...]]:
     params = tuple(compiled.params[k] for k in compiled.positiontup or ())
     # the session's own connection: the same read transaction as the feed's watermark
     cursor = session.connection().connection.driver_connection.cursor()  # type: ignore[union-attr]
+    seen: dict[str, datetime] = {}
     try:
         cursor.execute(str(compiled), params)
-        seen: dict[str, datetime] = {}
         while rows := cursor.fetchmany(BATCH):
             for r in rows:
                 at, updated = sqlite_time(r[3], seen), sqlite_time(r[4], seen)
                 yield (sqlite_uuid(r[0]), r[1], r[2], at, updated, *r[5:])
+    except sqlite3.Error as exc:
+        # as SQLAlchemy raises it (OperationalError, ...): callers catch SQLAlchemyError for
+        # a database that is down or locked, whichever path read it
+        raise DBAPIError.instance(str(compiled), params, exc, sqlite3.Error) from exc
     finally:
         cursor.close()
 

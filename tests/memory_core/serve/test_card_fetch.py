@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import select, text, update
+from sqlalchemy.exc import DBAPIError
 from sqlmodel import col
 
 from memory_core.db import read_session, session_scope
@@ -137,3 +138,17 @@ def test_a_row_hindsight_did_not_write_is_held_broken_and_the_rest_is_served(
         "good": True,
         "odd shape": True,
     }
+
+
+def test_a_database_error_while_reading_is_raised_as_sqlalchemy_raises_it(engine) -> None:
+    """Callers tell a database that is down or locked by SQLAlchemyError, whichever path read
+    the cards: the driver's own error is not let through."""
+    add_card(engine, namespace=NS, scenario="a card")
+    with session_scope(engine) as s:  # the table gone from under the reader
+        s.execute(text("ALTER TABLE card RENAME TO card_elsewhere"))
+    try:
+        with pytest.raises(DBAPIError, match="card"):
+            load_snapshot(engine=engine, namespace=NS)
+    finally:
+        with session_scope(engine) as s:
+            s.execute(text("ALTER TABLE card_elsewhere RENAME TO card"))
