@@ -200,18 +200,20 @@ def feedback(
 ) -> None:
     """Record the outcome of a task that used the card: +0.05 on success, -0.1 on failure;
     three failures in a row send it to review."""
-    from memory_core.decay.feedback import record_feedback
+    from memory_core.decay.feedback import record_feedback, streak_rule
 
     with fail_on_errors():
         settings, engine = load()
+        ns = namespace or settings.namespace
         result = record_feedback(
             engine=engine,
-            namespace=namespace or settings.namespace,
+            namespace=ns,
             card_id=ids.card_id(card_id, engine=engine),
             outcome=outcome.value,
             use_id=_use_id(use_id, engine) if use_id else None,
             actor=by,
             failures_to_review=settings.review.failures_in_a_row,
+            measure=streak_rule(settings, ns),
         )
         if fmt is Format.json:
             print_json(result)
@@ -226,6 +228,11 @@ def feedback(
             console.print(
                 f"[yellow]sent to review[/yellow] after {result.consecutive_failures} failures "
                 "in a row: out of retrieval until `hindsight review approve`"
+            )
+        elif result.held_for_measure:
+            console.print(
+                f"{result.consecutive_failures} failures in a row, kept in service: the holdout "
+                "has not measured the card's effect yet"
             )
 
 

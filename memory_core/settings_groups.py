@@ -121,6 +121,9 @@ class ReviewRules(BaseModel):
     """passing drafts below this confidence go to review"""
     failures_in_a_row: int = Field(default=3, ge=1)
     """failures reported in a row that send a served card to review"""
+    streak_min_withheld: int = Field(default=20, ge=1)
+    """holdout on: a failure streak sends a card to review only once its withheld arm has this
+    many outcomes or its effect interval lies below 0"""
     tool_registry: list[str] | None = None
     """JSON list of known tool names; a card's actions must use them"""
 

@@ -4,23 +4,62 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel
-from sqlalchemy import insert, update
+from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
 from memory_core.db import session_scope
+from memory_core.effects.estimate import newcombe
 from memory_core.effects.outcomes import count_withheld
 from memory_core.errors import InvalidInput, NotFound
 from memory_core.models.card import Card, CardStatus, CardUse, CardVersion, UseArm
 from memory_core.models.columns import new_id, utcnow
+from memory_core.settings import Settings
 
 Outcome = Literal["success", "failure"]
 SUCCESS_GAIN = 0.05
 FAILURE_LOSS = 0.1
+
+
+@dataclass(frozen=True)
+class MeasuredStreak:
+    """With the holdout on, a failure streak sends a card to review only once the card is
+    measured: its effect interval (served - withheld, Newcombe at z) lies below zero, or its
+    withheld arm has min_withheld outcomes. Before that, a streak says little: the runs that
+    were served the card may have failed as often without it."""
+
+    min_withheld: int
+    z: float
+
+    def measured(self, card: Card) -> bool:
+        """Whether the card's outcomes so far are enough to judge it by a streak."""
+        if card.withheld_outcomes >= self.min_withheld:
+            return True
+        if card.served_outcomes <= 0 or card.withheld_outcomes <= 0:
+            return False
+        _, _, high = newcombe(
+            k1=card.served_successes,
+            n1=card.served_outcomes,
+            k2=card.withheld_successes,
+            n2=card.withheld_outcomes,
+            z=self.z,
+        )
+        return high < 0
+
+
+def streak_rule(settings: Settings, namespace: str) -> MeasuredStreak | None:
+    """The streak rule of a namespace: measured first when its holdout is on, else None (the
+    plain rule: every n-th failure in a row sends the card to review)."""
+    if settings.holdout.rate_for(namespace) <= 0:
+        return None
+    return MeasuredStreak(
+        min_withheld=settings.review.streak_min_withheld, z=settings.decay.effects.z
+    )
 
 
 class Feedback(BaseModel):
@@ -38,6 +77,7 @@ class Feedback(BaseModel):
     status: str
     sent_to_review: bool
     version: int
+    held_for_measure: bool = False  # a streak that waits for the card's effect to be measured
 
 
 def record_use(
@@ -86,6 +126,7 @@ def record_feedback(
     use_id: uuid.UUID | None = None,
     actor: str = "feedback",
     failures_to_review: int = 3,
+    measure: MeasuredStreak | None = None,
     context: dict[str, Any] | None = None,
     now: datetime | None = None,
 ) -> Feedback:
@@ -93,7 +134,9 @@ def record_feedback(
 
     With use_id, the outcome belongs to a use recorded when the card was served; without
     it, this is a new use. Every failures_to_review-th failure in a row sends an active card
-    to review (out of retrieval), with the reason in its history. A use the holdout served
+    to review (out of retrieval), with the reason in its history; with `measure` (the holdout
+    on: streak_rule), only once the card is measured, and then at the first failure of a streak
+    of at least failures_to_review that finds it so. A use the holdout served
     counts for the card's served arm; the cards its query withheld get the same outcome for
     their withheld arm (memory_core.effects.outcomes, right after)."""
     fb, query_id = _record(
@@ -104,6 +147,7 @@ def record_feedback(
         use_id=use_id,
         actor=actor,
         failures_to_review=failures_to_review,
+        measure=measure,
         context=context,
         now=now,
     )
@@ -121,6 +165,7 @@ def _record(
     use_id: uuid.UUID | None,
     actor: str,
     failures_to_review: int,
+    measure: MeasuredStreak | None,
     context: dict[str, Any] | None,
     now: datetime | None,
 ) -> tuple[Feedback, uuid.UUID | None]:
@@ -171,16 +216,33 @@ def _record(
             card.failure_count += 1
             card.consecutive_failures += 1
         # every n-th failure in a row: a card approved again after review gets n more tries
-        review = (
+        streak = (
             outcome == "failure"
             and card.status == CardStatus.active.value
-            and card.consecutive_failures % failures_to_review == 0
+            and card.consecutive_failures >= failures_to_review
         )
+        nth = card.consecutive_failures % failures_to_review == 0
+        held = False
+        if streak and measure is not None:
+            # a streak that found the card unmeasured sends it once the measure arrives
+            measured = measure.measured(card)
+            held = not measured
+            review = measured and (nth or _was_held(session, card))
+        else:
+            review = streak and nth
         if review:
             card.status = CardStatus.review.value
             reason = (
                 f"{card.consecutive_failures} failures in a row: sent to review "
                 f"(confidence {before:.2f} -> {card.confidence:.2f})"
+            )
+            if measure is not None:
+                reason += f"; measured: {_arms(card)}"
+        elif held and measure is not None:
+            reason = (
+                f"{card.consecutive_failures} failures in a row: kept in service until measured "
+                f"(needs {measure.min_withheld} withheld outcomes or an effect interval below 0; "
+                f"{_arms(card)}); confidence {before:.2f} -> {card.confidence:.2f}"
             )
         else:
             sign = "+" if outcome == "success" else "-"
@@ -203,6 +265,7 @@ def _record(
                     "confidence": card.confidence,
                     "confidence_before": before,
                     "consecutive_failures": card.consecutive_failures,
+                    **({"held_for_measure": True} if held else {}),
                 },
                 reason=reason,
                 actor=actor,
@@ -210,7 +273,26 @@ def _record(
             )
         )
         fb = _result(card, use.id, result, before, recorded=True, review=review)
+        fb.held_for_measure = held
         return fb, use.query_id
+
+
+def _was_held(session: Session, card: Card) -> bool:
+    """Whether the card's last recorded change held a streak until it was measured."""
+    last = session.execute(
+        select(CardVersion.snapshot)
+        .where(col(CardVersion.card_id) == card.card_id)
+        .order_by(col(CardVersion.version).desc())
+        .limit(1)
+    ).scalar_one_or_none()
+    return bool(last and last.get("held_for_measure"))
+
+
+def _arms(card: Card) -> str:
+    return (
+        f"served {card.served_successes}/{card.served_outcomes} succeeded, "
+        f"withheld {card.withheld_successes}/{card.withheld_outcomes}"
+    )
 
 
 def _result(

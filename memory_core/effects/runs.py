@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from sqlalchemy.engine import Engine
 
-from memory_core.decay.feedback import Feedback, record_feedback
+from memory_core.decay.feedback import Feedback, MeasuredStreak, record_feedback
 from memory_core.effects.outcomes import QueryOutcome, count_withheld, served_uses
 
 
@@ -20,6 +20,7 @@ def record_query_outcome(
     outcome: str,
     actor: str = "feedback",
     failures_to_review: int = 3,
+    measure: MeasuredStreak | None = None,
     on_feedback: Callable[[Feedback], None] | None = None,
 ) -> QueryOutcome:
     """Record the outcome of the run that made this query (idempotent: uses that already have
@@ -37,6 +38,7 @@ def record_query_outcome(
             use_id=use_id,
             actor=actor,
             failures_to_review=failures_to_review,
+            measure=measure,
         )
         if on_feedback is not None:
             on_feedback(fb)

@@ -7,7 +7,7 @@ import uuid
 from sqlalchemy.engine import Engine
 
 from memory_core.cards.query import to_public
-from memory_core.decay.feedback import Feedback
+from memory_core.decay.feedback import Feedback, streak_rule
 from memory_core.effects.outcomes import QueryOutcome
 from memory_core.effects.pins import set_pinned
 from memory_core.effects.report import EffectsReport, effects_report
@@ -52,6 +52,7 @@ class EffectOperations:
             outcome=request.outcome,
             actor=principal.actor,
             failures_to_review=self.settings.review.failures_in_a_row,
+            measure=streak_rule(self.settings, principal.namespace),
             on_feedback=follow,
         )
 

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from memory_core.cards.query import to_public
-from memory_core.decay.feedback import Feedback, record_feedback
+from memory_core.decay.feedback import Feedback, record_feedback, streak_rule
 from memory_core.errors import InvalidInput
 from memory_core.facts.search import FactHit, search_facts
 from memory_core.facts.store import FactIn, forget_fact, write_fact
@@ -51,6 +51,7 @@ class WriteOperations:
             use_id=request.use_id,
             actor=principal.actor,
             failures_to_review=self.settings.review.failures_in_a_row,
+            measure=streak_rule(self.settings, principal.namespace),
         )
         snap = self.snapshots.get(principal.namespace)
         snap.rows.pop(card_id, None)  # counts and confidence changed: read it again
