@@ -280,7 +280,7 @@ def _record(
 def _was_held(session: Session, card: Card) -> bool:
     """Whether the card's last recorded change held a streak until it was measured."""
     last = session.execute(
-        select(CardVersion.snapshot)
+        select(col(CardVersion.snapshot))
         .where(col(CardVersion.card_id) == card.card_id)
         .order_by(col(CardVersion.version).desc())
         .limit(1)
