@@ -9,13 +9,19 @@ TOOLS = 400
 ERRORS = 250
 
 
+def error_text(e: int) -> str:
+    """Error e as ingest would store it: a number in an error is masked as <n> (so the lesson
+    is told apart by letters), and a query's raw text is normalised the same way."""
+    return "error " + "".join(chr(ord("a") + int(d)) for d in str(e)) + " on <id>"
+
+
 def _pre(i: int) -> list[str]:
     t, e = i % TOOLS, (i // TOOLS) % ERRORS
     shape = i % 3
     if shape == 0:
         return [f'tool == "tool_{t}"', f'last_error_code == "e{e}"']
     if shape == 1:
-        return [f'last_tool == "tool_{t}" && last_error == "error {e} on <id>"']
+        return [f'last_tool == "tool_{t}" && last_error == "{error_text(e)}"']
     return [f'tool == "tool_{t}"', f"retry_count >= {e % 4}", f'task_type == "task_{e % 7}"']
 
 
@@ -73,7 +79,7 @@ def query_states(k: int, n: int = 5000) -> list[dict]:
             {
                 "tool": f"tool_{t}",
                 "last_tool": f"tool_{t if rnd.random() < 0.5 else rnd.randrange(TOOLS)}",
-                "last_error": f"error {e} on <id>",
+                "last_error": error_text(e),
                 "last_error_code": f"e{e if rnd.random() < 0.7 else rnd.randrange(ERRORS)}",
                 "retry_count": rnd.randrange(4),
                 "task_type": f"task_{e % 7}",

@@ -9,6 +9,19 @@ import uuid
 
 TOOLS = 400
 ERRORS = 250
+
+
+def error_text(e: int) -> str:
+    """Error e as ingest would store it: a number in an error is masked as <n> (so the lesson
+    is told apart by letters), and a query's raw text is normalised the same way."""
+    return f"error {error_word(e)} on <id>"
+
+
+def error_word(e: int) -> str:
+    """The letters that tell error e apart (0 -> a, 12 -> bc)."""
+    return "".join(chr(ord("a") + int(d)) for d in str(e))
+
+
 SHAPES = ("eq", "eq2", "in", "or", "contains")  # and a tenth of the cards: ranges alone
 
 
@@ -24,7 +37,7 @@ def preconditions(i: int, rnd: random.Random) -> list[str]:
     if shape == "eq":
         return [f'tool == "tool_{t}"', f'last_error_code == "e{e}"']
     if shape == "eq2":
-        return [f'last_tool == "tool_{t}" && last_error == "error {e} on <id>"']
+        return [f'last_tool == "tool_{t}" && last_error == "{error_text(e)}"']
     if shape == "in":
         return [f'tool in ["tool_{t}", "tool_{u}"]', f"retry_count >= {e % 4}"]
     if shape == "or":
@@ -32,7 +45,7 @@ def preconditions(i: int, rnd: random.Random) -> list[str]:
     if shape == "range":
         low = 100 * (e % 45)  # a latency window: slow calls of one kind
         return [f"retry_count >= {e % 4}", f"latency_ms >= {low} && latency_ms < {low + 300}"]
-    return [f'last_error.contains("error {e} ")', f'tool == "tool_{t}"']
+    return [f'last_error.contains("error {error_word(e)} ")', f'tool == "tool_{t}"']
 
 
 def _rows(n: int, namespace: str):
@@ -153,13 +166,13 @@ def states(k: int, seed_: int = 7) -> list[dict]:
         state = {
             "tool": f"tool_{t}",
             "last_tool": f"tool_{skewed(rnd, TOOLS)}",
-            "last_error": f"error {e} on <id>",
+            "last_error": error_text(e),
             "last_error_code": f"e{e}",
             "retry_count": rnd.randrange(4),
             "latency_ms": rnd.randrange(5000),
             "task_type": f"task_{e % 7}",
         }
-        query = f"tool_{t} error {e} back off" if rnd.random() < 0.33 else None
+        query = f"tool_{t} error {error_word(e)} back off" if rnd.random() < 0.33 else None
         out.append({"task_state": state, "query": query})
     return out
 

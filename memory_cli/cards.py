@@ -11,7 +11,7 @@ import typer
 from memory_cli import ids
 from memory_cli.card_table import columns_and_rows
 from memory_cli.context import fail_on_errors, load, read_json_arg
-from memory_cli.output import Format, console, print_json, shown_of, table
+from memory_cli.output import Format, console, err_console, print_json, shown_of, table
 from memory_core.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -136,12 +136,14 @@ def query(
             namespace=namespace or settings.namespace,
             scopes=frozenset({"read"}),
         )
-        hits = (
-            MemoryService(engine=engine, settings=settings)
-            .query(principal=local, request=request, via="cli")
-            .cards
+        result = MemoryService(engine=engine, settings=settings).query(
+            principal=local, request=request, via="cli"
         )
+        hits = result.cards
+        unread = result.explain.unread_variables if result.explain else []
         if fmt is Format.json:
+            for u in unread:  # stdout stays the JSON list of hits
+                err_console.print(u.message, markup=False, soft_wrap=True)
             from memory_core.effects.cards import judged_all
 
             cards = judged_all([h.card for h in hits], engine=engine, rules=settings.decay.effects)
@@ -173,6 +175,8 @@ def query(
         )
         table(f"{len(hits)} matching card(s) of {active} active", ["score", *columns], rows)
         if explain:
+            for u in unread:
+                console.print(u.message, markup=False, soft_wrap=True)
             for h in hits:
                 console.print(
                     f"[bold]{str(h.card.card_id)[:8]}[/bold] "

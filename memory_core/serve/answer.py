@@ -30,6 +30,8 @@ class Answer:
     hits: list[Hit]
     retrieval: Retrieval
     query_id: uuid.UUID | None = None
+    # explain: the state's variables no card reads, each with the nearest known name
+    unread: list[tuple[str, str | None]] | None = None
 
 
 class RowsNotInMemory(Exception):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, computed_field, model_validator
 
 from memory_core.errors import InvalidInput
 from memory_core.ingest.limits import DEFAULT_LIMITS, CleanInput, check_json
@@ -37,7 +37,9 @@ class QueryRequest(CleanInput):
     task_state: dict[str, Any] = Field(
         default_factory=dict,
         description="variables of the task vocabulary (task_type, last_tool, last_error, tool, "
-        "args, ...); a precondition reading a variable the state lacks does not hold",
+        "args, ...); a precondition reading a variable the state lacks does not hold; error "
+        "texts (last_error, error, *_error) are taken as the agent got them and normalised "
+        "as ingest does",
     )
     top_k: int = Field(default=5, ge=1, le=MAX_TOP_K)
     query: str | None = Field(
@@ -124,12 +126,31 @@ class NearMiss(BaseModel):
     score: Score
 
 
+class UnreadVariable(BaseModel):
+    """A variable of the state that no card reads: a misspelling, or a name of its own."""
+
+    name: str
+    did_you_mean: str | None = Field(
+        default=None, description="the nearest name a card reads or the vocabulary defines"
+    )
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def message(self) -> str:
+        """One line for people: `tol: no card reads this; did you mean tool?`."""
+        hint = f"; did you mean {self.did_you_mean}?" if self.did_you_mean else ""
+        return f"{self.name}: no card reads this{hint}"
+
+
 class Explanation(BaseModel):
     """How the query was answered (explain only)."""
 
     active_cards: int
     candidates: int = Field(description="cards whose equality atoms matched the state")
     near_misses: list[NearMiss] = []
+    unread_variables: list[UnreadVariable] = Field(
+        default=[], description="variables of the state no card reads, with the nearest name"
+    )
 
 
 class QueryResult(BaseModel):

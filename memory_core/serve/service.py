@@ -15,6 +15,7 @@ from sqlalchemy.engine import Engine
 from memory_core.db import READ_ONLY
 from memory_core.effects.holdout import split_arms
 from memory_core.models.columns import row_id, utcnow
+from memory_core.serve.agent_state import as_ingested, unread
 from memory_core.serve.answer import Answer, Hit, RowsNotInMemory, card_hits, plain_json
 from memory_core.serve.effect_ops import EffectOperations
 from memory_core.serve.inline import InlineGate
@@ -29,6 +30,7 @@ from memory_core.serve.schemas import (
     NearMiss,
     QueryRequest,
     QueryResult,
+    UnreadVariable,
 )
 from memory_core.serve.served_rows import ServedRows
 from memory_core.serve.snapshot import (
@@ -120,6 +122,10 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
                     )
                     for m in retrieval.near_misses
                 ],
+                unread_variables=[
+                    UnreadVariable(name=name, did_you_mean=near)
+                    for name, near in answer.unread or ()
+                ],
             )
         return result
 
@@ -170,9 +176,10 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
         ns = principal.namespace
         snap = self.snapshots.get(ns) if snap is None else snap
         now = utcnow()
+        state = as_ingested(request.task_state)  # the raw error an agent got, signed as ingest does
         retrieval = retrieve(
             snapshot=snap,
-            state=request.task_state,
+            state=state,
             now=now,
             top_k=request.top_k if not needs else max(request.top_k * 4, 20),
             weights=self.settings.ranking,
@@ -206,7 +213,7 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
             use_ids = self.uses.record(
                 namespace=ns,
                 card_ids=[m.entry.card_id for m in matches],
-                state=request.task_state,
+                state=state,
                 via=via,
                 now=now,
                 withheld=[m.entry.card_id for m in withheld],
@@ -221,7 +228,10 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
                 # what the use writer is about to write, so the served row stays current
                 head, n, _, _ = rows[e.card_id]
                 snap.rows[e.card_id] = (head, n + 1, used_at, 0)
-        return Answer(hits, retrieval, query_id)
+        answer = Answer(hits, retrieval, query_id)
+        if request.explain:  # names the agent sent that no card reads (a typo, another vocabulary)
+            answer.unread = unread(request.task_state, snap.index.readers)
+        return answer
 
     def check_action(
         self, *, principal: Principal, request: CheckActionRequest, via: str = "api"
