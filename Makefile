@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt
 export HINDSIGHT_DATA_DIR ?= .hindsight
 
-.PHONY: run test test-model lint typecheck bench install install-dev clean
+.PHONY: run test test-model lint typecheck bench docs install install-dev clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -48,5 +48,9 @@ test-model: $(VENV)/.installed-model
 bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/nightly.py
 
+# the documentation site from docs/, offline, broken links fail (tests/test_docs.py builds it too)
+docs: $(VENV)/.installed-dev
+	$(BIN)/mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) .hindsight .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .hindsight .pytest_cache .mypy_cache .ruff_cache site

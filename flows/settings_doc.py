@@ -1,10 +1,10 @@
-"""The README's table of every setting, generated from the flows' FlowSettings (memory_core's
+"""The settings page's table of every setting, generated from the flows' FlowSettings (memory_core's
 Settings and the fields only the flows read; here, in the layer that sees both).
 
     python -m flows.settings_doc          # print the table
-    python -m flows.settings_doc --write  # replace it in README.md, between the markers
+    python -m flows.settings_doc --write  # replace it in docs/settings.md, between the markers
 
-tests/test_settings_doc.py fails when the README's table differs from the model's.
+tests/memory_core/test_settings_doc.py fails when the page's table differs from the model's.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from flows.settings import FlowSettings
 
 START = "<!-- settings table: python -m flows.settings_doc --write -->"
 END = "<!-- end of the settings table -->"
-README = Path(__file__).resolve().parents[1] / "README.md"
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "settings.md"
 
 
 def _nested(info: FieldInfo) -> type[BaseModel] | None:
@@ -75,21 +75,21 @@ def table() -> str:
     return "\n".join(lines)
 
 
-def readme_table(text: str) -> str:
-    """The table as the README holds it (between the markers)."""
+def page_table(text: str) -> str:
+    """The table as the settings page holds it (between the markers)."""
     start, end = text.index(START) + len(START), text.index(END)
     return text[start:end].strip()
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Print the table, or (--write) put it into README.md."""
+    """Print the table, or (--write) put it into docs/settings.md."""
     args = sys.argv[1:] if argv is None else argv
     if "--write" not in args:
         print(table())
         return
-    text = README.read_text()
+    text = PAGE.read_text()
     start, end = text.index(START) + len(START), text.index(END)
-    README.write_text(text[:start] + "\n" + table() + "\n" + text[end:])
+    PAGE.write_text(text[:start] + "\n" + table() + "\n" + text[end:])
 
 
 if __name__ == "__main__":

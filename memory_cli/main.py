@@ -156,7 +156,7 @@ def _root(
     """`hindsight`: ingest agent runs, distil experience cards every night, serve them back.
 
     Stage commands run in this process; with PREFECT_API_URL set they run as flows on that
-    Prefect server (see the README: "Where the stages run")."""
+    Prefect server (see docs/getting-started.md: "Where the stages run")."""
     # run as the `hindsight` program (not inside a test's CliRunner): the watchdog stops
     # whatever the command started if it is killed, even by SIGKILL (memory_cli.watchdog)
     if Path(sys.argv[0]).name == "hindsight" or sys.argv[0].endswith("memory_cli/__main__.py"):

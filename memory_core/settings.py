@@ -176,7 +176,7 @@ class Settings(BaseSettings):
         env_prefix="HINDSIGHT_",
         env_nested_delimiter="__",
         extra="ignore",
-        use_attribute_docstrings=True,  # the README's table (memory_core.settings_doc)
+        use_attribute_docstrings=True,  # docs/settings.md's table (flows.settings_doc)
     )
 
     data_dir: Path = Path(".hindsight")

@@ -15,7 +15,7 @@ from tests.helpers.data import REPO
 
 
 def _setting_names() -> set[str]:
-    return {r[0].strip("`") for r in rows()}  # every setting, as the README's table lists it
+    return {r[0].strip("`") for r in rows()}  # every setting, as docs/settings.md lists it
 
 
 def test_compose_services_health_volumes_and_settings() -> None:

@@ -1,6 +1,6 @@
 """The console in real headless Debian chromium (Playwright drives the system browser): sign in,
 filter, open a card, try a state, decide in review, redrive, and another namespace's 404.
-Screenshots of each page go to docs/ui-*.png (the README shows them)."""
+Screenshots of each page go to docs/ui-*.png (docs/console.md shows them)."""
 
 from __future__ import annotations
 

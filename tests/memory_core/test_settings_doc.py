@@ -1,12 +1,12 @@
-"""The README's settings table is the model's, and the variables users set keep their names."""
+"""The settings page's table is the model's, and the variables users set keep their names."""
 
 from __future__ import annotations
 
 from flows.settings import FlowSettings
-from flows.settings_doc import README, readme_table, rows, table
+from flows.settings_doc import PAGE, page_table, rows, table
 from memory_core.settings_legacy import RENAMED, new_variable
 
-# every variable the README named before the table was generated: a rename would break a setup
+# every variable documented before the table was generated: a rename would break a setup
 NAMED_BEFORE = [
     "CONSOLIDATE__SIMILARITY",
     "DASK_ADDRESS",
@@ -51,9 +51,9 @@ NAMED_BEFORE = [
 ]
 
 
-def test_the_readme_table_is_generated_from_the_settings() -> None:
-    assert readme_table(README.read_text()) == table(), (
-        "README settings table out of date: python -m flows.settings_doc --write"
+def test_the_settings_page_table_is_generated_from_the_settings() -> None:
+    assert page_table(PAGE.read_text()) == table(), (
+        "docs/settings.md table out of date: python -m flows.settings_doc --write"
     )
     assert all(r[2] for r in rows()), "a setting without a description (a docstring or Field)"
 
