@@ -7,6 +7,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memory_core.errors import (
@@ -36,6 +37,15 @@ BODY_TOO_LARGE, BODY_TOO_DEEP, BAD_QUERY_STRING, SCHEMA_MISMATCH = (
     "schema_mismatch",
 )
 DATABASE_DOWN = "database_unavailable"  # /readyz's 503
+# answers the framework gives by status (a body that does not parse, an unknown route, ...)
+HTTP_CODES = {
+    400: "unparsable_body",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: BODY_TOO_LARGE,
+    415: "unsupported_media_type",
+}
+HTTP_OTHER, INTERNAL = "http_error", "internal_error"
 ERROR_CODES = (
     *(code for *_, code in STATUS),
     "refused",
@@ -44,6 +54,9 @@ ERROR_CODES = (
     BAD_QUERY_STRING,
     SCHEMA_MISMATCH,
     DATABASE_DOWN,
+    *sorted(set(HTTP_CODES.values()) - {BODY_TOO_LARGE, "not_found"}),
+    HTTP_OTHER,
+    INTERNAL,
 )
 
 
@@ -69,7 +82,25 @@ def install_error_handlers(app: FastAPI) -> None:
             body["field"] = exc.field
         return JSONResponse(body, status_code=code, headers=headers)
 
+    async def framework(_request: Request, exc: Exception) -> JSONResponse:
+        # FastAPI's own refusals (a body that is not JSON or not UTF-8, a number past the
+        # parser's digits, no such route) keep their status and get a code like every other
+        assert isinstance(exc, StarletteHTTPException)
+        detail = exc.detail
+        if exc.status_code == 400 and detail == "There was an error parsing the body":
+            detail = "the body does not parse as JSON (not UTF-8, or malformed)"
+        code = HTTP_CODES.get(exc.status_code, HTTP_OTHER)
+        return JSONResponse(
+            {"detail": detail, "code": code}, status_code=exc.status_code, headers=exc.headers
+        )
+
+    async def crashed(_request: Request, exc: Exception) -> JSONResponse:
+        # the server's fault: the body still carries a code; Starlette logs the exception
+        return JSONResponse({"detail": "internal server error", "code": INTERNAL}, status_code=500)
+
     app.add_exception_handler(HindsightError, handle)
+    app.add_exception_handler(StarletteHTTPException, framework)
+    app.add_exception_handler(Exception, crashed)
 
 
 _JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')

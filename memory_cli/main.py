@@ -27,7 +27,15 @@ from memory_cli import serve as serve_cmd
 from memory_cli import up as up_cmd
 from memory_cli import validate as validate_cmd
 from memory_cli.context import fail_on_errors, load
-from memory_cli.output import Format, console, literal, polled_progress, print_json, table
+from memory_cli.output import (
+    Format,
+    console,
+    err_console,
+    literal,
+    polled_progress,
+    print_json,
+    table,
+)
 
 
 class _WorkflowOrder(TyperGroup):
@@ -110,6 +118,11 @@ def ingest(
             if len(report.refused) > _SHOWN_REFUSALS:
                 more = len(report.refused) - _SHOWN_REFUSALS
                 console.print(f"[red]... and {more} more refused[/red] (--format json lists all)")
+        if not report.seen:  # an empty folder: nothing was read, which is not a success
+            err_console.print(
+                "[red]no records[/red] in " + literal(", ".join(paths)), soft_wrap=True
+            )
+            raise typer.Exit(2)
         if report.refused:  # the rest went in; the caller still learns something was refused
             raise typer.Exit(2)
 

@@ -65,11 +65,18 @@ class KeywordIndex:
     """BM25 over a fixed list of texts, queried with free text."""
 
     def __init__(self, *, texts: Sequence[str]) -> None:
-        self.bm25 = bm25s.BM25()
-        self.bm25.index([terms(t) for t in texts], show_progress=False)
+        corpus = [terms(t) for t in texts]
+        # bm25s cannot index a corpus without a single term (it takes max() of an empty
+        # vocabulary): texts like "0" or "?" only, which then match nothing
+        self.bm25: bm25s.BM25 | None = None
+        if any(corpus):
+            self.bm25 = bm25s.BM25()
+            self.bm25.index(corpus, show_progress=False)
 
     def scores(self, *, text: str) -> np.ndarray | None:
         """A BM25 score per text, or None when no query term is in the vocabulary."""
+        if self.bm25 is None:
+            return None
         vocab = self.bm25.vocab_dict
         words = [w for w in terms(text) if w in vocab]
         if not words:

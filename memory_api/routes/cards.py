@@ -11,6 +11,7 @@ from fastapi.responses import Response
 from memory_api.routes.deps import Caller, CardId, ServiceDep
 from memory_core.effects.cards import judged_all
 from memory_core.models.card import CardPublic
+from memory_core.serve.reads import MAX_OFFSET
 from memory_core.serve.schemas import (
     CardIn,
     CheckActionRequest,
@@ -57,7 +58,7 @@ def list_cards(
     q: Annotated[str | None, Query(max_length=200, description="scenario contains")] = None,
     min_confidence: Annotated[float | None, Query(ge=0.0, le=1.0)] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> list[CardPublic]:
     """Cards of the key's namespace, most recently updated first."""
     cards = service.list_cards(

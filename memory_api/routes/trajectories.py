@@ -25,6 +25,8 @@ def ingest(
     """Store trajectories for the nightly run (write scope); the same one twice is stored
     once. Accepted, not yet processed: retrospection runs later."""
     records = body if isinstance(body, list) else [body]
+    if not records:
+        raise InvalidInput("no records: the body is an empty list", field="body")
     report = service.ingest(principal=who, records=records)
     if report.refused and not report.stored and not report.duplicates:
         raise InvalidInput("; ".join(r.error for r in report.refused))

@@ -51,6 +51,7 @@ def source_files(path: Path) -> list[Path]:
     raise InvalidInput(f"no such file or folder: {path}", field="path")
 
 
+BOM = "\ufeff"  # editors on Windows start UTF-8 files with one; it is not part of the JSON
 MAX_LINE_ERRORS = 5  # per file; past this the rest of its bad lines are counted in one line
 
 
@@ -63,8 +64,13 @@ def _loads(text: str) -> Any:
 
 def read_records(text: str, *, name: str) -> Iterator[tuple[str, Any]]:
     """Records in a document: a JSON list, one object, or JSON Lines; bad lines yield errors
-    (a document that is not JSON at all is one refusal, not one a line)."""
+    (a document that is not JSON at all is one refusal, not one a line; an empty one, or an
+    empty list, is refused as holding no records)."""
+    text = text.removeprefix(BOM)
     stripped = text.lstrip()
+    if not stripped:
+        yield name, InvalidInput("no records: the input is empty", record=name)
+        return
     if stripped.startswith("["):
         try:
             items = _loads(text)
@@ -73,6 +79,9 @@ def read_records(text: str, *, name: str) -> Iterator[tuple[str, Any]]:
             return
         if is_message_list(items):  # one conversation given as a bare list of messages
             yield name, {"messages": items}
+            return
+        if items == []:
+            yield name, InvalidInput("no records: the input is an empty list", record=name)
             return
         for i, item in enumerate(items):
             yield f"{name}[{i}]", item

@@ -22,6 +22,9 @@ from memory_core.serve.schemas import HistoryEntry
 from memory_core.settings import Settings
 
 MAX_PAGE = 200  # cards per listed page
+# past any store's size, and well inside the databases' 64-bit integers (a 20-digit offset
+# overflowed the driver: a 500 where the caller's input was at fault)
+MAX_OFFSET = 1_000_000_000
 
 
 class CardHistory(NamedTuple):
@@ -93,8 +96,10 @@ class ReadOperations:
     ) -> list[CardPublic]:
         """Cards of the caller's namespace, most recently updated first."""
         principal.require("read")
-        if not 1 <= limit <= MAX_PAGE or offset < 0:
-            raise InvalidInput(f"limit must be 1..{MAX_PAGE}, offset >= 0", field="limit")
+        if not 1 <= limit <= MAX_PAGE:
+            raise InvalidInput(f"limit must be 1..{MAX_PAGE}", field="limit")
+        if not 0 <= offset <= MAX_OFFSET:
+            raise InvalidInput(f"offset must be 0..{MAX_OFFSET}", field="offset")
         with read_session(self.engine) as session:
             cards = _list_cards(
                 session=session,

@@ -410,3 +410,41 @@ def test_every_error_body_has_a_code_and_keeps_its_fields(api, engine, monkeypat
         r = c.get("/readyz")
         assert r.status_code == 503 and r.json()["code"] == "database_unavailable"
         assert r.json()["database"] and r.json()["detail"]  # the old field stays
+
+
+JSON = {"content-type": "application/json"}
+
+
+def test_input_never_gets_a_5xx_and_every_refusal_has_a_code(api, engine) -> None:
+    server, keys, _ = api
+    with _c(server, keys["admin"]) as c:
+        # a namespace whose only fact has no word to index: every search used to be a 500
+        assert c.post("/v1/facts", json={"key": "0", "value": "0"}).status_code == 201
+        for text in ("0", "zebra", "?"):
+            r = c.post("/v1/facts/search", json={"text": text})
+            assert (r.status_code, r.json()) == (200, []), r.text
+        huge = "99999999999999999999"
+        for params in (f"offset={huge}", f"limit={huge}", "offset=-1", f"min_confidence=1{huge}"):
+            r = c.get(f"/v1/cards?{params}")
+            assert r.status_code == 422 and r.json()["code"] == "schema_mismatch", (params, r.text)
+        assert c.get("/v1/cards?offset=1000000000").json() == []
+        assert c.get(f"/v1/cards/recent?limit={huge}").status_code == 422
+        assert c.get(f"/v1/review?limit={huge}").status_code == 422
+        unparsable = [
+            b'\xff\xfe{"text": "a"}',  # not UTF-8
+            b'{"text": "a", "top_k": 1' + b"0" * 5000 + b"}",  # past the parser's digits
+        ]
+        for body in unparsable:
+            r = c.post("/v1/facts/search", content=body, headers=JSON)
+            assert r.status_code == 400, r.text
+            assert r.json()["code"] == "unparsable_body" and r.json()["detail"], r.text
+        r = c.post("/v1/facts/search", content=b'{"text": "a",', headers=JSON)
+        assert r.status_code == 422 and r.json()["code"] == "schema_mismatch"  # cut short
+        r = c.post("/v1/facts/search", json={"text": "a", "top_k": int(huge)})
+        assert r.status_code == 422 and r.json()["code"] == "schema_mismatch"
+        r = c.get("/v1/no-such-route")
+        assert (r.status_code, r.json()["code"]) == (404, "not_found")
+        r = c.put("/v1/cards/query", json={})
+        assert (r.status_code, r.json()["code"]) == (405, "method_not_allowed")
+        for r in (c.get("/v1/cards?offset=1"), c.post("/v1/facts/search", json={"text": "x"})):
+            assert r.status_code == 200

@@ -183,3 +183,41 @@ def test_ingest_api_helpers_refuse_what_cannot_be_read(tmp_path) -> None:
     names = [n for n, _ in iter_sources([str(f)])]
     # the good line, five bad lines named, then one line counting the rest
     assert names[0] == f"{f}:9" and len(names) == 7 and names[-1] == f"{f}:*"
+
+
+def test_a_file_with_a_byte_order_mark_is_read(env_for, engine, tmp_path) -> None:
+    f = tmp_path / "bom.json"
+    f.write_bytes(b"\xef\xbb\xbf" + json.dumps([_run("bom-1"), _run("bom-2")]).encode())
+    lines = tmp_path / "bom.jsonl"
+    lines.write_bytes(b"\xef\xbb\xbf" + json.dumps(_run("bom-3")).encode() + b"\n")
+    proc = hindsight(env_for, "ingest", str(f), str(lines), "-f", "json", check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads(proc.stdout)["stored"] == 3 and _count(engine) == 3
+
+
+@pytest.mark.parametrize("content", ["", "  \n\n", "[]"])
+def test_an_empty_file_says_no_records_and_exits_2(env_for, engine, tmp_path, content) -> None:
+    f = tmp_path / "empty.json"
+    f.write_text(content)
+    proc = hindsight(env_for, "ingest", str(f), "-f", "json", check=False)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    [refusal] = json.loads(proc.stdout)["refused"]
+    assert refusal["record"] == str(f) and "no records" in refusal["error"]
+    assert _count(engine) == 0
+
+
+def test_an_empty_folder_says_no_records_and_exits_2(env_for, tmp_path) -> None:
+    (tmp_path / "none").mkdir()
+    proc = hindsight(env_for, "ingest", str(tmp_path / "none"), check=False)
+    assert proc.returncode == 2 and "no records" in proc.stderr, proc.stdout + proc.stderr
+
+
+def test_the_api_refuses_an_empty_batch_naming_it(api, engine) -> None:
+    server, keys = api
+    with httpx.Client(base_url=server.url, timeout=30) as c:
+        r = c.post(
+            "/v1/trajectories", json=[], headers={"Authorization": f"Bearer {keys['write']}"}
+        )
+    assert r.status_code == 400, r.text
+    assert r.json()["code"] == "invalid_input" and "no records" in r.json()["detail"]
+    assert _count(engine) == 0
