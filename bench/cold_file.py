@@ -1,5 +1,5 @@
-"""Cold load of a seeded namespace from the database and from its saved snapshot file (issue
-#21): CPU and wall, RSS after the load and at its peak, and the first query after it. Each
+"""Cold load of a seeded namespace from the database and from its saved snapshot file: CPU
+and wall, RSS after the load and at its peak, and the first query after it. Each
 run is a new process (nothing shared from a run before), database and file alternately.
 
     python bench/cold_file.py OUT_JSON RUNS SIZE=DATA_DIR [SIZE=DATA_DIR ...]

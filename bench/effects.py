@@ -37,7 +37,19 @@ from lessons_learn import _learn
 
 from memory_core.settings import EffectRules
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "tau-bench-airline"
+REPO = Path(__file__).resolve().parents[1]
+# the data folder bench/fetch_data.py fills, else the shared one beside the repository
+DATA = (
+    next(
+        (
+            d
+            for d in (REPO / "data", REPO.parent / "shared" / "data")
+            if (d / "tau-bench-airline").is_dir()
+        ),
+        REPO / "data",
+    )
+    / "tau-bench-airline"
+)
 RESULTS = Path(__file__).parent / "results"
 NS = "bench"
 

@@ -1,10 +1,10 @@
 """The ONNX int8 MiniLM against the PyTorch MiniLM: per-text cosine agreement and throughput.
 
-Texts are real: LoCoMo turns and tau-bench messages from the shared data, shuffled with a fixed
+Texts are real: LoCoMo turns and tau-bench messages (bench/fetch_data.py), shuffled with a fixed
 seed. Both models embed the same texts; the cosine of the two vectors of each text says how far
 the swap moves it (1.0: identical direction).
 
-    python bench/embed_swap.py [--n 2000] [--data ../shared/data]
+    python bench/embed_swap.py [--n 2000] [--data data]
 
 Writes bench/results/embed_swap.json.
 """
@@ -56,7 +56,9 @@ def _timed(embedder: Any, texts: list[str]) -> tuple[Any, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--n", type=int, default=2000)
-    ap.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
+    # the data folder bench/fetch_data.py fills, else the shared one beside the repository
+    found = (d for d in (REPO / "data", REPO.parent / "shared" / "data") if (d / "locomo").is_dir())
+    ap.add_argument("--data", type=Path, default=next(found, REPO / "data"))
     args = ap.parse_args()
     import numpy as np
 

@@ -26,7 +26,7 @@ Wrong writes (bench/lessons_writes.py) and card usefulness are scored on the oth
 The memory never sees a record's `info` (where the expected actions live): it is dropped from
 every record before learning and read only to score.
 
-    python bench/lessons.py ../shared/data/tau-bench-airline/trajectories.json [--folds 5]
+    python bench/lessons.py data/tau-bench-airline/trajectories.json [--folds 5]
         [--llm scripted]
 
 Writes bench/results/lessons.json and lessons.png. With `--llm scripted` the learning runs

@@ -7,23 +7,12 @@ confidence, supporting / contradicting / contrast runs and task groups. And for 
 caution, how many learning runs (and task groups), successful and failed, make a call that
 meets its preconditions: what the contradiction counting could have seen.
 
-With `--before` (an earlier diagnosis of the same data, e.g. made by the code before a
-change), the AUROC differences of the same writes, with a paired bootstrap interval.
+With `--before` (another diagnosis of the same data, e.g. made by other code), the AUROC
+differences of the same writes, with a paired bootstrap interval.
 
-    python bench/lessons_diagnose.py ../shared/data/tau-bench-airline/trajectories.json
+    python bench/lessons_diagnose.py data/tau-bench-airline/trajectories.json
         [--work /tmp/lessons-diag] [--out bench/results/lessons_diagnosis.json]
         [--before bench/results/lessons_diagnosis_before.json]
-
-What it found (issue #16; bench/results/lessons_diagnosis_before.json): the cautions' 0.32
-was one card per fold, "cancel a reservation at all" (a tool-wide caution from the branch
-where no successful run of a task made the call), served on 45 of the 203 held-out writes,
-33 of them right. The contradiction counting reached every successful learning run that
-made such a call; but it counted runs, so a task's three or four failed trials were three or
-four supporting runs (8-11 supporting runs from 3-4 tasks against 5-8 contradicting runs
-from 2-4 tasks: confidence 0.5-0.6, served, though by tasks the evidence was even). Since no
-other caution reaches a write, any served caution ranks its calls above every other write,
-and in the held-out runs that tool's calls are mostly right (35 of 58; 43 of its 58 calls sit
-in failed runs, which failed for other reasons).
 """
 
 from __future__ import annotations

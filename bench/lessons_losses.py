@@ -13,7 +13,7 @@ active card warning of that error that did not apply, and a cause:
 Per fold it also counts the (tool, error) pairs warned by more than one card (splits) and the
 cards warning of more than one error of a tool (merged). Same folds as bench/lessons.py.
 
-    python bench/lessons_losses.py ../shared/data/tau-bench-airline/trajectories.json
+    python bench/lessons_losses.py data/tau-bench-airline/trajectories.json
 """
 
 from __future__ import annotations

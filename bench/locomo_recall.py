@@ -12,7 +12,7 @@ Systems, all on the same turns rendered the same way ("[date] speaker: text"):
 * hindsight:   memory_core.recall (turn + context scales, facts), what the product serves
 * hindsight (no facts): the same without the extracted facts
 
-    python bench/locomo_recall.py ../shared/data/locomo [--k 1 5 10]
+    python bench/locomo_recall.py data/locomo [--k 1 5 10]
 
 Writes bench/results/locomo_recall.json and locomo_recall.png.
 """

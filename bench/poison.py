@@ -19,7 +19,7 @@ attacker's tool or value (in any decoded reading). Run with the screen on (the p
 off (HINDSIGHT_SCREEN=false: undefended). Benign utility: replay hit rate on tau-bench and
 LoCoMo recall@10 (categories 1-4) with the poison mixed in, against the unpoisoned run.
 
-    python bench/poison.py /work/shared/data [--locomo-conversations 2]
+    python bench/poison.py data [--locomo-conversations 2]
 
 With `--attacks heldout`, the set of bench/poison_heldout.py instead (written and measured
 once before the screen was changed for it): its numbers go to the `heldout` key, the first
@@ -246,7 +246,9 @@ def main() -> None:
     from memory_core.models.columns import utcnow
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("data", type=Path, help="the shared data folder (tau-bench-airline, locomo)")
+    ap.add_argument(
+        "data", type=Path, help="the data folder (tau-bench-airline, locomo: bench/fetch_data.py)"
+    )
     ap.add_argument("--locomo-conversations", type=int, default=2, help="for the recall check")
     ap.add_argument("--out", type=Path, default=RESULTS / "poison.json")
     ap.add_argument(

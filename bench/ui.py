@@ -8,7 +8,7 @@ p95 of `--repeat` requests per page. Writes bench/results/ui.json.
     PYTHONPATH=. python bench/ui.py --cards 5000 100000 --repeat 30
 
 After seeding, PostgreSQL's tables are vacuumed and analysed (as autovacuum leaves them a
-minute after a bulk load; before, every list read 176k row versions for 100k cards). A page
+minute after a bulk load; unvacuumed, every list read 176k row versions for 100k cards). A page
 that fails or times out is recorded with its error and the run goes on. `--skip try_state`
 leaves a page out; `--proposed-indexes` adds the indexes the console's sorts and fact pages
 need (not in the schema: a migration would add them) to measure what they would change.

@@ -1,1 +1,1 @@
-"""The read API and MCP server (thin layers over memory_core); see the serving issue."""
+"""The read API and MCP server (thin layers over memory_core); see docs/serving.md."""

@@ -47,9 +47,8 @@ class Console:
         self.service = service
         self.sessions = Sessions(service)
         # a page's independent reads at once on PostgreSQL: at 100k cards each is a scan of
-        # its own, which server processes run side by side (facts page 368 -> 296 ms,
-        # overview 256 -> 187, in process at load 6); on SQLite the readers share this
-        # process and one file and it was slower (332 -> 426), so they stay in a row there
+        # its own, which server processes run side by side; on SQLite the readers share this
+        # process and one file, where at once measured slower, so they stay in a row there
         self._reads = (
             None
             if service.engine.dialect.name == "sqlite"

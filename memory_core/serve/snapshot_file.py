@@ -1,4 +1,4 @@
-"""A namespace's snapshot saved to a file, read back on a cold load (issue #21).
+"""A namespace's snapshot saved to a file, read back on a cold load.
 
 Not pickle (a tampered file must not run code): a magic line, a JSON header line, then the
 body: named sections one after another, each a JSON document (tables, strings) or a packed
@@ -6,7 +6,7 @@ column of numbers (array.array bytes: one per card, or per ordered list's card).
 names the format, the database, the namespace, the feed watermark the cards are current at,
 each section's name, type and length, and the body's length and CRC: a truncated or altered
 file is refused before a section is parsed. Sections are read one at a time, so a load never
-holds the whole body and its parsed form at once (format 1's one JSON body: the load's peak).
+holds the whole body and its parsed form at once.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The nightly summary's rows: what decay skipped and consolidation deferred, counted and
-named (issue 14: the night always finishes, and the operator sees what it left)."""
+named: the night always finishes, and the operator sees what it left."""
 
 from __future__ import annotations
 

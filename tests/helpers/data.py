@@ -12,16 +12,19 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def shared_data_dir() -> Path:
-    """../shared/data next to the repository, or HINDSIGHT_SHARED_DATA."""
+    """HINDSIGHT_SHARED_DATA, the repository's data/ (bench/fetch_data.py), or ../shared/data."""
     candidates = [
         os.environ.get("HINDSIGHT_SHARED_DATA"),
+        REPO / "data",
         REPO.parent / "shared" / "data",
         Path("/work/shared/data"),
     ]
     for c in candidates:
         if c and (Path(c) / "tau-bench-airline" / "trajectories.json").is_file():
             return Path(c)
-    raise FileNotFoundError("../shared/data not found; set HINDSIGHT_SHARED_DATA")
+    raise FileNotFoundError(
+        "no data: python bench/fetch_data.py data, or set HINDSIGHT_SHARED_DATA"
+    )
 
 
 def tau_path() -> Path:

@@ -1,4 +1,4 @@
-"""Issue #17, a newcomer's first hour: stage bars that move, listings that say how many there
+"""A newcomer's first hour: stage bars that move, listings that say how many there
 are, dead letters by id prefix, a quiet nightly. Real subprocesses on SQLite and PostgreSQL."""
 
 from __future__ import annotations

@@ -173,9 +173,8 @@ def test_dry_run_changes_nothing(engine):
 def test_a_merge_whose_cards_changed_after_planning_waits_for_the_next_run(engine, monkeypatch):
     """A feedback (version) on one merge and a use (use_count, no version) on another land
     between plan and apply: those two merges are left out, nothing the API wrote is lost,
-    the third merge is applied; the next run merges the rest. (It used to abort everything,
-    and under live traffic all three tries failed.) A run that meets such a change names it
-    (deferred_ids, by survivor) and the run after merges it."""
+    the third merge is applied; the next run merges the rest. A run that meets such a change
+    names it (deferred_ids, by survivor) and the run after merges it."""
 
     def pair(t: str) -> list[uuid.UUID]:
         return [

@@ -55,10 +55,10 @@ def test_two_runs_on_the_same_data_give_the_same_cards(engine) -> None:
     # sees each task's whole group whatever the batch (the group key is set at ingest)
     first = _night(engine, "night-a", records, batch_size=50)
     # and in another order: the runs that teach one lesson arrive in another order, so another
-    # draft of it comes first (8 of 36 cards showed another run's handling before)
+    # draft of it comes first
     second = _night(engine, "night-b", records[::-1], batch_size=7)
-    # no two cards of this data are one lesson: the two merges it had joined warnings of
-    # different errors (issue 16); merge survivors are the next test's
+    # no two cards of this data are one lesson (cards warning of different errors never
+    # merge); merge survivors are the next test's
     assert first.cards_seen == second.cards_seen > 0 and first.absorbed == second.absorbed
     a, b = _content(engine, "night-a"), _content(engine, "night-b")
     assert len(a) == len(b)
@@ -105,8 +105,8 @@ def _write(engine, namespace: str, lessons: list[dict[str, Any]], order: list[in
 def test_merge_survivors_do_not_depend_on_write_order_or_ids(engine) -> None:
     """Three wordings of one lesson (same preconditions and tools, equal evidence), written
     by workers in another order on the second night: the same card survives, with the same
-    failure-mode handling. It used to be the oldest write (or, at equal times, the lowest
-    random id), so 9 of 136 cards differed between two nights on the same data."""
+    failure-mode handling: never the oldest write nor the lowest random id, which would
+    make two nights on the same data differ."""
     lessons = [
         {
             "scenario": f"search flights, wording {w}",

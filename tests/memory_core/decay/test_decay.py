@@ -207,7 +207,7 @@ def test_the_stage_is_a_fixed_number_of_statements_whatever_the_card_count(engin
 def test_cards_changed_during_the_run_are_left_for_the_next_and_nothing_is_lost(engine) -> None:
     """A feedback, a use and new evidence landing between plan and apply: the run completes,
     applies the rest, and leaves those cards as the others wrote them (the next run plans
-    them afresh). It used to fail the whole run (3 runs of 3 under live traffic)."""
+    them afresh)."""
     fed, used, cold, grown, quiet = insert_cards(
         engine, [card_row(40), card_row(40), card_row(200), card_row(40), card_row(40)]
     )

@@ -1,4 +1,4 @@
-"""The facts stage when the LLM fails (issue 14): an unusable answer gets the repair prompt; a
+"""The facts stage when the LLM fails: an unusable answer gets the repair prompt; a
 run whose LLM facts still fail (invalid answer, outage, refusal) is parked as a dead letter,
 listed with the others, re-driven, and named in (and recovered by a Retry of) the nightly."""
 

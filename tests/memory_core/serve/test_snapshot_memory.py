@@ -1,4 +1,4 @@
-"""What a loaded snapshot holds per card stays small (issue #21: a million cards under 1 GB):
+"""What a loaded snapshot holds per card stays small (a million cards under 1 GB):
 the C heap's free pages handed back after a load, values the cards share held once."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Support counts distinct runs (issue 16): a run that repeats one failure many times keeps a
+"""Support counts distinct runs: a run that repeats one failure many times keeps a
 row of evidence per repeat, but weighs as one run in the ranking, the tie rule, the
 consolidation survivor and the other "most evidence first" orderings."""
 
