@@ -1,5 +1,7 @@
 """The documentation: the site builds offline with no warning, and every shell block of the
-README runs in a fresh clone of the repository (or says, in a marker before it, why not).
+README and of docs/*.md runs in a fresh clone of the repository (or says, in a marker before
+it, why not). The README's blocks run first (its `make run` makes the store the others read),
+then each page's, in the order of the site's navigation.
 
 A marker is an HTML comment on the line before a block:
     <!-- docs-test: skip: REASON -->            the whole block is not run
@@ -34,7 +36,6 @@ EXPECT = {
     "make run": "query them with",
     "hindsight cards query": "push_image",
     "PORT=": '"use_id"',
-    "make docs": "",
 }
 # remote assets a page could pull in (links to other sites are fine, fetched resources are not)
 REMOTE_ASSET = re.compile(
@@ -69,13 +70,28 @@ def readme_blocks(text: str) -> list[Block]:
     return blocks
 
 
-SHELL = [b for b in readme_blocks(README.read_text()) if b.lang in ("bash", "sh", "shell")]
+PAGES = [README] + [
+    REPO / "docs" / line.split(":", 1)[1].strip()
+    for line in (REPO / "mkdocs.yml").read_text().splitlines()
+    if line.strip().startswith("- ") and line.rstrip().endswith(".md")
+]
+
+
+def shell_blocks(path: Path) -> list[tuple[Path, Block]]:
+    """The page's bash blocks, each with its page."""
+    blocks = readme_blocks(path.read_text())
+    return [(path, b) for b in blocks if b.lang in ("bash", "sh", "shell")]
+
+
+SHELL = shell_blocks(README)
+EVERY_SHELL = [pb for page in PAGES for pb in shell_blocks(page)]
 
 
 def test_the_readme_is_a_few_screens() -> None:
     assert len(README.read_text().splitlines()) < 300
-    assert SHELL and SHELL[0].text.startswith("make run"), "make run first, on the first screen"
-    assert "make test" in SHELL[0].text
+    first = SHELL[0][1]
+    assert first.text.startswith("make run"), "make run first, on the first screen"
+    assert "make test" in first.text and first.line < 40
 
 
 def test_the_readme_json_blocks_parse() -> None:
@@ -145,13 +161,22 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict
     yield root, env
 
 
+def test_every_page_of_the_site_is_checked() -> None:
+    assert {p.name for p in PAGES[1:]} == {p.name for p in (REPO / "docs").glob("*.md")}
+
+
 @pytest.mark.timeout(1500)
-@pytest.mark.parametrize("block", SHELL, ids=[f"line-{b.line}" for b in SHELL])
-def test_a_readme_shell_block_runs_in_a_fresh_clone(
-    block: Block, clone: tuple[Path, dict[str, str]]
+@pytest.mark.parametrize(
+    ("page", "block"),
+    EVERY_SHELL,
+    ids=[f"{p.relative_to(REPO)}:{b.line}" for p, b in EVERY_SHELL],
+)
+def test_a_shell_block_runs_in_a_fresh_clone(
+    page: Path, block: Block, clone: tuple[Path, dict[str, str]]
 ) -> None:
+    where = f"{page.relative_to(REPO)} line {block.line}"
     if block.marker and not block.marker["prefix"]:
-        pytest.skip(f"README line {block.line}: {block.marker['reason']}")
+        pytest.skip(f"{where}: {block.marker['reason']}")
     root, env = clone
     proc = subprocess.Popen(
         ["bash", "-e", "-o", "pipefail", "-c", block.script()],
@@ -168,7 +193,7 @@ def test_a_readme_shell_block_runs_in_a_fresh_clone(
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-    print(f"README line {block.line}: {time.monotonic() - started:.1f} s")
-    assert proc.returncode == 0, f"README line {block.line} failed:\n{out[-4000:]}"
+    print(f"{where}: {time.monotonic() - started:.1f} s")
+    assert proc.returncode == 0, f"{where} failed:\n{out[-4000:]}"
     expected = next((v for k, v in EXPECT.items() if k in block.script()), "")
-    assert expected in out, f"README line {block.line} printed no {expected!r}:\n{out[-4000:]}"
+    assert expected in out, f"{where} printed no {expected!r}:\n{out[-4000:]}"
