@@ -13,8 +13,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from memory_core.redact import patterns, shapes
 from memory_core.redact.entropy import random_spans
-from memory_core.redact.patterns import PATTERNS
+from memory_core.redact.prose import prose_spans
 from memory_core.text_memo import text_memo
 
 MARKER = "[REDACTED:"
@@ -32,6 +33,8 @@ by as into about over under again once never always sent shown displayed generat
 revoked active inactive disabled enabled locked unlocked verified
 """
 _PLAIN_WORDS = frozenset(_WORDS.split())
+PATTERNS = (*patterns.PATTERNS, *shapes.PATTERNS, *shapes.PROVIDERS)
+_CHECKED = ("assigned_secret", "password_in_text", "env_secret", "cli_password")
 _ALL_HINTS = frozenset(h for p in PATTERNS for h in p.hints)
 _NEED_DIGIT = ("pin", "otp", "code")  # nouns whose values are numbers when they are secrets
 
@@ -74,12 +77,20 @@ def find_secrets(text: str) -> list[Finding]:
             start, end = m.span(p.group)
             if start < 0:
                 continue
-            if p.kind in ("assigned_secret", "password_in_text") and _plain(
+            if p.kind in _CHECKED and _plain(
                 m.group(p.group), m.group(0)[: m.start(p.group) - m.start()]
             ):
                 continue
             found.append(Finding(p.kind, start, end))
+    found.extend(
+        Finding("password_in_text", a, b)
+        for a, b in prose_spans(text, low)
+        if not _plain(text[a:b], "")
+    )
     found.extend(Finding("high_entropy", a, b) for a, b in random_spans(text))
+    if MARKER in text:  # redacting a redacted text changes nothing: markers are not secrets
+        marks = [m.span() for m in _MARKERS.finditer(text)]
+        found = [f for f in found if not any(a < f.end and f.start < b for a, b in marks)]
     found.sort(key=lambda f: (f.start, -f.end))
     merged: list[Finding] = []
     for f in found:
