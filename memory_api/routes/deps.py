@@ -27,9 +27,9 @@ ServiceDep = Annotated[MemoryService, Depends(service_of)]
 class BearerKey(SecurityBase):
     """The caller's principal from `Authorization: Bearer <key>` (401 without a key, or with an
     unknown or revoked one). One dependency reading the request itself: FastAPI solves each
-    dependency with a pass over the request's parameters, and the three this once took (the
-    service, fastapi's HTTPBearer, the lookup) cost a tenth of the hot route's CPU (dependency
-    solving 27% -> 17% of it). The OpenAPI document names the same scheme (HTTPBearer)."""
+    dependency with a pass over the request's parameters, and three (the service, fastapi's
+    HTTPBearer, the lookup) cost a tenth of the hot route's CPU. The OpenAPI document names the
+    same scheme (HTTPBearer)."""
 
     def __init__(self) -> None:
         self.model = HTTPBearerModel(description="an API key from `hindsight keys create`")

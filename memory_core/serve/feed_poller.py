@@ -6,8 +6,8 @@ steady feedback that was 10-30 ms, once a second, on whichever query came due: m
 in-process tail. While queries arrive, this thread does it every half interval instead, so a
 query finds its snapshot current and a changed card is still served within the interval.
 
-It stops after IDLE_S without a query (the next query then catches up itself, as before, and
-starts it again), when the cache is closed, or when the cache is gone: a server left idle does
+It stops after IDLE_S without a query (the next query then catches up itself and starts it
+again), when the cache is closed, or when the cache is gone: a server left idle does
 not poll its database forever, and a test's cache takes its thread with it.
 """
 
