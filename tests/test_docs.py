@@ -94,6 +94,14 @@ def test_the_readme_is_a_few_screens() -> None:
     assert "make test" in first.text and first.line < 40
 
 
+def test_the_readme_links_lead_to_files() -> None:
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", README.read_text())
+    local = [link for link in links if "://" not in link]
+    assert local
+    missing = [link for link in local if not (REPO / link).exists()]
+    assert missing == []
+
+
 def test_the_readme_json_blocks_parse() -> None:
     blocks = [b for b in readme_blocks(README.read_text()) if b.lang == "json"]
     assert blocks
