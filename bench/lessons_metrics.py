@@ -1,8 +1,13 @@
-"""Metrics for bench/lessons.py: ranking metrics, AUROC, the operating point, bootstrap."""
+"""Metrics for bench/lessons.py: ranking metrics, AUROC within a tool, and intervals by task.
+
+Every interval is a 95% percentile bootstrap over task groups: a resample draws tasks with
+replacement and keeps every row of each drawn task, so the trials of one task move together.
+"""
 
 from __future__ import annotations
 
 import random
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -29,21 +34,34 @@ def bootstrap(
     return [round(vals[int(0.025 * len(vals))], 4), round(vals[int(0.975 * len(vals)) - 1], 4)]
 
 
-def ranking_summary(lists: Sequence[list[bool]], *, ci: bool = True) -> dict[str, Any]:
-    """precision@k, recall@k and MRR over events, from each event's relevance list."""
+def by_task(
+    rows: Sequence[dict[str, Any]], stat: Callable[[list[dict[str, Any]]], float | None]
+) -> list[float] | None:
+    """The 95% interval of `stat` over resamples of the rows' task groups (`row["group"]`)."""
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        groups[r["group"]].append(r)
+    blocks = list(groups.values())
+    return bootstrap(blocks, lambda bs: stat([r for b in bs for r in b]))
+
+
+def recall_at(lists: Sequence[list[bool]], k: int) -> float | None:
+    """Share of events with a relevant item in the top k."""
+    return sum(any(r[:k]) for r in lists) / len(lists) if lists else None
+
+
+def ranking_summary(events: Sequence[dict[str, Any]], system: str) -> dict[str, Any]:
+    """r@k, p@k and MRR of one system over events (each `row[system]` a relevance list)."""
+    lists = [e[system] for e in events]
     n = len(lists)
     out: dict[str, Any] = {"events": n}
     if not n:
         return out
-
-    def recall(k: int) -> Callable[[Sequence[list[bool]]], float]:
-        return lambda ls: sum(any(r[:k]) for r in ls) / len(ls)
-
     for k in KS:
-        out[f"p@{k}"] = round(sum(sum(r[:k]) / k for r in lists) / n, 4)
-        out[f"r@{k}"] = round(recall(k)(lists), 4)
-        if ci and k in (1, 3):
-            out[f"r@{k}_ci"] = bootstrap(lists, recall(k))
+        out[f"p{k}"] = round(sum(sum(r[:k]) / k for r in lists) / n, 4)
+        out[f"r{k}"] = round(recall_at(lists, k) or 0.0, 4)
+        if k in (1, 3):
+            out[f"r{k}_ci"] = by_task(events, lambda es, k=k: recall_at([e[system] for e in es], k))
     out["mrr"] = round(
         sum(next((1 / (i + 1) for i, x in enumerate(r) if x), 0.0) for r in lists) / n, 4
     )
@@ -51,51 +69,46 @@ def ranking_summary(lists: Sequence[list[bool]], *, ci: bool = True) -> dict[str
     return out
 
 
+def r1_difference(events: Sequence[dict[str, Any]], a: str, b: str) -> dict[str, Any]:
+    """r@1 of system a minus system b on the same events, paired, with its interval by task."""
+
+    def diff(es: Sequence[dict[str, Any]]) -> float | None:
+        if not es:
+            return None
+        return (recall_at([e[a] for e in es], 1) or 0.0) - (recall_at([e[b] for e in es], 1) or 0.0)
+
+    value = diff(events)
+    return {"value": None if value is None else round(value, 4), "ci": by_task(events, diff)}
+
+
 def auroc(pairs: Sequence[tuple[float, bool]]) -> float | None:
     """Area under the ROC curve of score for telling positives from negatives (ties count 1/2)."""
+    won, total = _pair_counts(pairs)
+    return won / total if total else None
+
+
+def _pair_counts(pairs: Sequence[tuple[float, bool]]) -> tuple[float, int]:
     pos = sorted(s for s, y in pairs if y)
     neg = sorted(s for s, y in pairs if not y)
-    if not pos or not neg:
-        return None
-    # rank-sum with average ranks for ties
-    allv = sorted((s, y) for s, y in pairs)
-    ranks: dict[float, float] = {}
-    i = 0
-    while i < len(allv):
-        j = i
-        while j < len(allv) and allv[j][0] == allv[i][0]:
-            j += 1
-        ranks[allv[i][0]] = (i + j + 1) / 2  # 1-based average rank
-        i = j
-    rank_sum = sum(ranks[s] for s in pos)
-    return (rank_sum - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg))
+    won = 0.0
+    for p in pos:  # small sets: a direct count reads plainer than a rank sum
+        won += sum(1.0 if p > n else 0.5 if p == n else 0.0 for n in neg)
+    return won, len(pos) * len(neg)
 
 
-def tpr_at_fpr(pairs: Sequence[tuple[float, bool]], *, max_fpr: float) -> tuple[float, float]:
-    """The best share of positives warned (score >= a threshold > 0) with at most `max_fpr` of
-    the negatives warned; returns (tpr, fpr) at that threshold."""
-    pos = [s for s, y in pairs if y]
-    neg = [s for s, y in pairs if not y]
-    if not pos or not neg:
-        return 0.0, 0.0
-    best = (0.0, 0.0)
-    for t in sorted({s for s, _ in pairs if s > 0}):
-        fpr = sum(s >= t for s in neg) / len(neg)
-        if fpr <= max_fpr:
-            tpr = sum(s >= t for s in pos) / len(pos)
-            if tpr > best[0]:
-                best = (tpr, fpr)
-    return round(best[0], 4), round(best[1], 4)
+def within_tool_auroc(rows: Sequence[dict[str, Any]], score: str) -> float | None:
+    """AUROC over (positive, negative) pairs of the same tool only, pooled over tools."""
+    per_tool: dict[str, list[tuple[float, bool]]] = defaultdict(list)
+    for r in rows:
+        per_tool[r["tool"]].append((r[score], r["positive"]))
+    won, total = 0.0, 0
+    for pairs in per_tool.values():
+        w, t = _pair_counts(pairs)
+        won, total = won + w, total + t
+    return won / total if total else None
 
 
-def score_summary(pairs: Sequence[tuple[float, bool]], *, max_fpr: float) -> dict[str, Any]:
-    """AUROC with its interval, and the operating point at the noise cap."""
-    a = auroc(pairs)
-    tpr, fpr = tpr_at_fpr(pairs, max_fpr=max_fpr)
-    return {
-        "auroc": None if a is None else round(a, 4),
-        "auroc_ci": bootstrap(pairs, auroc),
-        f"wrong_warned_at_noise<={max_fpr}": tpr,
-        "noise_at_that_point": fpr,
-        "wrong_warned_ci": bootstrap(pairs, lambda p: tpr_at_fpr(p, max_fpr=max_fpr)[0]),
-    }
+def ratio(rows: Sequence[dict[str, Any]], num: str, den: str) -> float | None:
+    """sum(num) / sum(den) over rows, None when the denominator is 0."""
+    d = sum(r[den] for r in rows)
+    return sum(r[num] for r in rows) / d if d else None

@@ -1,99 +1,89 @@
-"""The plot and the printed tables of bench/lessons.py."""
+"""The plot and the printed summary of bench/lessons.py."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from bench.lessons_metrics import KS
+RANKERS = ("hindsight", "tool_frequency", "dense_snippets")
+SCORERS = ("hindsight", "dense kNN", "features failed elsewhere", "run outcome (ceiling)")
 
-RANKERS = ("hindsight", "tool's frequent errors", "dense snippets")
-SCORERS = (
-    "hindsight",
-    "hindsight cautions",
-    "tool failure rate",
-    "dense kNN",
-    "features failed elsewhere",
-    "run outcome (ceiling)",
-)
-OPERATING = "wrong_warned_at_noise<=0.15"
+
+def _bars(ax: Any, labels: list[str], vals: list[float], cis: list[Any], title: str) -> None:
+    cis = [c or [v, v] for c, v in zip(cis, vals, strict=True)]
+    lo = [max(v - c[0], 0) for v, c in zip(vals, cis, strict=True)]
+    hi = [max(c[1] - v, 0) for v, c in zip(vals, cis, strict=True)]
+    bars = ax.bar(range(len(vals)), vals, yerr=[lo, hi], capsize=3)
+    ax.bar_label(bars, fmt="%.2f", fontsize=7)
+    ax.set_xticks(range(len(vals)), labels, fontsize=7, rotation=15)
+    ax.set_ylim(0, 1.1)
+    ax.set_title(title, fontsize=9)
 
 
 def plot(result: dict[str, Any], out: Path) -> None:
-    """Recurring errors (r@1, r@3), wrong-write AUROC and the operating point, with intervals."""
+    """Recurring r@1, within-tool AUROC, served precision and noise, with intervals."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 3, figsize=(14, 4))
-    proto = result["other_tasks"]
-    width = 0.27
-    for i, system in enumerate(RANKERS):
-        row = proto.get(system, {})
-        vals = [row.get("r@1", 0), row.get("r@3", 0)]
-        err = [row.get(f"r@{k}_ci") or [v, v] for k, v in zip((1, 3), vals, strict=True)]
-        lo = [v - e[0] for v, e in zip(vals, err, strict=True)]
-        hi = [e[1] - v for v, e in zip(vals, err, strict=True)]
-        bars = axes[0].bar(
-            [x + i * width for x in range(2)], vals, width, yerr=[lo, hi], capsize=3, label=system
-        )
-        axes[0].bar_label(bars, fmt="%.2f", fontsize=7)
-    axes[0].set_xticks([x + width for x in range(2)], ["r@1", "r@3"])
-    axes[0].set_title(f"recurring errors, other tasks ({proto['hindsight'].get('events', 0)})")
-    axes[0].set_ylim(0, 1.1)
-    axes[0].legend(fontsize=7)
-    ww = result["wrong_writes"]
-    for ax, key, ci, title in (
-        (axes[1], "auroc", "auroc_ci", "wrong writes: AUROC"),
-        (axes[2], OPERATING, "wrong_warned_ci", "wrong writes warned at noise <= 15%"),
-    ):
-        vals = [ww.get(s, {}).get(key) or 0 for s in SCORERS]
-        cis = [ww.get(s, {}).get(ci) or [v, v] for s, v in zip(SCORERS, vals, strict=True)]
-        lo = [v - c[0] for v, c in zip(vals, cis, strict=True)]
-        hi = [c[1] - v for v, c in zip(vals, cis, strict=True)]
-        bars = ax.bar(range(len(SCORERS)), vals, yerr=[lo, hi], capsize=3)
-        ax.bar_label(bars, fmt="%.2f", fontsize=7)
-        ax.set_xticks(range(len(SCORERS)), SCORERS, fontsize=7, rotation=15)
-        ax.set_ylim(0, 1.1)
-        ax.set_title(f"{title} ({ww['wrong']}/{ww['writes']} wrong)", fontsize=9)
+    rec = result["recurring"]
+    _bars(
+        axes[0],
+        list(RANKERS),
+        [rec[s].get("r1", 0) for s in RANKERS],
+        [rec[s].get("r1_ci") for s in RANKERS],
+        f"recurring errors r@1 ({rec['events']} events)",
+    )
+    w = result["writes"]
+    _bars(
+        axes[1],
+        list(SCORERS),
+        [w[s]["within_tool_auroc"] or 0 for s in SCORERS],
+        [w[s]["within_tool_auroc_ci"] for s in SCORERS],
+        f"first wrong write, AUROC within a tool ({w['positives']}+/{w['negatives']}-)",
+    )
     axes[1].axhline(0.5, color="grey", lw=0.8, ls="--")
-    fig.suptitle("Lessons that transfer to tasks the memory never saw (tau-bench airline, rules)")
+    s = result["served"]
+    _bars(
+        axes[2],
+        ["precision", "noise"],
+        [s["precision"] or 0, s["noise"] or 0],
+        [s["precision_ci"], s["noise_ci"]],
+        f"served warnings ({s['warnings']} at {s['calls']} calls)",
+    )
+    fig.suptitle(f"Lessons on tasks the memory never saw ({result['protocol']})")
     fig.tight_layout()
     fig.savefig(out, dpi=120)
 
 
 def report(result: dict[str, Any]) -> None:
-    """Print the tables."""
-    cols = ["events", *(f"r@{k}" for k in KS), "mrr", "served"]
-    print(f"{'protocol':14}{'system':34}" + "".join(f"{c:>8}" for c in cols) + "   r@1 ci / r@3 ci")
-    for proto in ("other_tasks", "later_trials"):
-        for system, row in result[proto].items():
-            if isinstance(row, dict):
-                print(
-                    f"{proto:14}{system:34}"
-                    + "".join(f"{row.get(c, '-'):>8}" for c in cols)
-                    + f"   {row.get('r@1_ci')} / {row.get('r@3_ci')}"
-                )
-    ww = result["wrong_writes"]
-    print(f"\nwrong writes: {ww['wrong']} of {ww['writes']} write calls")
+    """Print the summary."""
+    rec = result["recurring"]
+    print(f"recurring errors: {rec['events']} events")
+    for system in RANKERS:
+        r = rec[system]
+        print(f"  {system:16} r@1 {r.get('r1')} {r.get('r1_ci')}", end="")
+        print(f"  r@3 {r.get('r3')} {r.get('r3_ci')}")
+    d = rec["r1_difference_vs_tool_frequency"]
+    print(f"  r@1 hindsight - tool_frequency: {d['value']} {d['ci']}")
+    w = result["writes"]
+    print(f"first wrong writes: {w['positives']} positives, {w['negatives']} negatives")
     for s in SCORERS:
-        r = ww.get(s)
-        if r is None:
-            continue
-        print(
-            f"  {s:22} AUROC {r['auroc']} {r['auroc_ci']}   warned at noise<=0.15: "
-            f"{r[OPERATING]} (noise {r['noise_at_that_point']}) {r['wrong_warned_ci']}"
-        )
+        a, ci = w[s]["within_tool_auroc"], w[s]["within_tool_auroc_ci"]
+        print(f"  {s:28} within-tool AUROC {a} {ci}")
+    s = result["served"]
+    print(
+        f"served: {s['warnings']} warnings; precision {s['precision']} {s['precision_ci']}; "
+        f"noise {s['noise']} {s['noise_ci']}"
+    )
     for f in result["per_fold"]:
-        line = "  ".join(
-            f"{s} {f['wrong_writes'][s]['auroc']}" for s in SCORERS if s in f["wrong_writes"]
-        )
-        rec = f["recurring_errors"].get("hindsight", {})
         print(
-            f"  fold {f['fold']}: writes {f['wrong_writes']['writes']} AUROC {line}; "
-            f"errors {rec.get('events', 0)} r@1 {rec.get('r@1')} r@3 {rec.get('r@3')}; "
-            f"cards {f['cards']['active_cards']}"
+            f"  fold {f['fold']}: events {f['recurring']['events']} "
+            f"r@1 {f['recurring']['hindsight'].get('r1')}; "
+            f"AUROC {f['writes']['within_tool_auroc']}; precision {f['served']['precision']} "
+            f"noise {f['served']['noise']}; cards {f['cards']['active_cards']} "
+            f"{f['cards']['by_pattern']}"
         )
-    print(f"card usefulness: {result['card_usefulness']}")
     print(f"{result['wall_s']} s")

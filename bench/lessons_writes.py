@@ -1,31 +1,27 @@
 """Wrong writes and card usefulness for bench/lessons.py.
 
 A write is any call whose tool name does not start with a read verb (READ_VERBS: the first
-word of the name, split at `_`, `-`, spaces and camelCase). A write is wrong when it is not
-among the task's expected actions (same tool, same arguments, numbers compared as numbers):
-the expected actions are read here, to score, and never reach the memory.
+word of the name, split at `_`, `-`, spaces and camelCase). The label, per run, over the
+writes that took effect (no error: an errored write changed nothing and belongs to the
+recurring-errors metric):
+* negative: every effective write among the task's expected actions (same tool, same
+  arguments, numbers compared as numbers; a hand-off, a tool named transfer/escalate/hand off,
+  by its tool name only: its free-text summary never equals the key's), in any run;
+* positive: the first effective write of a failed run that is not among them;
+* dropped: later off-key writes of that run (consequences of the first) and off-key writes of
+  successful runs.
+The expected actions are read here, to score, and never reach the memory.
 
-Scores, each from what the learning runs alone give:
+Scores (from the learning runs alone), compared only between writes of the same tool
+(bench.lessons_metrics.within_tool_auroc), since a tool's name alone tells which tools are
+risky, not which call is wrong:
 * hindsight: the strongest confidence among the pre-call cards served in the top 3 for the
   state just before the call (cards keyed on `tool` / `args`, as `check_action` serves them);
-  "hindsight cautions" keeps only the contrast cautions;
-* tool failure rate: the share of the learning runs' calls of that tool made in runs that
-  failed (all tools pooled for a tool never seen);
 * dense kNN: the share of failed-run calls among the 5 learning write calls nearest to the
   call (all-MiniLM-L6-v2 over "tool {arguments}");
-* features failed elsewhere: the call's shape (tool, argument keys and value classes:
-  memory_core.retrospect.call_features.value_class) seen in failed runs of other tasks and
-  never in a successful run: f / (f + 1) for f such tasks, else 0.
-
-Two general signals of the state before the call, tried as what a card could carry: "repeat
-write" (the run already called this tool) and "write after an error" (the previous call
-failed).
-
-And one ceiling, which no memory can have: "run outcome (ceiling)" scores a write 1 when its
-own run failed. Every score a memory learns from outcomes (no answer key) estimates that at
-best, so its AUROC bounds theirs: it is below 1 because right writes sit in runs that failed
-for another reason, and wrong writes in runs that succeeded anyway (a free-text argument, such
-as a hand-off's summary, never equals the answer key's text, so every such call is "wrong").
+* features failed elsewhere: the call's shape (tool, argument keys and value classes) seen in
+  failed runs of other tasks and never in a successful run: f / (f + 1) for f such tasks;
+* run outcome (ceiling): 1 when the write's own run failed, known only afterwards.
 """
 
 from __future__ import annotations
@@ -152,6 +148,31 @@ class Baselines:
         return out
 
 
+HANDOFF = re.compile(r"^(transfer|escalate|hand[_\- ]?off)", re.I)
+
+
+def write_labels(calls: list[Any], expected: set[str], failed: bool) -> list[bool | None]:
+    """Per call: True (first off-key effective write of a failed run), False (an effective
+    write among the expected actions) or None (not a write, errored, or dropped)."""
+    expected_tools = {json.loads(e)[0] for e in expected}
+    out: list[bool | None] = []
+    first_seen = False
+    for call in calls:
+        tool = call.tool or ""
+        if not is_write(tool) or call.error:
+            out.append(None)
+            continue
+        handoff = bool(HANDOFF.match(tool))
+        if canon(tool, call.args) in expected or (handoff and tool in expected_tools):
+            out.append(False)
+        elif failed and not first_seen:
+            out.append(True)
+            first_seen = True
+        else:
+            out.append(None)
+    return out
+
+
 def score_writes(
     tested: list[Any],
     records: dict[str, dict[str, Any]],
@@ -160,48 +181,57 @@ def score_writes(
     cards: dict[uuid.UUID, Any],
     baselines: Baselines,
     now: Any,
-    groups: dict[str, str] | None = None,
+    groups: dict[str, str],
 ) -> list[dict[str, Any]]:
-    """One row per write call of the test runs: wrong or not, and each system's score."""
+    """One row per labelled write of the test runs: its tool, label and each system's score."""
     from memory_core.replay import ranked_cards
     from memory_core.task_state import states_before_calls
 
-    groups = groups or {}
     rows: list[dict[str, Any]] = []
+    texts: list[str] = []
     for t in tested:
         expected = expected_actions(records[t.key])
         if expected is None:
             continue
         calls = [s for s in t.steps if s.type == "tool_call" and s.tool]
         states = states_before_calls(calls, task_type=t.task_type, agent_id=t.agent_id)
-        for call, state in zip(calls, states, strict=True):
-            if not is_write(call.tool or ""):
+        failed = t.outcome.value == "failure"
+        for call, state, label in zip(
+            calls, states, write_labels(calls, expected, failed), strict=True
+        ):
+            if label is None:
                 continue
             served = ranked_cards(
                 snapshot=snapshot, cards=cards, state=state, top_k=TOP, now=now, pre_call_only=True
             )
-            cautions = [c for c, _ in served if c.provenance.get("pattern") == "contrast_caution"]
+            group = groups.get(t.key, t.key)
             rows.append(
                 {
+                    "group": group,
                     "run": t.key,
                     "tool": call.tool,
-                    "wrong": canon(call.tool or "", call.args) not in expected,
+                    "positive": label,
                     "hindsight": max((c.confidence for c, _ in served), default=0.0),
-                    "hindsight cautions": max((c.confidence for c in cautions), default=0.0),
-                    "tool failure rate": baselines.failure_rate(call.tool or ""),
                     "features failed elsewhere": baselines.failed_elsewhere(
-                        call.tool or "", call.args, groups.get(t.key, t.key)
+                        call.tool or "", call.args, group
                     ),
-                    "run outcome (ceiling)": float(t.outcome.value == "failure"),
-                    # general signals a served card could carry (state only, no answer key)
-                    "repeat write": float((call.tool or "") in state.get("tools_used", [])),
-                    "write after an error": float(bool(state.get("last_error"))),
-                    "text": call_text(call.tool or "", call.args),
+                    "run outcome (ceiling)": float(failed),
                 }
             )
-    for row, d in zip(rows, baselines.dense([r.pop("text") for r in rows]), strict=True):
+            texts.append(call_text(call.tool or "", call.args))
+    for row, d in zip(rows, baselines.dense(texts), strict=True):
         row["dense kNN"] = d
     return rows
+
+
+def off_key(call: Any, expected: set[str] | None) -> bool:
+    """A call that is not among the expected actions (a hand-off by tool name only)."""
+    if expected is None:
+        return False
+    tool = call.tool or ""
+    if HANDOFF.match(tool) and tool in {json.loads(e)[0] for e in expected}:
+        return False
+    return canon(tool, call.args) not in expected
 
 
 def card_usefulness(engine: Any, namespace: str) -> dict[str, Any]:
