@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hmac
+import logging
 import secrets
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
@@ -23,6 +25,8 @@ from memory_core.screen.provenance import Origin
 from memory_core.serve import browse
 from memory_core.settings import EffectRules
 
+# who saw a raw run, when, which: the operator's log keeps it (logger "hindsight.audit")
+audit = logging.getLogger("hindsight.audit")
 STATUSES = [s.value for s in CardStatus]
 LOGIN_COOKIE = "hs_login"
 VERDICTS = [(v.value, LABELS[v]) for v in Verdict]
@@ -203,5 +207,32 @@ def router(console: Console) -> APIRouter:
             step=max(step, 0),
         )
         return console.render(request, "trajectory.html", user, w=w)
+
+    @r.post("/trajectories/{trajectory_id}/reveal", response_class=HTMLResponse)
+    async def reveal(request: Request, trajectory_id: uuid.UUID) -> Response:
+        # the run as submitted, secrets and all: an admin's explicit, logged act, never a link
+        user = console.user(request)
+        form = await console.form(request, user)
+        user.principal.require("admin")
+        step = max(int(form["step"]), 0) if form.get("step", "").isdigit() else 0
+        w = browse.trajectory_window(
+            engine=svc.engine,
+            namespace=user.principal.namespace,
+            trajectory_id=trajectory_id,
+            step=step,
+            raw=True,
+        )
+        audit.warning(
+            "raw run revealed: trajectory %s (namespace %r, steps %d-%d) to key %s at %s",
+            trajectory_id,
+            user.principal.namespace,
+            w.first,
+            w.first + len(w.steps) - 1,
+            user.principal.actor,
+            datetime.now(UTC).isoformat(timespec="seconds"),
+        )
+        page = console.render(request, "trajectory.html", user, w=w)
+        page.headers["Cache-Control"] = "no-store"
+        return page
 
     return r

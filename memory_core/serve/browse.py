@@ -28,6 +28,7 @@ from memory_core.effects.fdr import harm_ids, harms_tests
 from memory_core.errors import InvalidInput, NotFound
 from memory_core.models.card import Card, CardUse
 from memory_core.models.trajectory import Trajectory
+from memory_core.redact.fields import redact, redact_steps
 
 
 @dataclass
@@ -120,24 +121,36 @@ def recent_uses(
 
 @dataclass
 class StepWindow:
-    """A trajectory around one step: the steps before and after it."""
+    """A trajectory around one step: the steps before and after it, redacted unless `raw`."""
 
     trajectory: Trajectory
     step: int
     steps: list[dict[str, Any]]
     first: int  # the index of steps[0]
+    key: str  # the run's key as shown (redacted unless raw)
+    raw: bool = False
 
 
 def trajectory_window(
-    *, engine: Engine, namespace: str, trajectory_id: uuid.UUID, step: int, around: int = 3
+    *,
+    engine: Engine,
+    namespace: str,
+    trajectory_id: uuid.UUID,
+    step: int,
+    around: int = 3,
+    raw: bool = False,
 ) -> StepWindow:
-    """The steps around one step of a trajectory of this namespace (NotFound otherwise)."""
+    """The steps around one step of a trajectory of this namespace (NotFound otherwise),
+    redacted as everything derived from a run is; `raw` (an admin's logged reveal) as stored."""
     with read_session(engine) as session:
         t = session.get(Trajectory, trajectory_id)
     if t is None or t.namespace != namespace:
         raise NotFound(f"no trajectory {trajectory_id} in namespace {namespace!r}")
     first = max(step - around, 0)
-    return StepWindow(t, step, t.steps[first : step + around + 1], first)
+    steps = t.steps[first : step + around + 1]
+    if raw:
+        return StepWindow(t, step, steps, first, t.key, raw=True)
+    return StepWindow(t, step, redact_steps(steps), first, redact(t.key))
 
 
 def chain(*, engine: Engine, namespace: str, card_id: uuid.UUID, limit: int = 20) -> list[Card]:
