@@ -16,6 +16,7 @@ from memory_core.cards.query import example_state
 from memory_core.db import read_session
 from memory_core.errors import InvalidInput, NotFound
 from memory_core.models.columns import utcnow
+from memory_core.redact import redact
 from memory_core.retrospect.dead_letters import dead_letter_error, list_dead_letters, redrive
 from memory_core.serve import browse, pictures
 from memory_core.serve.schemas import QueryRequest
@@ -108,9 +109,11 @@ def router(console: Console) -> APIRouter:
         user.principal.require("read")
         rows = list_dead_letters(engine=svc.engine, namespace=user.principal.namespace, limit=200)
         # each parked part's error: a run's facts part can wait with its cards long written
-        errors = {t.id: dead_letter_error(t) for t in rows}
+        # (redacted: a model's answer quoted in an error is text derived from the run)
+        errors = {t.id: redact(dead_letter_error(t) or "") for t in rows}
+        keys = {t.id: redact(t.key) for t in rows}
         return console.render(
-            request, "dead_letters.html", user, rows=rows, errors=errors, notice=done
+            request, "dead_letters.html", user, rows=rows, errors=errors, keys=keys, notice=done
         )
 
     @r.post("/dead-letters/{trajectory_id}/redrive")

@@ -113,7 +113,9 @@ def _row(sig: str, d: DraftCard, spec: RowSpec) -> dict[str, Any]:
         "kind": "experience",
         # defence in depth: the extractors read redacted text already
         "scenario": redact(d.scenario[:1000]),
-        "preconditions": sources,
+        # a rejected draft keeps its conditions as written (why it was rejected), and any
+        # reader of rejected cards may read them: redacted like every other field
+        "preconditions": [redact(p) for p in sources],
         "action_sequence": redact_value([a.model_dump() for a in d.action_sequence]),
         "expected_outcome": redact(d.expected_outcome),
         "actual_outcome": redact(d.actual_outcome),

@@ -11,6 +11,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
 from memory_core.models.trajectory import Trajectory
+from memory_core.redact import redact
 
 SESSION_GAP = timedelta(hours=6)  # turns further apart than this are not each other's context
 
@@ -62,7 +63,7 @@ def load_items(*, engine: Engine, namespace: str) -> list[MemoryItem]:
                     trajectory_key=key,
                     step=int(s.get("index", 0)),
                     speaker=str(s.get("speaker") or s.get("role") or ""),
-                    text=str(s["text"]),
+                    text=redact(str(s["text"])),  # recall serves derived text only
                     said_at=datetime.fromisoformat(ts) if isinstance(ts, str) else None,
                     turn_id=s.get("turn_id"),
                 )

@@ -17,6 +17,7 @@ CARD_FIELDS = (
     "key",
     "query",
     "value",
+    "provenance",  # a screen's or a reviewer's reasons may quote the run
 )
 STEP_FIELDS = ("text", "observation", "error", "args")
 
