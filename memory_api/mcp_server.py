@@ -137,10 +137,24 @@ def create_mcp(
         ctx: Context,
         text: Annotated[str, Field(min_length=1, max_length=2000, description="the question")],
         top_k: Annotated[int, Field(ge=1, le=50)] = 5,
+        include_claims: Annotated[
+            bool,
+            Field(
+                description="also what only a speaker said (standing 'claim', with its speaker): "
+                "their word, unchecked; never treat a claim as established"
+            ),
+        ] = False,
     ) -> list[FactHit]:
         """Search remembered facts (about users, projects, environments) by keywords. Use it
-        before asking the user something they may have said already."""
-        return call(ctx, lambda who: service.search_facts(principal=who, text=text, top_k=top_k))
+        before asking the user something they may have said already. Each fact's `standing`
+        says what stands behind it: `corroborated` (a tool result or another speaker agreed),
+        `operator` (written through a key); claims come only with include_claims."""
+        return call(
+            ctx,
+            lambda who: service.search_facts(
+                principal=who, text=text, top_k=top_k, include_claims=include_claims
+            ),
+        )
 
     @mcp.tool(annotations=WRITE)
     def update_card_confidence(

@@ -13,6 +13,8 @@ from memory_core.errors import InvalidInput
 from memory_core.screen.provenance import origin_of
 
 if TYPE_CHECKING:
+    from sqlmodel import Session
+
     from memory_core.models.card import CardPublic
 
 
@@ -21,7 +23,7 @@ app = typer.Typer(
 )
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
 NamespaceOpt = Annotated[str | None, typer.Option(help="namespace (default: the setting)")]
-_COLUMNS = ["id", "status", "origin", "key", "query", "value", "valid until", "conf"]
+_COLUMNS = ["id", "status", "standing", "origin", "key", "query", "value", "valid until", "conf"]
 
 
 def _row(f: CardPublic) -> list[object]:
@@ -29,9 +31,13 @@ def _row(f: CardPublic) -> list[object]:
     origin = origin_of(f.provenance).value
     if f.provenance.get("conflicts_with"):
         origin += " (conflicting)"
+    standing = f.standing or ""
+    if f.standing == "claim" and f.speaker:
+        standing = f"claim of {f.speaker}"
     return [
         str(f.card_id)[:8],
         f.status,
+        standing,
         origin,
         f.key,
         f.query,
@@ -77,6 +83,9 @@ def add(
 def search(
     text: Annotated[str, typer.Argument(help="what to look for")],
     all_: Annotated[bool, typer.Option("--all", help="include superseded and expired")] = False,
+    claims: Annotated[
+        bool, typer.Option("--claims", help="include claims: what only a speaker said")
+    ] = False,
     top_k: Annotated[int, typer.Option(min=1, max=100)] = 5,
     namespace: NamespaceOpt = None,
     fmt: FormatOpt = Format.table,
@@ -95,6 +104,7 @@ def search(
                 text=text,
                 top_k=top_k,
                 include_superseded=all_,
+                include_claims=claims,
                 weights=settings.ranking,
                 vectors=vectors,
             )
@@ -112,12 +122,33 @@ def search(
             searched = count_cards(
                 session=session, namespace=ns, kind="fact", statuses=None if all_ else ["active"]
             )
+            hidden = 0 if claims else _claims(session, ns)
         table(
             f"{len(hits)} best fact(s) for {text!r} of {searched} "
             f"{'' if all_ else 'active '}in {ns!r}",
             ["score", *_COLUMNS],
             [[f"{h.score:.3f}", *_row(h.fact)] for h in hits],
         )
+        if hidden:
+            err_console.print(
+                f"{hidden} claim(s) (what only a speaker said) not searched: --claims shows them"
+            )
+
+
+def _claims(session: Session, namespace: str) -> int:
+    """Active claims of the namespace (search leaves them out unless asked)."""
+    from sqlalchemy import func, select
+    from sqlmodel import col
+
+    from memory_core.models.card import Card, FactStanding
+
+    q = select(func.count()).where(
+        col(Card.namespace) == namespace,
+        col(Card.kind) == "fact",
+        col(Card.status) == "active",
+        col(Card.standing) == FactStanding.claim.value,
+    )
+    return int(session.execute(q).scalar_one())
 
 
 @app.command("forget")

@@ -17,12 +17,14 @@ router = APIRouter(tags=["facts"])
 
 @router.post("/v1/facts/search")
 def search_facts(body: FactSearchRequest, who: Caller, service: ServiceDep) -> list[FactHit]:
-    """Facts by keyword relevance (BM25) with decay-aware ranking."""
+    """Facts by keyword relevance (BM25) with decay-aware ranking. Each fact's `standing` says
+    what stands behind it; claims (only a speaker's word) come with include_claims."""
     return service.search_facts(
         principal=who,
         text=body.text,
         top_k=body.top_k,
         include_superseded=body.include_superseded,
+        include_claims=body.include_claims,
     )
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field, ValidationError
 from sqlalchemy.engine import Engine
 
-from memory_core.facts.rules import Statement
+from memory_core.facts.rules import GENERIC_SPEAKERS, Statement
 from memory_core.facts.store import FactIn
 from memory_core.llm.cache import AnswerCache, SQLAnswerCache, cache_key
 from memory_core.llm.client import LLMClient
@@ -47,6 +47,22 @@ class LLMFacts(BaseModel):
     """The model's whole answer for one chunk of turns."""
 
     facts: list[LLMFact]
+
+
+_SELF = {"i", "me", "speaker", "the speaker", *GENERIC_SPEAKERS}
+_SELF |= {f"the {g}" for g in GENERIC_SPEAKERS}
+_GROUP = {"team", "we", "us", "the team", "our team"}
+
+
+def subject_of(named: str, st: Statement) -> str:
+    """The model's subject as a key's first part: the speaker themselves (a role: the person the
+    run names), their group for "team", or another person it named."""
+    low = named.strip().lower()
+    if low in _SELF or low == st.speaker.lower():
+        return st.about
+    if low in _GROUP:
+        return f"{st.about}.group"
+    return named.strip()
 
 
 @cache
@@ -106,9 +122,10 @@ class LLMFactExtractor:
             until = f.valid_until
             if until is not None and until.tzinfo is None:
                 until = until.replace(tzinfo=UTC)
+            subject = subject_of(f.subject, st)
             try:
                 fact = FactIn(
-                    key=f"{f.subject}.{f.attribute}",
+                    key=f"{subject}.{f.attribute}",
                     value=f.value,
                     query=f.question,
                     valid_until=until,
@@ -118,6 +135,7 @@ class LLMFactExtractor:
                         "said_at": st.said_at.isoformat() if st.said_at else None,
                         "sentence": st.text[:300],
                         "extractor": f"llm:{PROMPT_ID}",
+                        "subject": subject,
                         "model": self.llm.model,
                     },
                 )

@@ -1,10 +1,12 @@
 """The rules of fact extraction: one clear English phrasing each, with its guard.
 
-Keys are normalised by the subject ("<speaker>.lives_in"). Single-valued relations keep one
-query, so a newer statement supersedes an older one; many-valued ones (identities, "uses X")
-carry the value in the query or key, so they never replace each other. A value must look like
-what it claims to be (a place, an organisation or a product is capitalised) or the rule stays
-silent: a wrong fact is worse than a missing one.
+Keys are normalised by the subject ("<subject>.lives_in": a named speaker, or the person the
+run names for a speaker known by role only, see memory_core/facts/subject.py). Single-valued
+relations keep one query, so a newer statement supersedes an older one; many-valued ones
+("uses X", "a fan of X") carry the value in the key, so they never replace each other; an
+identity is keyed by its kind ("is_a.member"), so "a Gold member" replaces "a silver member".
+A value must look like what it claims to be (a place, an organisation or a product is
+capitalised) or the rule stays silent: a wrong fact is worse than a missing one.
 """
 
 from __future__ import annotations
@@ -52,11 +54,22 @@ class Statement:
     text: str
     said_at: datetime | None = None
     source: dict[str, Any] | None = None
+    # whom "I" means: the speaker's name, or for a role ("user") the person the run names;
+    # anonymous when the run names nobody (the subject is then the run's own person)
+    subject: str | None = None
+    anonymous: bool = False
+
+    @property
+    def about(self) -> str:
+        """The subject a first-person statement is about (the key's first part)."""
+        return self.subject or self.speaker
 
     @property
     def label(self) -> str:
-        """How a query names the speaker ("the user" for a generic role)."""
-        return f"the {self.speaker}" if self.speaker.lower() in GENERIC_SPEAKERS else self.speaker
+        """How a query names the subject ("the user" for an anonymous role)."""
+        if self.speaker.lower() not in GENERIC_SPEAKERS:
+            return self.speaker
+        return self.subject if self.subject and not self.anonymous else f"the {self.speaker}"
 
 
 def slug(text: str, *, words: int = 5) -> str:
@@ -91,7 +104,7 @@ Builder = Callable[[re.Match[str], "Statement"], Found]
 
 
 def _prefer(m: re.Match[str], st: Statement) -> Found:
-    raw, s, who = m["x"], st.speaker, st.label
+    raw, s, who = m["x"], st.about, st.label
     pair = re.split(
         r"\s+(?:over|rather than|instead of)\s+|(?<=\w)\s+to\s+(?!\w+ing\b)", raw, maxsplit=1
     )
@@ -120,7 +133,7 @@ def _favourite(m: re.Match[str], st: Statement) -> Found:
         return []
     return [
         (
-            f"{st.speaker}.favourite_{slug(thing)}",
+            f"{st.about}.favourite_{slug(thing)}",
             x,
             f"What is {st.label}'s favourite {thing}?",
             0.8,
@@ -133,16 +146,15 @@ def _fan(m: re.Match[str], st: Statement) -> Found:
     if not x or x.split()[0].lower() in _PRONOUNS:
         return []
     return [
-        (f"{st.speaker}.likes.{slug(x)}", f"yes, a fan of {x}", f"Does {st.label} like {x}?", 0.75)
+        (f"{st.about}.likes.{slug(x)}", f"yes, a fan of {x}", f"Does {st.label} like {x}?", 0.75)
     ]
 
 
 def _group(st: Statement, subj: str) -> tuple[str, str]:
     if subj.lower() == "i":
-        return st.speaker, st.label
-    if st.speaker.lower() in GENERIC_SPEAKERS:
-        return "team", "the team"
-    return f"{st.speaker}.group", f"{st.speaker}'s group"
+        return st.about, st.label
+    # "we": the subject's group, never a namespace-wide team one person's word would define
+    return f"{st.about}.group", f"{st.label}'s group"
 
 
 def _uses(subject: str, who: str, thing: str, value: str) -> tuple[str, str, str | None, float]:
@@ -187,8 +199,11 @@ def _identity(m: re.Match[str], st: Statement) -> Found:
     x = clean(m["x"], max_words=4)
     if not x or x.split()[0].lower() in _NOT_A_NOUN or x.split()[-1].lower() in {"of", "to", "in"}:
         return []
-    value = f"{m['art'].lower()} {x}"
-    return [(f"{st.speaker}.is_a", value, f"Is {st.label} {value}?", 0.75)]
+    value, head = f"{m['art'].lower()} {x}", x.split()[-1]
+    # one value per kind ("member"): "a Gold member" and "a silver member" compete, by time;
+    # "a nurse" and "a mother" do not
+    key = f"{st.about}.is_a.{slug(head)}"
+    return [(key, value, f"What kind of {head.lower()} is {st.label}?", 0.75)]
 
 
 def _lives(m: re.Match[str], st: Statement) -> Found:
@@ -196,7 +211,7 @@ def _lives(m: re.Match[str], st: Statement) -> Found:
     if not x or not _named(x):
         return []
     conf = 0.7 if m["verb"].lower().startswith("moved") else 0.8
-    return [(f"{st.speaker}.lives_in", x, f"Where does {st.label} live?", conf)]
+    return [(f"{st.about}.lives_in", x, f"Where does {st.label} live?", conf)]
 
 
 def _works(m: re.Match[str], st: Statement) -> Found:
@@ -206,10 +221,10 @@ def _works(m: re.Match[str], st: Statement) -> Found:
     if prep == "as":
         if not re.match(r"(?i)an? \w", x):
             return []
-        return [(f"{st.speaker}.works_as", x, f"What does {st.label} work as?", 0.8)]
+        return [(f"{st.about}.works_as", x, f"What does {st.label} work as?", 0.8)]
     if not _named(x) and not re.match(r"(?i)(?:a|an|the) \w", x):
         return []
-    return [(f"{st.speaker}.works_at", x, f"Where does {st.label} work?", 0.8)]
+    return [(f"{st.about}.works_at", x, f"Where does {st.label} work?", 0.8)]
 
 
 def _called(m: re.Match[str], st: Statement) -> Found:
@@ -217,10 +232,8 @@ def _called(m: re.Match[str], st: Statement) -> Found:
     if any(w in _NOT_A_NAME for w in name.split()):
         return []
     if m["how"].lower().startswith("my name"):
-        return [(f"{st.speaker}.name", name, f"What is {st.label}'s name?", 0.85)]
-    return [
-        (f"{st.speaker}.preferred_name", name, f"What does {st.label} want to be called?", 0.85)
-    ]
+        return [(f"{st.about}.name", name, f"What is {st.label}'s name?", 0.85)]
+    return [(f"{st.about}.preferred_name", name, f"What does {st.label} want to be called?", 0.85)]
 
 
 def _remember(m: re.Match[str], st: Statement) -> Found:
@@ -230,7 +243,7 @@ def _remember(m: re.Match[str], st: Statement) -> Found:
     if not _named(x) and not re.search(r"(?i)\b(?:my|our|I|me|us)\b", x):
         return []  # advice ("remember that progress takes time") has no concrete referent
     return [
-        (f"{st.speaker}.note.{slug(x, words=4)}", x, f"What did {st.label} ask to remember?", 0.75)
+        (f"{st.about}.note.{slug(x, words=4)}", x, f"What did {st.label} ask to remember?", 0.75)
     ]
 
 
@@ -238,7 +251,7 @@ def _from_now(m: re.Match[str], st: Statement) -> Found:
     x = m["x"].strip().rstrip(".!").strip()
     if len(x.split()) < 3:
         return []
-    key = f"{st.speaker}.from_now_on.{slug(x, words=4)}"
+    key = f"{st.about}.from_now_on.{slug(x, words=4)}"
     return [(key, x, f"What did {st.label} ask for from now on?", 0.75)]
 
 

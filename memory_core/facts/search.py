@@ -18,8 +18,8 @@ from memory_core.cards.score import ranking_terms
 from memory_core.db import read_session
 from memory_core.errors import InvalidInput
 from memory_core.facts.conflicts import conflicts_of, preference
-from memory_core.keywords import KeywordIndex
-from memory_core.models.card import Card, CardKind, CardPublic, CardStatus
+from memory_core.keywords import KeywordIndex, terms
+from memory_core.models.card import Card, CardKind, CardPublic, CardStatus, FactStanding
 from memory_core.models.columns import utcnow
 from memory_core.screen.provenance import trust
 from memory_core.settings import RankingWeights
@@ -58,7 +58,10 @@ def fact_text(card: Card) -> str:
 
 def _keyword_ranks(cards: Sequence[Card], text: str) -> dict[uuid.UUID, tuple[int, float]]:
     """Each matching fact's BM25 rank and its score as a share of the best one's."""
-    found = KeywordIndex(texts=[fact_text(c) for c in cards]).ranked(text=text, limit=100)
+    texts = [fact_text(c) for c in cards]
+    if not any(terms(t) for t in texts):
+        return {}  # no fact has a word BM25 indexes ("0", stopwords): bm25s cannot index none
+    found = KeywordIndex(texts=texts).ranked(text=text, limit=100)
     if not found:
         return {}
     top = found[0][1]
@@ -72,12 +75,13 @@ def search_facts(
     text: str,
     top_k: int = 5,
     include_superseded: bool = False,
+    include_claims: bool = False,
     vectors: SimilarCards | None = None,
     weights: RankingWeights | None = None,
     now: datetime | None = None,
 ) -> list[FactHit]:
     """The facts that best answer `text`; superseded, forgotten and expired ones are hidden
-    unless include_superseded."""
+    unless include_superseded, claims (a speaker's word alone) unless include_claims."""
     if not text.strip():
         raise InvalidInput("search text is empty", field="text")
     if not 1 <= top_k <= 100:
@@ -94,6 +98,10 @@ def search_facts(
         )
         if not include_superseded:
             q = q.where(or_(col(Card.valid_until).is_(None), col(Card.valid_until) > now))
+        if not include_claims:
+            q = q.where(
+                or_(col(Card.standing).is_(None), col(Card.standing) != FactStanding.claim.value)
+            )
         cards = list(session.execute(q).scalars())
         max_uses = (
             session.execute(

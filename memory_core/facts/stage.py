@@ -26,12 +26,14 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
 from memory_core.errors import InvalidInput, LLMOutputInvalid, LLMRefused, LLMTransient
+from memory_core.facts.corroborate import ToolResult, corroboration, subject_results
 from memory_core.facts.extract import RULES_VERSION, is_person, rule_facts
 from memory_core.facts.llm import LLMFactExtractor, LLMResult
 from memory_core.facts.marks import mark, park, pending
 from memory_core.facts.rules import Statement
 from memory_core.facts.store import FactIn, normalise_key, write_fact
-from memory_core.models.card import Card, CardKind, CardStatus
+from memory_core.facts.subject import is_generic, run_person
+from memory_core.models.card import Card, CardKind, CardStatus, FactStanding
 from memory_core.models.columns import utcnow
 from memory_core.models.trajectory import Step, Trajectory
 from memory_core.redact import redact
@@ -52,6 +54,7 @@ class FactsReport(BaseModel):
     superseded: int = 0
     skipped_older: int = 0
     refused: int = 0
+    corroborated: int = 0  # statements a tool result about their subject agreed with
     llm_calls: int = 0
     llm_cached: int = 0
     llm_invalid: int = 0
@@ -62,29 +65,39 @@ class FactsReport(BaseModel):
 
 
 def statements_of(row: Trajectory) -> list[Statement]:
-    """The messages people wrote in a stored trajectory, with their source."""
+    """The messages people wrote in a stored trajectory, with their source and subject."""
+    said = [
+        (step, str(step.get("speaker") or step.get("role")), redact(str(step["text"])))
+        for step in row.steps
+        if step.get("type") == "message"
+        and step.get("text")
+        and is_person(step.get("role"), step.get("speaker"))
+    ]  # facts are derived from redacted text only
+    person, named = run_person(
+        key=row.key,
+        extra=row.extra,
+        steps=row.steps,
+        said=[text for _, who, text in said if is_generic(who)],
+    )
     out = []
-    for step in row.steps:
-        if step.get("type") != "message" or not step.get("text"):
-            continue
-        role, speaker = step.get("role"), step.get("speaker")
-        if not is_person(role, speaker):
-            continue
+    for step, who, text in said:
         ts = step.get("ts")
-        said_at = datetime.fromisoformat(ts) if isinstance(ts, str) else None
+        generic = is_generic(who)
         source = {
             "trajectory_id": str(row.id),
             "trajectory_key": row.key,
             "step": step.get("index"),
             **({"turn_id": step["turn_id"]} if step.get("turn_id") else {}),
-            "speaker": speaker or role,
+            "speaker": who,
         }
         out.append(
             Statement(
-                speaker=str(speaker or role),
-                text=redact(str(step["text"])),  # facts are derived from redacted text only
-                said_at=said_at,
+                speaker=who,
+                text=text,
+                said_at=datetime.fromisoformat(ts) if isinstance(ts, str) else None,
                 source=source,
+                subject=person if generic else who,
+                anonymous=generic and not named,
             )
         )
     return out
@@ -107,26 +120,38 @@ def _said_at(card: Card) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _strong(card: Card) -> bool:
+    return card.standing != FactStanding.claim.value
+
+
 def _write(
     engine: Engine,
     namespace: str,
     fact: FactIn,
     actor: str,
     report: FactsReport,
-    statement: str,
+    st: Statement,
     known: frozenset[str],
     screen: bool,
+    results: Callable[[str], list[ToolResult]],
 ) -> None:
+    subject = str(fact.source.get("subject") or st.about)
+    # a role's words are the person's the run names; a named speaker speaks for themselves
+    speaker = st.about if is_generic(st.speaker) else st.speaker
+    found = corroboration(fact.value, results(subject))
+    standing = FactStanding.corroborated if found else FactStanding.claim
     held = _holder(engine, namespace, fact)
     said = fact.source.get("said_at")
     if any(h.value == fact.value for h in held):
         report.refreshed += 1
-    elif said and any((_said_at(h) or "") > said for h in held):
+    elif said and any(
+        (_said_at(h) or "") > said and (_strong(h) or standing is FactStanding.claim) for h in held
+    ):
         report.skipped_older += 1  # a newer statement already holds this key: keep it
         return
     else:
         report.new += 1
-        report.superseded += len(held)
+        report.superseded += sum(1 for h in held if found or not _strong(h))
     try:
         write_fact(
             engine=engine,
@@ -134,13 +159,37 @@ def _write(
             fact=fact,
             actor=actor,
             origin=Origin.llm if actor == "facts-llm" else Origin.user,
-            said=[statement],
+            said=[st.text],
             known=known,
             screen=screen,
+            standing=standing,
+            speaker=speaker,
+            subject=subject,
+            corroboration=[{**found, "trajectory_id": (st.source or {}).get("trajectory_id")}]
+            if found
+            else [],
         )
     except InvalidInput as exc:  # e.g. a value that looks like a credential
         report.refused += 1
         report.errors.append(f"{fact.key}: {exc}")
+        return
+    if found:
+        report.corroborated += 1
+
+
+def _results_of(row: Trajectory, statements: list[Statement]) -> Callable[[str], list[ToolResult]]:
+    """The run's tool results about a subject it names (none for an anonymous one)."""
+    named = {st.about for st in statements if not st.anonymous}
+    memo: dict[str, list[ToolResult]] = {}
+
+    def about(subject: str) -> list[ToolResult]:
+        if subject not in named:
+            return []
+        if subject not in memo:
+            memo[subject] = subject_results(row.steps, subject)
+        return memo[subject]
+
+    return about
 
 
 def _when(st: Statement, row: Trajectory) -> datetime:
@@ -189,17 +238,17 @@ def extract_facts(
         batches += 1
         after = (rows[-1].created_at, rows[-1].id)
         parked: dict[uuid.UUID, str] = {}
-        found: list[tuple[datetime, int, int, str, FactIn, str, str]] = []
+        found: list[tuple[datetime, int, int, str, FactIn, str, Statement]] = []
         known: dict[int, frozenset[str]] = {}  # by order: the identifiers each run knows
+        results: dict[int, Callable[[str], list[ToolResult]]] = {}  # by order: about a subject
         for order, row in enumerate(rows):
             statements = statements_of(row)
             known[order] = known_identifiers([Step.model_validate(s) for s in row.steps])
+            results[order] = _results_of(row, statements)
             report.statements += len(statements)
             for i, st in enumerate(statements):
                 for fact in rule_facts(st):
-                    found.append(
-                        (_when(st, row), order, i, row.namespace, fact, "facts-rules", st.text)
-                    )
+                    found.append((_when(st, row), order, i, row.namespace, fact, "facts-rules", st))
             if llm is not None and statements and outage >= OUTAGE_RUNS:
                 # the LLM is down: asking each remaining run again would cost every run its
                 # timeouts and back-offs (hours for a big night); park them at once
@@ -233,12 +282,11 @@ def extract_facts(
                 report.llm_cached += result.cached
                 for i, fact in result.facts:
                     when = _when(statements[i], row)
-                    said = statements[i].text
-                    found.append((when, order, i, row.namespace, fact, "facts-llm", said))
+                    found.append((when, order, i, row.namespace, fact, "facts-llm", statements[i]))
         found.sort(key=lambda f: f[:3])
         report.found += len(found)
-        for _, order, _, ns, fact, actor, said in found:
-            _write(engine, ns, fact, actor, report, said, known[order], screen)
+        for _, order, _, ns, fact, actor, st in found:
+            _write(engine, ns, fact, actor, report, st, known[order], screen, results[order])
         report.trajectories += len(rows)
         if parked:
             park(engine, parked, run_id)

@@ -23,8 +23,16 @@ from memory_core.cards.query import to_public
 from memory_core.db import session_scope
 from memory_core.errors import ConcurrentUpdate, InvalidInput, NotFound
 from memory_core.facts.conflicts import mark_conflicts
+from memory_core.facts.standing import Said, corroborate, corroborates
 from memory_core.ingest.limits import CleanInput
-from memory_core.models.card import Card, CardKind, CardPublic, CardStatus, CardVersion
+from memory_core.models.card import (
+    Card,
+    CardKind,
+    CardPublic,
+    CardStatus,
+    CardVersion,
+    FactStanding,
+)
 from memory_core.models.columns import utcnow
 from memory_core.redact import has_secret, only_redacted
 from memory_core.screen.gate import fact_reasons
@@ -66,6 +74,12 @@ def fact_signature(*, key: str, query: str | None, value: str) -> str:
     return hashlib.sha256(f"fact\x1f{norm}".encode()).hexdigest()
 
 
+def _key_subject(key: str) -> str:
+    """A written fact's subject: its key's first part ("user.editor" -> "user")."""
+    head, dot, _ = normalise_key(key).partition(".")
+    return head if dot else ""
+
+
 def _scenario(fact: FactIn) -> str:
     text = f"{fact.query} {fact.value}" if fact.query else f"{fact.key}: {fact.value}"
     return text[:500]
@@ -83,12 +97,19 @@ def write_fact(
     known: frozenset[str] | None = None,
     screen: bool = True,
     review: bool = False,
+    standing: FactStanding = FactStanding.operator,
+    speaker: str | None = None,
+    subject: str | None = None,
+    corroboration: Sequence[dict[str, Any]] = (),
 ) -> CardPublic:
     """Store a fact (active at once); an older value for the same key and query is superseded.
 
     A fact (or the statement it was taken from, `said`) that reads as an instruction to the
     agent is stored quarantined, with the reason, and supersedes nothing. With `review` (a
-    non-admin key's statement) it waits for a person and supersedes only once approved."""
+    non-admin key's statement) it waits for a person and supersedes only once approved.
+    A claim (`standing`, what `speaker` said) never replaces a corroborated or written value:
+    it is kept in history as superseded by it. The same claim from another speaker, or with
+    `corroboration`, makes the stored one corroborated."""
     for field_name in ("key", "value", "query"):
         if has_secret(getattr(fact, field_name) or ""):
             raise InvalidInput(
@@ -112,6 +133,12 @@ def write_fact(
                 origin=origin,
                 flags=flags,
                 review=review,
+                said_by=Said(
+                    standing=standing,
+                    speaker=speaker[:256] if speaker else None,
+                    subject=(subject or _key_subject(fact.key))[:256] or None,
+                    corroboration=list(corroboration),
+                ),
             )
         except ConcurrentUpdate:
             continue  # another writer changed the older statement meanwhile: decide again
@@ -128,6 +155,7 @@ def _write_once(
     origin: Origin,
     flags: list[str],
     review: bool,
+    said_by: Said,
 ) -> CardPublic:
     now = now or utcnow()
     key = normalise_key(fact.key)
@@ -148,19 +176,33 @@ def _write_once(
             .scalars()
             .first()
         )
-        if same is not None:  # said again: refresh, no new version
+        if same is not None:  # said again: refresh, no new version (unless now corroborated)
             same.updated_at = now
             same.valid_until = fact.valid_until
+            if why := corroborates(same, said_by):
+                corroborate(session, same, said_by, actor=actor, reason=why, now=now)
             session.add(same)
             return to_public(same)
         # a quarantined statement, or one waiting in review, replaces nothing (yet)
         live = status is CardStatus.active
         older = _current(session, namespace=namespace, key=key, query=fact.query) if live else []
+        # a claim does not replace what more than a speaker's word stands behind: it is kept,
+        # superseded by that value at once (history, `--all`)
+        stronger = [o for o in older if o.standing != FactStanding.claim.value]
+        outranked = said_by.standing is FactStanding.claim and bool(stronger)
+        if outranked:
+            live, older = False, []
+            kept = _kept_claim(session, namespace, sig, stronger[0].card_id)
+            if kept is not None:  # the outranked claim said again: refresh its history row
+                kept.updated_at = now
+                session.add(kept)
+                return to_public(kept)
         provenance = with_origin(
             {"producer": actor, **({"source": fact.source} if fact.source else {})},
             origin,
             **({"key_id": actor.removeprefix("key:")} if actor.startswith("key:") else {}),
             **({"flags": flags} if flags else {}),
+            **({"corroboration": said_by.corroboration} if said_by.corroboration else {}),
         )
         card = Card(
             namespace=namespace,
@@ -171,12 +213,16 @@ def _write_once(
             value=fact.value,
             valid_until=fact.valid_until,
             confidence=fact.confidence,
-            status=status.value,
+            status=CardStatus.superseded.value if outranked else status.value,
             signature=sig,
             provenance=provenance,
             created_at=now,
             updated_at=now,
             supersedes=older[0].card_id if older else None,
+            superseded_by=stronger[0].card_id if outranked else None,
+            subject=said_by.subject,
+            speaker=said_by.speaker,
+            standing=said_by.standing.value,
         )
         session.add(card)
         session.flush()
@@ -188,6 +234,9 @@ def _write_once(
                 actor=actor,
                 reason="quarantined: " + "; ".join(flags)
                 if flags
+                else f"a claim of {said_by.speaker or 'a speaker'}: {stronger[0].value!r} "
+                "stands on more than a speaker's word and stays"
+                if outranked
                 else "fact stated, waiting for review"
                 if review
                 else "fact stated",
@@ -224,6 +273,16 @@ def approve_fact(session: Session, card: Card, *, actor: str) -> None:
     if older:
         card.supersedes = older[0].card_id
     _take_over(session, card, older, actor=actor, now=utcnow())
+
+
+def _kept_claim(session: Session, namespace: str, sig: str, by: uuid.UUID) -> Card | None:
+    q = select(Card).where(
+        col(Card.namespace) == namespace,
+        col(Card.signature) == sig,
+        col(Card.status) == CardStatus.superseded.value,
+        col(Card.superseded_by) == by,
+    )
+    return session.execute(q).scalars().first()
 
 
 def _current(session: Session, *, namespace: str, key: str, query: str | None) -> list[Card]:

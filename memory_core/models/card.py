@@ -162,6 +162,19 @@ class Card(CardBase, table=True):
     withheld_successes: int = Field(default=0, sa_column_kwargs={"server_default": text("0")})
     # the last time decay faded the card for a measured lack of effect (once a night)
     effect_faded_at: datetime | None = Field(default=None, sa_column=utc_column(nullable=True))
+    # facts: whom the fact is about, who said it, and whether only their word stands behind it
+    # (FactStanding; migration 0018); set by the writer, never by a caller's card
+    subject: str | None = Field(default=None, max_length=256)
+    speaker: str | None = Field(default=None, max_length=256)
+    standing: str | None = Field(default=None, max_length=16)
+
+
+class FactStanding(StrEnum):
+    """What stands behind a fact."""
+
+    claim = "claim"  # only a conversation asserts it: the speaker's word, not served by default
+    corroborated = "corroborated"  # a tool result about its subject, or another speaker, agrees
+    operator = "operator"  # written through a key or the CLI (a non-admin key's waits in review)
 
 
 class CardPublic(CardBase):
@@ -187,6 +200,9 @@ class CardPublic(CardBase):
     restored_at: datetime | None = None
     pinned: bool = False
     effect: Effect | None = None
+    subject: str | None = None
+    speaker: str | None = None
+    standing: str | None = None
 
 
 class CardEvidence(SQLModel, table=True):

@@ -19,7 +19,11 @@ def fact_ranking(
     """The items the best-matching facts were extracted from, in the facts' order."""
     where = index.position()
     out: list[int] = []
-    for hit in search_facts(engine=engine, namespace=namespace, text=text, top_k=limit):
+    # claims too: they point at the turn a person said them in, which is what recall returns
+    hits = search_facts(
+        engine=engine, namespace=namespace, text=text, top_k=limit, include_claims=True
+    )
+    for hit in hits:
         src = hit.fact.provenance.get("source") or {}
         try:
             tid, step = uuid.UUID(str(src.get("trajectory_id"))), int(src["step"])

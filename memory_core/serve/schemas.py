@@ -242,6 +242,8 @@ class FactSearchRequest(CleanInput):
     text: str = Field(min_length=1, max_length=2000)
     top_k: int = Field(default=5, ge=1, le=MAX_TOP_K)
     include_superseded: bool = False
+    # what only a speaker said, unchecked (standing "claim"): on request, marked as such
+    include_claims: bool = False
 
 
 class IngestResult(BaseModel):

@@ -81,9 +81,16 @@ class WriteOperations:
         return to_public(row)
 
     def search_facts(
-        self, *, principal: Principal, text: str, top_k: int = 5, include_superseded: bool = False
+        self,
+        *,
+        principal: Principal,
+        text: str,
+        top_k: int = 5,
+        include_superseded: bool = False,
+        include_claims: bool = False,
     ) -> list[FactHit]:
-        """Facts of the namespace by keyword relevance (BM25) and the decay-aware score."""
+        """Facts of the namespace by keyword relevance (BM25) and the decay-aware score; claims
+        (a speaker's word alone) only with include_claims."""
         principal.require("read")
         return search_facts(
             engine=self.engine,
@@ -91,6 +98,7 @@ class WriteOperations:
             text=text,
             top_k=top_k,
             include_superseded=include_superseded,
+            include_claims=include_claims,
             weights=self.settings.ranking,
         )
 

@@ -74,7 +74,11 @@ def test_newest_statement_supersedes_and_the_stage_is_idempotent(engine) -> None
         "dev.group.uses.postgresql": "yes (PostgreSQL, not MySQL)",
         "dev.lives_in": "Oslo",
     }
-    hits = search_facts(engine=engine, namespace="ns", text="MySQL", include_superseded=True)
+    # what a speaker says of themselves is their claim: searched on request
+    assert search_facts(engine=engine, namespace="ns", text="MySQL") == []
+    hits = search_facts(
+        engine=engine, namespace="ns", text="MySQL", include_superseded=True, include_claims=True
+    )
     assert {h.fact.value for h in hits} >= {"yes (MySQL)", "no (PostgreSQL instead)"}
     mysql = next(h.fact for h in hits if h.fact.value == "yes (MySQL)")
     assert mysql.status == "superseded"
@@ -114,9 +118,12 @@ def test_trajectory_messages_of_the_user_only(engine) -> None:
     _ingest(engine, run)
     report = extract_facts(engine=engine, namespace="ns")
     assert report.statements == 1
-    assert _active(engine) == {
-        "team.uses.terraform": "yes (Terraform)",
-        "user.prefers.json_or_yaml": "YAML",
+    # a run that names nobody: its user is its own subject, never the namespace's "user"
+    facts = _active(engine)
+    (subject,) = {k.split(".")[0] for k in facts}
+    assert subject.startswith("user@") and facts == {
+        f"{subject}.group.uses.terraform": "yes (Terraform)",
+        f"{subject}.prefers.json_or_yaml": "YAML",
     }
 
 
@@ -238,17 +245,25 @@ def test_cli_add_search_forget_extract(env_for, tmp_path) -> None:
         hindsight(env_for, "facts", "search", "database", "--all", "-f", "json").stdout
     )
     assert {h["fact"]["value"] for h in every} == {"MySQL 8", "PostgreSQL 15"}
+    # Dev's word about Dev is a claim: searched only with --claims, and marked
+    assert json.loads(hindsight(env_for, "facts", "search", "Oslo", "-f", "json").stdout) == []
+    hidden = hindsight(env_for, "facts", "search", "Oslo")
+    assert "1 claim(s)" in hidden.stderr and "--claims" in hidden.stderr
     where = json.loads(
-        hindsight(env_for, "facts", "search", "Where does Dev live", "-f", "json").stdout
+        hindsight(
+            env_for, "facts", "search", "Where does Dev live", "--claims", "-f", "json"
+        ).stdout
     )
     assert where[0]["fact"]["value"] == "Oslo"
-    table = hindsight(env_for, "facts", "search", "Oslo").stdout
-    assert "Oslo" in table and "dev.lives_in" in table
+    assert (where[0]["fact"]["standing"], where[0]["fact"]["speaker"]) == ("claim", "Dev")
+    table = hindsight(env_for, "facts", "search", "Oslo", "--claims").stdout
+    assert "Oslo" in table and "dev.lives_in" in table and "claim of Dev" in table
     gone = json.loads(
         hindsight(env_for, "facts", "forget", where[0]["fact"]["card_id"], "-f", "json").stdout
     )
     assert gone["status"] == "forgotten"
-    assert json.loads(hindsight(env_for, "facts", "search", "Oslo", "-f", "json").stdout) == []
+    gone_too = hindsight(env_for, "facts", "search", "Oslo", "--claims", "-f", "json").stdout
+    assert json.loads(gone_too) == []
     bad = hindsight(env_for, "facts", "add", "k", "v", "--valid-until", "soon", check=False)
     assert bad.returncode == 2 and "valid_until" in bad.stderr
     missing = hindsight(env_for, "facts", "forget", "not-a-uuid", check=False)

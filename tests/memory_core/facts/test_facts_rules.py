@@ -35,8 +35,8 @@ def _facts(text: str, speaker: str = "Ann", said_at: datetime | None = SAID):
             "no (GitHub Actions instead)",
         ),
         ("We no longer use Jira.", "Ann.group.uses.jira", "no"),
-        ("I'm a nurse.", "Ann.is_a", "a nurse"),
-        ("I am an architect and a dad.", "Ann.is_a", "an architect"),
+        ("I'm a nurse.", "Ann.is_a.nurse", "a nurse"),
+        ("I am an architect and a dad.", "Ann.is_a.architect", "an architect"),
         (
             "I'm a big fan of Nintendo games.",
             "Ann.likes.nintendo_games",

@@ -1,0 +1,156 @@
+"""Facts belong to their subject and a speaker's word alone is a claim: subjects from the run,
+one active value per subject and key (by time), corroboration by tool results and speakers."""
+
+from __future__ import annotations
+
+import json
+
+from sqlalchemy import select
+from sqlmodel import Session
+
+from memory_core.facts.search import search_facts
+from memory_core.facts.stage import extract_facts
+from memory_core.facts.store import FactIn, write_fact
+from memory_core.ingest.store import ingest, read_records
+from memory_core.models.card import Card, CardVersion, FactStanding
+
+
+def _run(run_id: str, said: list[str], *, person: str | None = None, record: str = "{}", **meta):
+    """A support run: the customer's lines, and (with a person) the agent's lookup of them."""
+    messages: list[dict] = [{"role": "system", "content": "You help the customers of a shop."}]
+    for i, text in enumerate(said):
+        messages.append({"role": "user", "content": text})
+        if person and i == 0:
+            call = {"id": f"c{i}", "function": {"name": "lookup_account", "arguments": ""}}
+            call["function"]["arguments"] = json.dumps({"account_id": person})
+            messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+            messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": record})
+        messages.append({"role": "assistant", "content": "Noted."})
+    return {"id": run_id, "messages": messages, **({"metadata": meta} if meta else {})}
+
+
+def _ingest(engine, *docs) -> None:
+    report = ingest(
+        engine=engine,
+        records=read_records(json.dumps(list(docs)), name="t"),
+        namespace="ns",
+        task_type="support",
+    )
+    assert report.refused == [], report.refused
+
+
+def _facts(engine, status: str = "active") -> list[Card]:
+    with Session(engine) as s:
+        q = select(Card).where(Card.namespace == "ns", Card.kind == "fact", Card.status == status)
+        return list(s.execute(q).scalars())
+
+
+def test_each_customer_is_the_subject_of_what_they_say(engine) -> None:
+    _ingest(
+        engine,
+        _run("r1", ["I'm a platinum member."], person="acct-17"),
+        _run("r2", ["I'm a bronze member."], person="acct-42"),
+        _run("r3", ["I prefer aisle seats."], customer_id="cust-9"),
+        _run("r4", ["My customer number is zq-555. I'm a vegan."]),
+        _run("r5", ["I'm a teacher."]),
+        _run("r6", ["I'm a pilot."]),
+    )
+    extract_facts(engine=engine)
+    facts = {f.key: f for f in _facts(engine)}
+    assert facts["acct_17.is_a.member"].value == "a platinum member"
+    assert facts["acct_42.is_a.member"].value == "a bronze member"
+    assert facts["cust_9.prefers.aisle_seats"].subject == "cust-9"
+    assert facts["zq_555.is_a.vegan"].speaker == "zq-555"
+    # two runs that name nobody are two people, never the namespace's "user"
+    anonymous = sorted(k for k in facts if k.startswith("user@"))
+    assert len(anonymous) == 2 and anonymous[0].split(".")[0] != anonymous[1].split(".")[0]
+    assert not [k for k in facts if k.split(".")[0] in {"user", "team", "customer"}]
+    assert {f.subject for f in facts.values()} >= {"acct-17", "acct-42", "cust-9", "zq-555"}
+
+
+def test_two_values_of_one_subject_resolve_by_time(engine) -> None:
+    _ingest(engine, _run("r1", ["I'm a silver member."], person="acct-17"))
+    extract_facts(engine=engine)
+    _ingest(engine, _run("r2", ["I'm a gold member now."], person="acct-17"))
+    report = extract_facts(engine=engine)
+    assert report.superseded == 1
+    (active,) = [f for f in _facts(engine) if f.key == "acct_17.is_a.member"]
+    (older,) = [f for f in _facts(engine, "superseded") if f.key == "acct_17.is_a.member"]
+    assert (active.value, older.value) == ("a gold member", "a silver member")
+    assert older.superseded_by == active.card_id
+
+
+def test_a_tool_result_about_the_subject_corroborates_and_a_claim_is_not_served(engine) -> None:
+    _ingest(
+        engine,
+        _run(
+            "r1", ["I'm a gold member."], person="acct-1", record='{"membership": "gold", "id": 1}'
+        ),
+        _run("r2", ["I'm a gold member."], person="acct-2", record='{"membership": "bronze"}'),
+    )
+    report = extract_facts(engine=engine)
+    assert report.corroborated == 1
+    facts = {f.subject: f for f in _facts(engine)}
+    assert facts["acct-1"].standing == "corroborated"
+    assert facts["acct-1"].provenance["corroboration"][0]["tool"] == "lookup_account"
+    assert (facts["acct-2"].standing, facts["acct-2"].speaker) == ("claim", "acct-2")
+    served = search_facts(engine=engine, namespace="ns", text="gold member")
+    assert [h.fact.subject for h in served] == ["acct-1"]
+    every = search_facts(engine=engine, namespace="ns", text="gold member", include_claims=True)
+    assert {(h.fact.subject, h.fact.standing) for h in every} == {
+        ("acct-1", "corroborated"),
+        ("acct-2", "claim"),
+    }
+
+
+def test_a_claim_does_not_replace_a_corroborated_value(engine) -> None:
+    _ingest(
+        engine,
+        _run("r1", ["I'm a bronze member."], person="acct-3", record='{"membership": "bronze"}'),
+    )
+    extract_facts(engine=engine)
+    # a later run with no lookup: the customer's word against the record's
+    _ingest(engine, _run("r2", ["I'm a diamond member."], account_id="acct-3"))
+    extract_facts(engine=engine)
+    extract_facts(engine=engine)
+    (active,) = [f for f in _facts(engine) if f.subject == "acct-3"]
+    assert (active.value, active.standing) == ("a bronze member", "corroborated")
+    (kept,) = [f for f in _facts(engine, "superseded") if f.subject == "acct-3"]
+    assert (kept.value, kept.standing, kept.superseded_by) == (
+        "a diamond member",
+        "claim",
+        active.card_id,
+    )
+    # a newer corroborated value does take over
+    _ingest(
+        engine,
+        _run("r3", ["I'm a silver member."], person="acct-3", record='{"membership": "silver"}'),
+    )
+    extract_facts(engine=engine)
+    (active,) = [f for f in _facts(engine) if f.subject == "acct-3"]
+    assert active.value == "a silver member"
+
+
+def test_another_speaker_corroborates_a_claim_the_same_speaker_does_not(engine) -> None:
+    def said(speaker: str) -> None:
+        write_fact(
+            engine=engine,
+            namespace="ns",
+            fact=FactIn(key="dev.lives_in", value="Oslo", query="Where does Dev live?"),
+            actor="facts-rules",
+            standing=FactStanding.claim,
+            speaker=speaker,
+            subject="Dev",
+        )
+
+    said("Dev")
+    said("Dev")  # a person repeating themselves is one source
+    (card,) = _facts(engine)
+    assert card.standing == "claim"
+    said("Kim")
+    (card,) = _facts(engine)
+    assert card.standing == "corroborated" and card.version == 2
+    assert card.provenance["corroboration"] == [{"by": "speaker", "speaker": "Kim"}]
+    with Session(engine) as s:
+        reasons = [v.reason for v in s.execute(select(CardVersion)).scalars()]
+    assert any("stated by Kim too" in r for r in reasons)
