@@ -18,7 +18,7 @@ from memory_core.cards.score import ranking_terms
 from memory_core.db import read_session
 from memory_core.errors import InvalidInput
 from memory_core.facts.conflicts import conflicts_of, preference
-from memory_core.keywords import KeywordIndex, terms
+from memory_core.keywords import KeywordIndex
 from memory_core.models.card import Card, CardKind, CardPublic, CardStatus, FactStanding
 from memory_core.models.columns import utcnow
 from memory_core.screen.provenance import trust
@@ -58,10 +58,7 @@ def fact_text(card: Card) -> str:
 
 def _keyword_ranks(cards: Sequence[Card], text: str) -> dict[uuid.UUID, tuple[int, float]]:
     """Each matching fact's BM25 rank and its score as a share of the best one's."""
-    texts = [fact_text(c) for c in cards]
-    if not any(terms(t) for t in texts):
-        return {}  # no fact has a word BM25 indexes ("0", stopwords): bm25s cannot index none
-    found = KeywordIndex(texts=texts).ranked(text=text, limit=100)
+    found = KeywordIndex(texts=[fact_text(c) for c in cards]).ranked(text=text, limit=100)
     if not found:
         return {}
     top = found[0][1]
