@@ -86,9 +86,12 @@ _NOUN_BODY = (
     + _LETTER
     + r"])(?:(?P<pin>"
     + _alternation(_PIN_WORDS, _PIN_PHRASES)
-    + r")|(?P<pw>"
+    + r")|(?P<pw>(?:"
     + _alternation(_PASSWORD_WORDS, _PASSWORD_PHRASES)
-    + r")|(?P<tok>"
+    # inflected: "Şifrem" (my password), "lösenordet" (the password), "passwords"
+    + r")["
+    + _LETTER
+    + r"]{0,4})|(?P<tok>"
     + _alternation(_TOKEN_WORDS, _TOKEN_PHRASES)
     + r"))(?!["
     + _LETTER

@@ -119,3 +119,84 @@ def test_served_answers_are_redacted_even_for_an_old_card(settings, engine) -> N
     for text in served:
         for secret in (PASSWORD, OPENAI, JWT):
             assert secret not in text
+
+
+# the kinds that once went to the LLM in clear, each as a general rule covers it
+EIGHT = {
+    "url": ("redis://:Vq7Lm2Pz9x@cache:6379/0", "Vq7Lm2Pz9x"),
+    "mysql": ("mysql -u root -pPlum7Tree44 shop", "Plum7Tree44"),
+    "cookie": ("Cookie: sessionid=a81f2c9e7d3b55aa", "a81f2c9e7d3b55aa"),
+    "twilio": (
+        "twilio auth token 5f0c1e9a7b3d2c4e6f8a0b1c2d3e4f5a",
+        "5f0c1e9a7b3d2c4e6f8a0b1c2d3e4f5a",
+    ),
+    "discord": (
+        "bot MTI3NjU0MzIxMDk4NzY1NDMyMQ.Gh7kLm.Q1w2E3r4T5y6U7i8O9p0A1s2D3f4G5h6J7",
+        "MTI3NjU0MzIxMDk4NzY1NDMyMQ.Gh7kLm.Q1w2E3r4T5y6U7i8O9p0A1s2D3f4G5h6J7",
+    ),
+    "shopify": ("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", "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"),
+    "sshpass": ("sshpass -p 'Lime 42 cactus' ssh deploy@10.0.0.4", "Lime 42 cactus"),
+    "prose": ("Mein Passwort lautet Sommer2024Wald", "Sommer2024Wald"),
+}
+
+
+def _echo(body, _n):
+    """A model that copies its prompt into its cards (what reaches a prompt reaches a card)."""
+    from tests.helpers import fake_model
+    from tests.helpers.scripted_llm import Reply
+
+    if fake_model.prompt_kind(body) == "decision_points":
+        return Reply(json.dumps(fake_model.obedient_points(body, at_first_call=True)))
+    text = body["messages"][1]["content"][:900]
+    card = {
+        "point": 0,
+        "scenario": text,
+        "preconditions": ['tool == "shell"', f"args.cmd == {json.dumps(text[:200])}"],
+        "action_sequence": [{"tool": "shell", "params_template": {"cmd": text}, "note": text}],
+        "expected_outcome": text,
+        "actual_outcome": text,
+        "failure_modes": [{"mode": text, "handling": text}],
+        "confidence": 0.9,
+    }
+    return Reply(json.dumps({"cards": [card]}))
+
+
+def test_no_prompt_and_no_llm_card_rejected_or_not_carries_a_secret(engine) -> None:
+    from datetime import timedelta
+
+    from memory_core.retrospect.claims import worker_id
+    from memory_core.retrospect.factory import build_extractor
+    from memory_core.retrospect.stage import retrospect_once
+    from memory_core.settings import Settings
+    from memory_core.validate.stage import validate_drafts
+    from tests.helpers.scripted_llm import ScriptedLLM
+
+    steps = [
+        {"type": "tool_call", "tool": "shell", "args": {"cmd": text}, "error": f"failed: {text}"}
+        for text, _ in EIGHT.values()
+    ]
+    run = {"id": "eight", "outcome": "failure", "steps": steps}
+    ingest(engine=engine, records=[("eight", run)], namespace="ns", task_type="ops")
+    with ScriptedLLM(_echo) as llm:
+        settings = Settings(
+            embedding={"provider": "none"},
+            llm={"base_url": llm.url, "model": "scripted-1", "retry_delays_s": [0.05]},
+        )
+        extractor = build_extractor(settings, engine)
+        claimed = retrospect_once(
+            engine=engine,
+            extractor=extractor,
+            worker=worker_id(),
+            batch_size=10,
+            lease=timedelta(seconds=60),
+        ).claimed
+        prompts = json.dumps(llm.requests, ensure_ascii=False)
+    assert claimed == 1 and len(llm.requests) >= 2
+    validate_drafts(engine=engine, reports_dir=None, namespace="ns")
+    derived = _all_derived_text(engine)
+    with Session(engine) as s:
+        statuses = {c.status for c in s.execute(select(Card)).scalars()}
+    assert statuses and "[REDACTED:" in prompts and "[REDACTED:" in derived, statuses
+    for name, (_, secret) in EIGHT.items():
+        assert secret not in prompts, name
+        assert secret not in derived, name
