@@ -136,7 +136,10 @@ def router(console: Console) -> APIRouter:
         ns, e = p.namespace, svc.engine
         hits, chain, conflicts, expiring = console.gather(
             lambda: (
-                svc.search_facts(principal=p, text=q, top_k=20, include_superseded=True)
+                # an operator sees claims too, each marked with its speaker
+                svc.search_facts(
+                    principal=p, text=q, top_k=20, include_superseded=True, include_claims=True
+                )
                 if q.strip()
                 else []
             ),

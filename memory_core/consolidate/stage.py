@@ -21,7 +21,7 @@ from memory_core.embed.base import Embedder
 from memory_core.embed.store import ensure_embeddings, load_vectors
 from memory_core.errors import ConcurrentUpdate
 from memory_core.facts.store import supersede
-from memory_core.models.card import Card, CardKind, CardStatus
+from memory_core.models.card import Card, CardKind, CardStatus, FactStanding
 from memory_core.models.columns import utcnow
 from memory_core.settings import ConsolidateRules
 
@@ -170,7 +170,8 @@ def _deferred(plan: MergePlan, applied: MergePlan) -> list[uuid.UUID]:
 
 
 def _retire_contradicted_facts(session: Session, namespace: str, now: datetime) -> int:
-    """Two active facts with the same key and query: the newest statement stays."""
+    """Two active facts with the same key and query: the newest statement stays, though never a
+    claim (a speaker's word alone) over a value more than a speaker stands behind."""
     facts = session.execute(
         select(Card)
         .where(
@@ -182,7 +183,9 @@ def _retire_contradicted_facts(session: Session, namespace: str, now: datetime) 
     ).scalars()
     newest: dict[tuple[str | None, str | None], Card] = {}
     retired = 0
-    for f in facts:
+    # the stronger first, the newest first within each (the query's order is kept by sort)
+    ranked = sorted(facts, key=lambda f: f.standing == FactStanding.claim.value)
+    for f in ranked:
         key = (f.key, f.query)
         if key not in newest:
             newest[key] = f

@@ -14,7 +14,7 @@ from memory_api.app import create_app
 from memory_api.ui.session import COOKIE, Sessions
 from memory_core.db import session_scope
 from memory_core.facts.store import FactIn, write_fact
-from memory_core.models.card import Card
+from memory_core.models.card import Card, FactStanding
 from memory_core.models.columns import utcnow
 from memory_core.serve.keys import create_key
 from memory_core.serve.service import MemoryService
@@ -300,6 +300,17 @@ def test_facts_page_searches_chains_conflicts_and_expiring(ui, engine) -> None:
         assert "berlin office" not in hits
         empty = c.get("/ui/facts", params={"q": "zeppelin"}).text
         assert "No fact matches." in empty
+        # what only a speaker said shows too, marked as their claim (fact search leaves it out)
+        write_fact(
+            engine=engine,
+            namespace="team-a",
+            fact=FactIn(key="kim.lives_in", value="Oslo", query="Where does Kim live?"),
+            actor="facts-rules",
+            standing=FactStanding.claim,
+            speaker="Kim",
+        )
+        said = c.get("/ui/facts", params={"q": "where does Kim live"}).text
+        assert "claim of Kim" in said.split("<h2>Results for")[1].split("</table>")[0]
         # the superseded fact's chain: itself, then what replaced it
         for start in (old, new):
             page = c.get("/ui/facts", params={"fact": str(start)}).text

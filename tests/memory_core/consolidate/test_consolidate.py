@@ -229,6 +229,20 @@ def test_contradicting_facts_keep_the_newest(engine):
     assert cards[new].status == "active"
 
 
+def test_a_newer_claim_does_not_retire_a_corroborated_fact(engine):
+    old = _card(engine, scenario="tier", pre=[], tools=[], kind="fact", evidence=0)
+    new = _card(engine, scenario="tier", pre=[], tools=[], kind="fact", evidence=0)
+    with session_scope(engine) as s:
+        for cid, value, standing in ((old, "bronze", "corroborated"), (new, "gold", "claim")):
+            card = s.get(Card, cid)
+            card.key, card.query, card.value, card.standing = "c1.tier", "tier?", value, standing
+        s.get(Card, new).created_at = s.get(Card, old).created_at.replace(year=2030)
+    assert consolidate(engine=engine, namespace="ns", rules=RULES).facts_superseded == 1
+    cards = _statuses(engine)
+    assert cards[new].status == "superseded" and cards[new].superseded_by == old
+    assert cards[old].status == "active"
+
+
 @pytest.mark.parametrize(
     ("answer", "expect"),
     [
