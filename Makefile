@@ -4,7 +4,9 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt
-export HINDSIGHT_DATA_DIR ?= .hindsight
+# absolute: a command run later from any folder below finds the same store (the nearest
+# .hindsight up the tree)
+export HINDSIGHT_DATA_DIR ?= $(CURDIR)/.hindsight
 
 .PHONY: run test test-model lint typecheck bench docs install install-dev clean
 

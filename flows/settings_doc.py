@@ -20,6 +20,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import to_jsonable_python
 
 from flows.settings import FlowSettings
+from memory_core.settings_store import default_data_dir
 
 START = "<!-- settings table: python -m flows.settings_doc --write -->"
 END = "<!-- end of the settings table -->"
@@ -33,6 +34,8 @@ def _nested(info: FieldInfo) -> type[BaseModel] | None:
 
 
 def _default(info: FieldInfo) -> str:
+    if info.default_factory is default_data_dir:  # found at run time, not this machine's answer
+        return "nearest `.hindsight` up, else the user data directory"
     value = info.get_default(call_default_factory=True)
     if value is None or isinstance(value, SecretStr):
         return "unset"

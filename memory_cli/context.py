@@ -24,16 +24,38 @@ if TYPE_CHECKING:
     from memory_core.settings import Settings
 
 
+class _Verbosity:
+    """The root `--verbose` flag: say which store a command opens even when not on a terminal."""
+
+    on = False
+
+
+VERBOSE = _Verbosity()
+
+
 def load(*, migrate: bool = True) -> tuple[Settings, Engine]:
-    """Settings from HINDSIGHT_* variables, and an engine on a migrated schema."""
+    """Settings from HINDSIGHT_* variables, and an engine on a migrated schema; which store
+    it is goes first on stderr (on a terminal, with --verbose, or when it is new)."""
     # imported here, not at the top: `hindsight --help` must not pay for SQLAlchemy/pydantic
     from memory_core import db
     from memory_core.settings import Settings
 
     settings = Settings()
+    announce_store(settings)
     if migrate:
         db.upgrade(settings)
     return settings, db.make_engine(settings)
+
+
+def announce_store(settings: Settings) -> None:
+    """One line on stderr naming the store and why that one; stdout stays the command's own."""
+    from memory_core.settings_store import describe_store, is_new
+
+    new = is_new(settings)
+    if not (new or VERBOSE.on or err_console.is_terminal):
+        return
+    line = describe_store(settings) + (" - new, empty" if new else "")
+    err_console.print(line, style="dim", markup=False, highlight=False, soft_wrap=True)
 
 
 @contextmanager

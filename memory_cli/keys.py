@@ -37,7 +37,7 @@ def keys_create(
         f"key {key.id} for namespace {key.namespace!r}, scopes {','.join(key.scopes)} "
         "(shown once; store it now):"
     )
-    console.print(secret, soft_wrap=True)
+    console.print(secret, soft_wrap=True, markup=False, highlight=False)
 
 
 @app.command("list")

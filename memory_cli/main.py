@@ -26,7 +26,7 @@ from memory_cli import review as review_cmd
 from memory_cli import serve as serve_cmd
 from memory_cli import up as up_cmd
 from memory_cli import validate as validate_cmd
-from memory_cli.context import fail_on_errors, load
+from memory_cli.context import VERBOSE, fail_on_errors, load
 from memory_cli.output import (
     Format,
     console,
@@ -165,11 +165,18 @@ def _root(
             "--version", callback=_version, is_eager=True, help="Print the version and exit."
         ),
     ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose", "-v", help="Say which store a command opens, also when not on a terminal."
+        ),
+    ] = False,
 ) -> None:
     """`hindsight`: ingest agent runs, distil experience cards every night, serve them back.
 
     Stage commands run in this process; with PREFECT_API_URL set they run as flows on that
     Prefect server (see docs/getting-started.md: "Where the stages run")."""
+    VERBOSE.on = verbose
     # run as the `hindsight` program (not inside a test's CliRunner): the watchdog stops
     # whatever the command started if it is killed, even by SIGKILL (memory_cli.watchdog)
     if Path(sys.argv[0]).name == "hindsight" or sys.argv[0].endswith("memory_cli/__main__.py"):

@@ -15,9 +15,11 @@ from rich.console import Console
 if TYPE_CHECKING:
     from rich.progress import Progress
 
-# logs and pipes get a wide table instead of rich's 80-column fallback
-console = Console(width=None if sys.stdout.isatty() else 160)
-err_console = Console(stderr=True)
+# logs and pipes get whole lines instead of rich's 80-column fallback: an id or a key folded
+# in two breaks the script that reads it; a table is only as wide as its content
+UNWRAPPED = 100_000
+console = Console(width=None if sys.stdout.isatty() else UNWRAPPED)
+err_console = Console(stderr=True, width=None if sys.stderr.isatty() else UNWRAPPED)
 
 
 class Format(StrEnum):

@@ -23,6 +23,7 @@ from memory_core.settings_groups import (
     ReviewRules,
 )
 from memory_core.settings_legacy import LegacyEnvSource, LegacyInitSource, move_flat_kwargs
+from memory_core.settings_store import default_data_dir
 
 
 class ConsolidateRules(BaseModel):
@@ -179,7 +180,7 @@ class Settings(BaseSettings):
         use_attribute_docstrings=True,  # docs/settings.md's table (flows.settings_doc)
     )
 
-    data_dir: Path = Path(".hindsight")
+    data_dir: Path = Field(default_factory=default_data_dir)
     """SQLite file, Prefect's embedded state, reports, the embedded vector index"""
     database_url: str | None = Field(
         default=None, description="SQLAlchemy URL; None means SQLite under data_dir"
