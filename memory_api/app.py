@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi.responses import RedirectResponse
 from starlette.types import ASGIApp
 
 from memory_api.errors import BodyLimit, install_error_handlers
@@ -21,7 +22,7 @@ from memory_api.hot_query import PATH as HOT_PATH
 from memory_api.hot_query import HotQuery
 from memory_api.metrics import install_metrics
 from memory_api.routes import ROUTERS
-from memory_api.ui import mount_console
+from memory_api.ui import CONSOLE_PATH, mount_console
 from memory_core.db import make_engine
 from memory_core.serve.service import MemoryService
 from memory_core.serve.snapshot_restore import snapshot_files
@@ -112,4 +113,10 @@ def create_app(service: MemoryService, *, freeze_gc: bool = False) -> FastAPI:
 
     app.front = front
     mount_console(app, service)  # the web console under /ui, offline /docs and /redoc
+
+    @app.get("/", include_in_schema=False)
+    def root() -> RedirectResponse:
+        """The address `serve` prints leads somewhere: the console (it asks for a key)."""
+        return RedirectResponse(CONSOLE_PATH, status_code=307)
+
     return app

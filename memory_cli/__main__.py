@@ -1,3 +1,3 @@
-from memory_cli.main import app
+from memory_cli.entry import main
 
-app(prog_name="hindsight")
+main()

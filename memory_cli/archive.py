@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import getpass
 import os
 from typing import TYPE_CHECKING, Annotated
 
@@ -91,6 +90,8 @@ def restore_cmd(
     by: Annotated[str | None, typer.Option("--by", help="who restores (default: $USER)")] = None,
 ) -> None:
     """Bring an archived card back into retrieval (active), its history intact."""
+    import getpass
+
     from memory_core.decay import restore
 
     with fail_on_errors():

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import logging
 import os
 import sys
 from collections.abc import Iterator
@@ -139,6 +137,8 @@ _RECORDER = "prefect.server.services.task_run_recorder"
 
 def quiet_recorder_shutdown() -> None:
     """Drop the recorder's error about a flush its shutdown cancelled (idempotent)."""
+    import logging
+
     recorder = logging.getLogger(_RECORDER)
     if _shutdown_cancel not in recorder.filters:
         recorder.addFilter(_shutdown_cancel)
@@ -146,6 +146,8 @@ def quiet_recorder_shutdown() -> None:
 
 def _shutdown_cancel(record: Any) -> bool:
     """False (drop it) for the recorder's error caused by a cancelled flush."""
+    import asyncio  # not at the top: every command would pay for it
+
     exc = record.exc_info[1] if record.exc_info else None
     return not isinstance(exc, asyncio.CancelledError)
 

@@ -27,6 +27,7 @@ from memory_cli import serve as serve_cmd
 from memory_cli import up as up_cmd
 from memory_cli import validate as validate_cmd
 from memory_cli.context import VERBOSE, fail_on_errors, load
+from memory_cli.entry import print_version
 from memory_cli.output import (
     Format,
     console,
@@ -86,9 +87,12 @@ def ingest(
     """Store trajectories (OpenAI chat runs, generic steps) and conversations (session
     transcripts, message lists); duplicates are skipped."""
     from memory_core.ingest.store import ingest as ingest_records
-    from memory_core.ingest.store import iter_sources
+    from memory_core.ingest.store import iter_sources, source_files
 
     with fail_on_errors():
+        for raw in paths:  # a wrong path is refused before a store is opened or a bar drawn
+            if raw != "-":
+                source_files(Path(raw))
         settings, engine = load()
         seen = [0]
 
@@ -148,12 +152,7 @@ def status(
 
 def _version(value: bool) -> None:
     if value:
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            print(f"hindsight {version('hindsight')}")
-        except PackageNotFoundError:  # run from a source tree that was never installed
-            print("hindsight (not installed)")
+        print_version()
         raise typer.Exit()
 
 

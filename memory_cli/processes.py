@@ -8,8 +8,6 @@ import os
 import signal
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -105,6 +103,9 @@ def wait_http(
 ) -> float:
     """Seconds until GET url answers 200 (any HTTP status with any_status), or a stop was
     asked for; StartFailed when the child dies or time runs out."""
+    import urllib.error  # here: every command imports this module (the watchdog)
+    import urllib.request
+
     start = time.monotonic()
     while time.monotonic() - start < timeout_s:
         if stop:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import getpass
 import json
 import os
 import subprocess
@@ -26,6 +25,8 @@ ActorOpt = Annotated[str | None, typer.Option("--by", help="who decides (default
 
 
 def _actor(by: str | None) -> str:
+    import getpass
+
     return by or os.environ.get("USER") or getpass.getuser()
 
 

@@ -49,9 +49,13 @@ def serve(
     bind_host = host or settings.serve.host
     bind_port = port if port is not None else settings.serve.port
     base = f"http://{bind_host}:{bind_port}"
+    from memory_api.ui import CONSOLE_PATH
+
     err_console.print(
+        f"console: {base}{CONSOLE_PATH}\n"
         f"read API on {base} (docs: {base}/docs, metrics: {base}/metrics); Ctrl-C stops it",
         highlight=False,
+        soft_wrap=True,
     )
     # httptools and uvloop (uvicorn[standard]) are picked when installed, as they are
     uvicorn.run(

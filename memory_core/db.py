@@ -7,15 +7,16 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alembic import command
-from alembic.config import Config
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session, create_engine
 
 from memory_core.settings import Settings
+
+if TYPE_CHECKING:  # Alembic is imported only when a schema has to change (about 0.2 s)
+    from alembic.config import Config
 
 _MIGRATIONS = Path(__file__).parent / "migrations"
 
@@ -59,6 +60,8 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
 
 def alembic_config(url: str) -> Config:
     """An Alembic config pointing at the packaged migrations and the given database."""
+    from alembic.config import Config
+
     cfg = Config()
     cfg.set_main_option("script_location", str(_MIGRATIONS))
     cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
@@ -66,9 +69,26 @@ def alembic_config(url: str) -> Config:
 
 
 def upgrade(settings: Settings, revision: str = "head") -> None:
-    """Bring the schema up to `revision` (idempotent)."""
+    """Bring the schema up to `revision` (idempotent); a new, empty database gets the head
+    schema in one step (memory_core.schema_new), not migration by migration, and a database
+    already at head is left without loading Alembic."""
     if settings.sqlalchemy_url.startswith("sqlite"):
         settings.data_dir.mkdir(parents=True, exist_ok=True)
+    if revision == "head":
+        from memory_core.schema_new import create_new, head_revision, schema_state
+
+        engine = make_engine(settings)
+        try:
+            with engine.connect() as conn:
+                state = schema_state(conn)
+            if state is not None and state == head_revision():
+                return
+            if state == "" and create_new(engine, alembic_config(settings.sqlalchemy_url)):
+                return
+        finally:
+            engine.dispose()
+    from alembic import command
+
     command.upgrade(alembic_config(settings.sqlalchemy_url), revision)
 
 

@@ -10,14 +10,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from memory_core.decay import DecayParams, DecayReport, run_decay
-from memory_core.decay.use_log import prune_use_log
-from memory_core.retrospect.summary import BatchResult
-from memory_core.settings import Settings
-from memory_core.validate.summary import ValidationSummary
 from tasks.runtime import engine_for
+
+if TYPE_CHECKING:  # each stage imports its own code when it runs: `validate` never loads decay
+    from memory_core.decay import DecayParams, DecayReport
+    from memory_core.retrospect.summary import BatchResult
+    from memory_core.settings import Settings
+    from memory_core.validate.summary import ValidationSummary
 
 Log = logging.Logger | logging.LoggerAdapter[Any]
 Progress = Callable[[str, int, int], None]  # (what is happening, steps done, steps in all)
@@ -77,6 +78,9 @@ def decay_run(
     on_progress: Progress | None = None,
 ) -> DecayReport:
     """Plan the rules, then (unless a dry run) apply them in one transaction."""
+    from memory_core.decay import run_decay
+    from memory_core.decay.use_log import prune_use_log
+
     engine = engine_for(settings)
     report = run_decay(
         engine=engine,

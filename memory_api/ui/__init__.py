@@ -7,6 +7,8 @@ from fastapi import FastAPI
 from memory_api.ui import cards, docs, ops, review
 from memory_api.ui.web import HERE, Console
 
+CONSOLE_PATH = "/ui"  # the console's first page (it asks for a key)
+
 
 def mount_console(app: FastAPI, service: object) -> None:
     """Add the console pages, their static files and the offline /docs and /redoc."""

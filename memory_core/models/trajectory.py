@@ -102,7 +102,9 @@ class Trajectory(SQLModel, table=True):
     rules_at: datetime | None = Field(default=None, sa_column=utc_column(nullable=True))
     dead_letter_run: str | None = Field(default=None, max_length=64)  # the flow run that parked it
     cards_written: int = 0
-    tokens_sent: int = 0
-    tokens_saved: int = 0
+    # the migration that added them gave the rows then stored a 0: a new store's schema
+    # (memory_core.schema_new) has the same default
+    tokens_sent: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    tokens_saved: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
     created_at: datetime = Field(default_factory=utcnow, sa_column=utc_column())
     processed_at: datetime | None = Field(default=None, sa_column=utc_column(nullable=True))
