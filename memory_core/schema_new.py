@@ -79,7 +79,8 @@ def create_new(engine: Engine, config: Config) -> bool:
     import memory_core.models  # noqa: F401  (registers the tables on SQLModel.metadata)
 
     scripts = ScriptDirectory.from_config(config)
-    head = scripts.get_current_head()
+    head = scripts.get_current_head()  # raises when the migrations have more than one head
+    assert head is not None, "no migrations"
     with engine.begin() as conn:  # one transaction: all of it or nothing
         if conn.dialect.name == "postgresql":
             conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _LOCK})
