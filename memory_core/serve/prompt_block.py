@@ -29,6 +29,8 @@ def card_advice(card: CardPublic) -> str:
         conflict = (
             " (contradicted by another claim)" if card.provenance.get("conflicts_with") else ""
         )
+        if card.standing == "claim":  # a speaker's word alone: say whose, never state it as so
+            origin = f"a claim of {card.speaker or 'a speaker'}, unchecked"
         return (
             f"[fact, {origin}, confidence {card.confidence:.2f}] "
             f"{about}{_quoted(card.value or card.scenario)}{conflict}"

@@ -154,3 +154,30 @@ def test_another_speaker_corroborates_a_claim_the_same_speaker_does_not(engine) 
     with Session(engine) as s:
         reasons = [v.reason for v in s.execute(select(CardVersion)).scalars()]
     assert any("stated by Kim too" in r for r in reasons)
+
+
+def test_the_llm_subject_user_is_the_person_the_run_names(engine) -> None:
+    from memory_core.facts.llm import LLMFactExtractor
+    from memory_core.llm.cache import SQLAnswerCache
+    from memory_core.llm.client import OpenAICompatibleLLM
+    from tests.helpers.scripted_llm import Reply, ScriptedLLM
+
+    fact = {
+        "subject": "user",
+        "attribute": "membership",
+        "value": "gold",
+        "question": "Which membership does the user have?",
+        "turn": "t0",
+        "valid_until": None,
+        "confidence": 0.9,
+    }
+    _ingest(
+        engine,
+        _run("r1", ["Hello, gold tier here."], person="acct-5", record='{"membership": "gold"}'),
+    )
+    with ScriptedLLM(lambda body, n: Reply(json.dumps({"facts": [fact]}))) as server:
+        llm = OpenAICompatibleLLM(base_url=server.url, model="scripted-1", api_key=None)
+        extract_facts(engine=engine, llm=LLMFactExtractor(llm=llm, cache=SQLAnswerCache(engine)))
+    (card,) = _facts(engine)
+    assert (card.key, card.subject, card.speaker) == ("acct_5.membership", "acct-5", "acct-5")
+    assert card.standing == "corroborated"

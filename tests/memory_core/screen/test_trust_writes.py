@@ -158,6 +158,8 @@ def test_conflicting_claims_are_kept_marked_and_the_newer_preferred(engine) -> N
     assert all(h.conflicts_with for h in hits)
     block = prompt_block([h.fact for h in hits], max_tokens=400)
     assert "contradicted by another claim" in block and "\u201ca silver member\u201d" in block
+    claim = hits[0].fact.model_copy(update={"standing": "claim", "speaker": "c-9"})
+    assert "[fact, a claim of c-9, unchecked," in prompt_block([claim], max_tokens=400)
     # a fact reaches a search only when the text is about it
     assert search_facts(engine=engine, namespace="default", text="which airport is closest") == []
 
