@@ -192,10 +192,15 @@ def create_mcp(
         failure_modes: list[FailureMode] | None = None,
         expected_outcome: str = "",
         confidence: Annotated[float, Field(ge=0.0, le=1.0)] = 0.6,
+        applies_everywhere: Annotated[
+            bool,
+            Field(description="meant for every state (preconditions that pick none, e.g. [])"),
+        ] = False,
     ) -> CardPublic:
         """Store a lesson learnt (write keys only): when the preconditions hold, take these
         steps; these failure modes are known. Checked like nightly cards; below confidence
-        0.5 it waits for human review."""
+        0.5 it waits for human review. Preconditions that hold on every state are refused
+        unless applies_everywhere is true."""
         return call(
             ctx,
             lambda who: service.store_card(
@@ -207,6 +212,7 @@ def create_mcp(
                     failure_modes=failure_modes or [],
                     expected_outcome=expected_outcome,
                     confidence=confidence,
+                    applies_everywhere=applies_everywhere,
                 ),
                 via="mcp",
             ),

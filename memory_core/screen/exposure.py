@@ -5,21 +5,23 @@ reads as an order (the grammar screen), points the agent at a tool the run never
 pointer screen), or names another tool of the run by its identifier (data has no reason to
 name an action: a tool result or an error is about its own call, a person does not speak in
 tool identifiers), a model that follows orders can restate it in its own words anywhere in
-its cards, where no screen of the card's text can tell it from advice. So every LLM draft of
-such a run is held back with the step and the reason; the rule extractor's drafts are judged
-text by text as before, since they only quote what the run said.
+its cards, where no screen of the card's text can tell it from advice. A run whose agent
+obeyed such a message (an instructed call) shows what the message wanted, not what works. So
+every draft of such a run, the LLM's and the rule extractor's alike, is held back with the
+step and the reason.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from memory_core.models.trajectory import Step
 from memory_core.screen.decode import obfuscated, readings
 from memory_core.screen.detect import directive
+from memory_core.screen.instructed import message_kind
 from memory_core.screen.pointers import IDENTIFIER, known_identifiers, points_at_tool
-from memory_core.screen.taint import tainted_calls
+from memory_core.screen.taint import instructed_by
 from memory_core.screen.values import result_parts, supplied_values
 
 
@@ -87,11 +89,12 @@ def _result_pointer(text: str, known: frozenset[str]) -> str | None:
     return None
 
 
-def exposures(steps: Sequence[Step], *, tainted: Collection[int] | None = None) -> list[str]:
-    """Each untrusted text of the run (a tool's result or error, a user turn after the first)
-    that carries an instruction, with its step and the reason; each call the agent made on one
-    (taint.py, or `tainted` when the caller has it); each value an error or a result's prose
-    handed the agent (values.py)."""
+def exposures(steps: Sequence[Step], *, tainted: Mapping[int, int] | None = None) -> list[str]:
+    """Each untrusted text of the run (a tool's result or error; a user turn, the task message
+    included, naming a tool of the run) that carries an instruction, with its step and the
+    reason; each call the agent made on one (taint.instructed_by, or `tainted` when the caller
+    has it: call -> message); each value an error or a result's prose handed the agent
+    (values.py)."""
     first_user = next((s.index for s in steps if s.type == "message" and s.role == "user"), None)
     known = known_identifiers(steps)
     tools = run_tools(steps)
@@ -109,15 +112,17 @@ def exposures(steps: Sequence[Step], *, tainted: Collection[int] | None = None) 
         if s.type == "tool_call" and s.observation and not why:
             why = _any(s.observation, directive) or _result_pointer(s.observation, known)
         texts = [s.error, s.observation] if s.type == "tool_call" else []
-        if s.role == "user" and s.index != first_user:
+        if s.type == "message" and s.role == "user":  # the task message too
             texts = [s.text]
         for text in (t for t in texts if t and not why):
             why = _any(text, _names_of(tools, own))
         if why:
             out.append(f"step {s.index}: {why}")
+    by_index = {s.index: s for s in steps}
     out += [
-        f"step {i}: the agent made this call on an instruction from a tool or a user"
-        for i in sorted(tainted_calls(steps) if tainted is None else tainted)
+        f"step {i}: the agent made this call on an instruction from "
+        f"{message_kind(by_index[at], first_user=first_user)} (step {at})"
+        for i, at in sorted((instructed_by(steps) if tainted is None else tainted).items())
     ]
     # an order that names only a value: an error or a result's prose handed the agent a value
     # (not a number: an error may state the right amount) that it then passed

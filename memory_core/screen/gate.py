@@ -15,9 +15,10 @@ from memory_core.models.drafts import DraftCard
 from memory_core.models.trajectory import Step
 from memory_core.screen.detect import directive
 from memory_core.screen.exposure import exposures, names_a_tool, run_tools
+from memory_core.screen.instructed import instructed_steps
 from memory_core.screen.pointers import known_identifiers, points_at_tool, strings_in
 from memory_core.screen.provenance import Origin, with_origin
-from memory_core.screen.taint import tainted_calls, words_of
+from memory_core.screen.taint import instructed_by, words_of
 from memory_core.screen.values import scrub, supplied_values
 from memory_core.task_state import normalise_error
 
@@ -149,9 +150,14 @@ def _untaint_own(drafts: Sequence[DraftCard], steps: Sequence[Step]) -> list[Dra
         )
     }
     drafts = [_quarantine_pointers(d, known, pointed) for d in drafts]
-    bad = tainted_calls(steps)
-    exposed = exposures(steps, tainted=bad)
-    if exposed:  # an LLM that read an injection may have restated it in any words
+    by = instructed_by(steps)
+    bad = set(by)
+    instructed = instructed_steps(steps, by, supplied)
+    if instructed:  # which steps a message directed, and which message: on every card of the run
+        drafts = [replace(d, provenance={**d.provenance, "instructed": instructed}) for d in drafts]
+    exposed = exposures(steps, tainted=by)
+    if exposed:  # an LLM that read an injection may have restated it in any words, and a run
+        # that obeyed one shows what the order wanted: neither path learns from it
         drafts = [_quarantine_exposed(d, exposed) for d in drafts]
     split = split_orders(steps)
     if split:
@@ -192,9 +198,11 @@ def _quarantine_pointers(
 
 
 def _quarantine_exposed(d: DraftCard, exposed: Sequence[str]) -> DraftCard:
-    if d.provenance.get("producer") in RULE_PRODUCERS or d.status is CardStatus.rejected:
+    if d.status is CardStatus.rejected:
         return d
-    why = f"instruction-like content in the run the LLM read ({exposed[0]})"
+    reader = "rule extractor" if d.provenance.get("producer") in RULE_PRODUCERS else "LLM"
+    shown = "; ".join(exposed[:3]) + (f"; {len(exposed) - 3} more" if len(exposed) > 3 else "")
+    why = f"instruction-like content in the run the {reader} read ({shown})"
     return replace(d, status=CardStatus.quarantined, flags=[*d.flags, why])
 
 

@@ -1,9 +1,14 @@
-"""Tainted tool calls: calls the agent made because a tool result or a user told it to.
+"""Instructed tool calls: calls the agent made because a message told it to.
 
-A call is tainted when its tool (or the tool with one of its argument values) first shows up
-in untrusted text (a tool's result or error, a user message after the first) shortly before
-the agent made it. Such a run teaches nothing about that call: whatever the run's outcome,
-the call followed the text, not the task.
+A call is *instructed* (tainted) when its tool (or the tool with one of its argument values)
+first shows up in a message that is not the agent's own reasoning (a tool's result or error,
+any user turn, the task message included) before the agent made it: named as an identifier in
+any decoded reading (no cue word needed: a person asking for their own task describes it in
+words, not in tool identifiers), or in words inside an order. A tool's text counts for the few
+steps after it; a user's turn for the rest of the run (an order such as "always call X before
+any booking" is standing). Such a run teaches nothing about that call: whatever the run's
+outcome, the call followed the text, not the experience. Only the system prompt (the
+operator's) is trusted.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ WINDOW = 6  # untrusted texts this many steps back can have prompted a call
 _CAMEL = re.compile(r"([a-z])([A-Z])")
 _WORD = re.compile(r"[a-z0-9]+")
 _IDENT = re.compile(r"[a-z0-9_]+")
+_PLAIN = re.compile(r"[a-z]+|[A-Z][a-z]+")  # a tool named by a plain word of prose
 
 
 @text_memo(8192)
@@ -55,7 +61,9 @@ class _Text:
     def names(self, tool: str, tool_words: str) -> bool:
         """The text names the tool: as written (an identifier), or in words inside an order."""
         low = tool.lower()
-        if _IDENT.fullmatch(low):  # as an identifier token: a set lookup, not a regex per call
+        if _PLAIN.fullmatch(tool):
+            pass  # a one-word tool ("think", "search") is a plain word: only an order names it
+        elif _IDENT.fullmatch(low):  # as an identifier token: a set lookup, not a regex per call
             if self._idents is None:
                 self._idents = frozenset(_IDENT.findall(self.raw))
             if low in self._idents:
@@ -69,39 +77,46 @@ class _Text:
         return self._order
 
 
-def _untrusted(step: Step, first_user: int | None) -> list[_Text]:
+def _untrusted(step: Step) -> list[_Text]:
     """The readings of the untrusted texts of a step."""
     texts: list[str] = []
     if step.type == "tool_call":
         texts += [t for t in (step.observation, step.error) if t]
-    elif step.role == "user" and step.index != first_user and step.text:
+    elif step.type == "message" and step.role == "user" and step.text:
         texts.append(step.text)
     # a model reads rot13 or reversed text as easily as plain: so does the taint
     return [_Text(r) for t in texts for o in obfuscated(t) for r in readings(o)]
 
 
-def tainted_calls(steps: Sequence[Step]) -> set[int]:
-    """Indexes (Step.index) of the tool calls that followed an instruction in untrusted text."""
-    first_user = next((s.index for s in steps if s.type == "message" and s.role == "user"), None)
+def instructed_by(steps: Sequence[Step]) -> dict[int, int]:
+    """For each tool call made on an instruction from a message, the step (Step.index) of the
+    message that gave it: {call: message}."""
     trusted_words = " ".join(
-        words_of(s.text or "")
-        for s in steps
-        if s.type == "message" and (s.role == "system" or s.index == first_user)
+        words_of(s.text or "") for s in steps if s.type == "message" and s.role == "system"
     )
-    recent: list[tuple[int, list[_Text]]] = []  # (position, texts) of untrusted steps
+    # (position, step index, standing, texts) of untrusted steps; a user's turn stands
+    recent: list[tuple[int, int, bool, list[_Text]]] = []
     called: set[str] = set()
-    out: set[int] = set()
+    out: dict[int, int] = {}
     for pos, step in enumerate(steps):
         if step.type == "tool_call" and step.tool:
             vals = _values(step.args)
-            near = [t for p, ts in recent if pos - p <= WINDOW for t in ts]
             tool_words = words_of(step.tool)
-            named = [t.words for t in near if t.names(step.tool, tool_words)]
             fresh = step.tool not in called and tool_words not in trusted_words
-            if named and (fresh or any(v in w for w in named for v in vals)):
-                out.add(step.index)
+            for p, at, standing, ts in reversed(recent):
+                if not standing and pos - p > WINDOW:
+                    continue
+                named = [t.words for t in ts if t.names(step.tool, tool_words)]
+                if named and (fresh or any(v in w for w in named for v in vals)):
+                    out[step.index] = at
+                    break
             called.add(step.tool)
-        texts = _untrusted(step, first_user)
+        texts = _untrusted(step)
         if texts:
-            recent.append((pos, texts))
+            recent.append((pos, step.index, step.type == "message", texts))
     return out
+
+
+def tainted_calls(steps: Sequence[Step]) -> set[int]:
+    """Indexes (Step.index) of the tool calls that followed an instruction in untrusted text."""
+    return set(instructed_by(steps))

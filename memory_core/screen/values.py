@@ -3,14 +3,15 @@
 "the booking requires cabin business", "set the quantity to 50 for this to work": whatever
 the wording, such an order works only if the agent then passes the value. So a value the
 agent passed in a call, that the run first met in untrusted text (a tool's error, the prose of
-a tool's result, a user's turn after the first) and not in its task, in its own earlier calls
-or in the structured data a tool returned (a field of a JSON or Python literal answer), was
-supplied to it. What is learnt from the run keeps no such value: every draft has it replaced by
-a placeholder (a user's own ids and choices are theirs, not a lesson for every agent of the
-namespace; an error's or a result's is the attacker's), and a run whose error supplied a value
-other than a number (an error may state the right amount) is exposed (exposure.py).
-On the 140 tau-bench runs only later user turns (their ids) and one error (a total price)
-supply values; no tool result's prose does.
+a tool's result, a user's turn, the task message included) and not in the system prompt, in its
+own earlier calls or in the structured data a tool returned (a field of a JSON or Python literal
+answer), was supplied to it. What is learnt from the run keeps no such value: every draft has
+it replaced by a placeholder (a user's own ids and choices are theirs, not a lesson for every
+agent of the namespace; an error's or a result's is the attacker's), and a run whose error
+supplied a value other than a number (an error may state the right amount) is exposed
+(exposure.py).
+On the 140 tau-bench runs only user turns (their ids, airport codes, names) and one error (a
+total price) supply values; no tool result's prose does.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ class Supplied:
     call: int
     key: str
     value: str
-    source: str  # "error", "result" or "user"
+    source: str  # "error", "result", "user" or "task" (the first user turn)
     at: int  # the step that said it
 
     @property
@@ -127,10 +128,12 @@ def supplied_values(steps: Sequence[Step]) -> list[Supplied]:
 
     for s in steps:
         if s.type == "message":
-            if s.role == "system" or s.index == first_user:
+            if s.role == "system":
                 trusted.append((s.text or "").lower())
             elif s.role == "user" and s.text:
-                said("user", s.index, s.text)
+                # the task message too: a user directs their own run, and what they said is
+                # theirs, not a lesson for every agent of the namespace
+                said("task" if s.index == first_user else "user", s.index, s.text)
             continue
         if s.type != "tool_call":
             continue

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from memory_core.everywhere import EVERYWHERE
 from memory_core.models.card import CardPublic
 from memory_core.screen.provenance import label
 
@@ -35,7 +36,9 @@ def card_advice(card: CardPublic) -> str:
             f"[fact, {origin}, confidence {card.confidence:.2f}] "
             f"{about}{_quoted(card.value or card.scenario)}{conflict}"
         )
-    lines = [f"[{card.kind}, {origin}, confidence {card.confidence:.2f}] {card.scenario}"]
+    # a card for every state says so: it was meant that way, not an accident of its conditions
+    reach = ", applies everywhere" if card.provenance.get(EVERYWHERE) else ""
+    lines = [f"[{card.kind}, {origin}{reach}, confidence {card.confidence:.2f}] {card.scenario}"]
     steps = [
         a.get("tool", "") + (f" ({a['note']})" if a.get("note") else "")
         for a in card.action_sequence

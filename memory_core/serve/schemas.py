@@ -232,6 +232,11 @@ class CardIn(CleanInput):
     actual_outcome: str = Field(default="", max_length=4000)
     failure_modes: list[FailureMode] = Field(default_factory=list, max_length=64)
     confidence: float = Field(default=0.6, ge=0.0, le=1.0)
+    applies_everywhere: bool = Field(
+        default=False,
+        description="the card is meant for every state: its preconditions may pick none (an "
+        "empty list, `true`); without it such a card is refused",
+    )
 
 
 class FactSearchRequest(CleanInput):

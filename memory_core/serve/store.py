@@ -9,11 +9,13 @@ from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
-from sqlmodel import col
+from sqlmodel import Session, col
 
 from memory_core.cards.draft_rows import card_snapshot
+from memory_core.cards.known_values import known_values
 from memory_core.db import session_scope
-from memory_core.errors import Conflict, InvalidInput
+from memory_core.errors import Conflict, InvalidInput, InvalidPrecondition
+from memory_core.everywhere import EVERYWHERE, holds_everywhere
 from memory_core.models.card import LIVE_STATUSES, Card, CardStatus, CardVersion
 from memory_core.preconditions import MAX_PRECONDITIONS, compile_all, normalise_text
 from memory_core.screen.gate import screen_card
@@ -31,6 +33,7 @@ def operator_signature(card: CardIn) -> str:
         "scenario": normalise_text(card.scenario),
         "pre": sorted(card.preconditions),
         "modes": sorted(normalise_text(f.mode) for f in card.failure_modes),
+        **({"everywhere": True} if card.applies_everywhere else {}),
     }
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:40]
 
@@ -61,6 +64,12 @@ def store_card(
             max_count=max_preconditions,
         )
     ]
+    if not card.applies_everywhere:
+        with Session(engine) as session:
+            used = known_values(session, principal.namespace)
+        why = holds_everywhere(sources, used=used)
+        if why:  # a card on every state reaches every query: only when its writer says so
+            raise InvalidPrecondition(why, field="preconditions")
     normalised = card.model_copy(update={"preconditions": sources})
     flags = screen_card(card.model_dump()) if screen else []
     provenance: dict[str, Any] = with_origin(
@@ -68,6 +77,7 @@ def store_card(
         Origin.operator,
         key_id=str(principal.key_id),
         **({"flags": flags} if flags else {}),
+        **({EVERYWHERE: True} if card.applies_everywhere else {}),
     )
     row = Card(
         namespace=principal.namespace,

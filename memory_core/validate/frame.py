@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import String, Text, cast
 
 from memory_core.errors import InvalidPrecondition
+from memory_core.everywhere import EVERYWHERE, holds_everywhere
 from memory_core.models.card import Card
 from memory_core.preconditions import MAX_PRECONDITIONS, compile_all
 from memory_core.redact import has_secret
@@ -36,6 +37,8 @@ def draft_columns() -> tuple[Any, ...]:
         Card.query,
         Card.value,
         Card.version,
+        # NULL (falsy) unless its writer meant the card for every state
+        Card.provenance[EVERYWHERE].as_boolean().label("everywhere"),
     )
 
 
@@ -55,6 +58,7 @@ class DraftRow:
     query: str | None = None
     value: str | None = None
     version: int = 1
+    everywhere: bool | None = False  # its writer meant it for every state (memory_core.everywhere)
 
 
 def draft_row(card: Card) -> DraftRow:
@@ -72,6 +76,7 @@ def draft_row(card: Card) -> DraftRow:
         query=card.query,
         value=card.value,
         version=card.version,
+        everywhere=bool((card.provenance or {}).get(EVERYWHERE)),
     )
 
 
@@ -94,6 +99,16 @@ def _compiles(preconditions_json: str) -> bool:
     if not isinstance(expressions, list) or len(expressions) > MAX_PRECONDITIONS:
         return False
     return all(isinstance(e, str) and _expression_compiles(e) for e in expressions)
+
+
+@lru_cache(maxsize=65536)
+def _picks_states(preconditions_json: str) -> bool:
+    """False when the preconditions hold on every state (a card for every query)."""
+    try:
+        expressions = json.loads(preconditions_json)
+        return holds_everywhere(expressions) is None
+    except (ValueError, TypeError, InvalidPrecondition):
+        return True  # what does not compile is the other rule's business
 
 
 @lru_cache(maxsize=65536)
@@ -129,6 +144,10 @@ def cards_frame(
                 all(isinstance(x, str) and x.strip() for x in t) for t in tools
             ],
             "preconditions_compile": [_compiles(r.preconditions) for r in rows],
+            # a fact is found by its words, not by preconditions
+            "preconditions_pick_states": [
+                r.everywhere or r.key is not None or _picks_states(r.preconditions) for r in rows
+            ],
             # an empty tool name is the other rule's business
             "tools_in_registry": [
                 registry is None or all(x in registry for x in t if x) for t in tools
@@ -165,6 +184,7 @@ FRAME_COLUMNS = [
     "actions",
     "actions_name_a_tool",
     "preconditions_compile",
+    "preconditions_pick_states",
     "tools_in_registry",
     "free_of_secrets",
 ]

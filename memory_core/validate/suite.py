@@ -74,6 +74,12 @@ RULES = [
         {"value_set": [True]},
     ),
     Rule(
+        "preconditions pick states (not every state, unless applies_everywhere)",
+        "ExpectColumnValuesToBeInSet",
+        "preconditions_pick_states",
+        {"value_set": [True]},
+    ),
+    Rule(
         "tools in the registry",
         "ExpectColumnValuesToBeInSet",
         "tools_in_registry",

@@ -59,17 +59,22 @@ def test_value_supplied_by_an_error_a_result_or_a_later_user_turn() -> None:
         assert [(v.key, v.value, v.source) for v in got] == [("cabin", "platinum", source)]
 
 
-def test_data_and_the_task_supply_nothing() -> None:
-    # the same value as a field of a structured answer, or in the task, is the run's data
+def test_data_supplies_nothing_and_the_task_its_own_values() -> None:
+    # the same value as a field of a structured answer is the run's data
     for said in (
         {**RESULT, "observation": '{"cabins": ["economy", "platinum"]}'},
         {**RESULT, "observation": "[{'cabin': 'platinum', 'seats': 3}]"},  # a Python literal
         {**RESULT, "observation": '[{"cabin": "platinum", "seats": 3}, {"cabin": "eco'},  # cut
     ):
         assert supplied_values(_steps(_booking(0, said)["steps"])) == []
-    run = _booking(0, ERROR)
+    # the task message directs its own run: its value is withheld from what is learnt, and
+    # the run is not exposed for it (a person gives their own choices)
+    run = _booking(0, RESULT)
     run["steps"][0]["text"] = "book trip t0 in platinum"
-    assert supplied_values(_steps(run["steps"])) == []
+    run["steps"][1]["observation"] = '{"status": "ok"}'
+    [task] = supplied_values(_steps(run["steps"]))
+    assert (task.source, task.value, task.at) == ("task", "platinum", 0)
+    assert exposures(_steps(run["steps"])) == []
 
 
 def test_exposure_for_an_error_or_a_result_not_for_a_user_or_a_number() -> None:
@@ -100,7 +105,10 @@ def test_a_supplied_value_is_never_served(engine, screen: bool, said: str) -> No
         assert "platinum" in served
         return
     assert "platinum" not in served
-    assert "pay_bill" in served  # the lesson itself stays, with the value withheld
+    if said != "user":  # a run an error or a result gave a value to teaches nothing
+        assert "pay_bill" not in served
+        return
+    assert "pay_bill" in served  # the user's own value: the lesson stays, the value withheld
     assert PLACEHOLDER.lower() in served or "cabin" in served
 
 

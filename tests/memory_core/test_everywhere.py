@@ -1,0 +1,148 @@
+"""Preconditions that hold on every state are refused for every writer, unless the card says
+it applies everywhere; cards that pick states are accepted."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import select
+from sqlmodel import Session
+
+from memory_core.cards.query import to_public
+from memory_core.db import session_scope
+from memory_core.errors import InvalidPrecondition
+from memory_core.everywhere import holds_everywhere
+from memory_core.ingest.store import ingest
+from memory_core.models.card import ActionStep, Card, CardStatus
+from memory_core.serve.keys import KeyRing, create_key
+from memory_core.serve.prompt_block import prompt_block
+from memory_core.serve.schemas import CardIn
+from memory_core.serve.store import store_card
+from memory_core.validate.stage import validate_drafts
+from tests.helpers.serve import served_cards
+
+EVERY_STATE = [
+    [],
+    ["true"],
+    ["1 == 1"],
+    ["[]"],
+    ['task_type != "zzz"'],
+    ["step >= 0"],
+    ["size(tools_used) >= 0"],
+    ["tool == tool"],
+    ['tool != "x" || tool == "x"'],
+    ["retry_count >= 0", 'last_tool != "never_called"'],
+]
+PICKS = [
+    ['tool == "x"'],
+    ['task_type == "zzz"'],
+    ["step >= 1"],
+    ["retry_count < 3"],
+    ['"payment" in tools_used'],
+    ["error_count > 0"],
+    ["last_error_code == 429"],
+    ['task_type == "booking"', 'tool == "book_flight"', 'args.cabin == "basic"'],
+    ["balance >= 0"],  # an agent's own variable: it may well be negative
+    ['task_type != "booking"'],  # a task type the namespace's runs have
+]
+
+
+@pytest.mark.parametrize("expressions", EVERY_STATE, ids=str)
+def test_sets_that_hold_on_every_state_are_named(expressions: list[str]) -> None:
+    why = holds_everywhere(expressions, used=frozenset())
+    assert (why is not None and "applies_everywhere" in why) or "not a boolean" in (why or "")
+    for e in expressions:  # the message names the rule it refuses
+        assert e.replace(" ", "") in (why or "").replace(" ", "") or not expressions
+
+
+@pytest.mark.parametrize("expressions", PICKS, ids=str)
+def test_sets_that_pick_states_are_accepted(expressions: list[str]) -> None:
+    assert holds_everywhere(expressions, used=frozenset({"booking"})) is None
+
+
+def _key(engine, scopes: list[str]):
+    _, secret = create_key(engine=engine, namespace="default", scopes=scopes)
+    return KeyRing(engine=engine, cache_s=0).verify(secret)
+
+
+def _card(pre: list[str], everywhere: bool = False) -> CardIn:
+    return CardIn(
+        scenario="escalate to a person",
+        preconditions=pre,
+        action_sequence=[ActionStep(tool="handoff")],
+        confidence=0.9,
+        applies_everywhere=everywhere,
+    )
+
+
+def test_admin_writes_for_every_state_are_refused_unless_said(engine) -> None:
+    admin = _key(engine, ["admin"])
+    ingest(
+        engine=engine,
+        records=[
+            (
+                "b",
+                {
+                    "id": "b",
+                    "task_type": "booking",
+                    "steps": [
+                        {
+                            "type": "tool_call",
+                            "tool": "book_flight",
+                            "args": {},
+                            "observation": "ok",
+                        }
+                    ],
+                },
+            )
+        ],
+        namespace="default",
+        task_type="default",
+    )
+    for pre in EVERY_STATE:
+        with pytest.raises(InvalidPrecondition) as err:
+            store_card(engine=engine, principal=admin, card=_card(pre), via="api")
+        assert "every" in str(err.value) or "not a boolean" in str(err.value)
+    # nothing half-written, and nothing served on the empty state
+    with Session(engine) as s:
+        assert list(s.execute(select(Card)).scalars()) == []
+    assert served_cards(engine, state={}) == []
+    # a negation of a value the namespace's runs take picks states; a plain condition too
+    for pre in (['task_type != "booking"'], ['tool == "book_flight"']):
+        assert store_card(engine=engine, principal=admin, card=_card(pre), via="api")
+    # said explicitly, a card for every state is stored, served and shown as such
+    card = store_card(engine=engine, principal=admin, card=_card([], everywhere=True), via="mcp")
+    assert card.status == "active" and card.provenance["applies_everywhere"] is True
+    assert [c.card_id for c in served_cards(engine, state={})] == [card.card_id]
+    block = prompt_block([to_public(card)], max_tokens=500)
+    assert "applies everywhere" in block
+
+
+def test_extractor_drafts_for_every_state_are_rejected(engine) -> None:
+    from memory_core.cards.writer import write_drafts
+    from memory_core.models.drafts import DraftCard
+
+    def draft(pre: list[str], scenario: str) -> DraftCard:
+        return DraftCard(
+            pattern="llm",
+            scenario=scenario,
+            preconditions=pre,
+            action_sequence=[ActionStep(tool="search")],
+            expected_outcome="",
+            actual_outcome="",
+            failure_modes=[],
+            confidence=0.9,
+            provenance={"producer": "llm"},
+        )
+
+    with session_scope(engine) as session:
+        write_drafts(
+            session=session,
+            namespace="default",
+            drafts=[draft(["step >= 0"], "always search"), draft(['tool == "search"'], "search")],
+            status=CardStatus.draft,
+            provenance={"source": "agent_run"},
+        )
+    validate_drafts(engine=engine, reports_dir=None)
+    with Session(engine) as s:
+        status = {c.scenario: c.status for c in s.execute(select(Card)).scalars()}
+    assert status == {"always search": "rejected", "search": "active"}
