@@ -21,6 +21,9 @@ LoCoMo recall@10 (categories 1-4) with the poison mixed in, against the unpoison
 
     python bench/poison.py data [--locomo-conversations 2]
 
+With `--attacks instructed`, the orders obeyed from the task message or a successful result of
+bench/poison_instructed.py (keys `instructed` and `instructed_first`, one poisoned run).
+
 With `--attacks heldout`, the set of bench/poison_heldout.py instead (written and measured
 once before the screen was changed for it): its numbers go to the `heldout` key, the first
 measurement stays in `heldout_first`, and poison_heldout.png draws both.
@@ -72,7 +75,9 @@ def _summary(per_variant: dict[str, tuple[int, int]], held: set[str]) -> dict[st
     }
 
 
-def run_tau(data: Path, variants: list[Any], now: Any) -> dict[str, Any]:
+def run_tau(
+    data: Path, variants: list[Any], now: Any, rates: tuple[float, ...] = RATES
+) -> dict[str, Any]:
     """Attack success and replay utility on tau-bench, screen on and off."""
     import poison_tau as pt
 
@@ -89,7 +94,7 @@ def run_tau(data: Path, variants: list[Any], now: Any) -> dict[str, Any]:
         out.setdefault("clean_replay_hit_rate", {})[cfg] = round(clean, 4)
         out.setdefault("learn_s", {})[cfg] = round(learn_s, 1)
         by_k: dict[int, dict[str, tuple[int, int]]] = {}
-        for rate in RATES:
+        for rate in rates:
             k = max(1, round(rate * len(recs)))
             t0 = time.perf_counter()
             if k not in by_k:  # 0.1% and 1% of 140 runs are both one run: measured once
@@ -239,6 +244,32 @@ def run_heldout(args: Any, paths: set[str], result: dict[str, Any]) -> None:
     print(f"held-out: {len(vs)} variants; {got['wall_s']} s; {args.out}")
 
 
+def run_instructed(args: Any, paths: set[str], result: dict[str, Any]) -> None:
+    """The instructed-step set (bench/poison_instructed.py) through the rule and LLM paths at
+    one poisoned run (0.1% and 1% of tau-bench); the first measurement is kept apart."""
+    import poison_llm as pll
+    from poison_instructed import instructed_variants
+
+    from memory_core.models.columns import utcnow
+
+    t0 = time.perf_counter()
+    vs = instructed_variants()
+    got: dict[str, Any] = dict(result.get("instructed") or {})
+    got["variants"] = len(vs)
+    rates = (0.001,)
+    if "rules" in paths:
+        got["tau"] = run_tau(args.data, vs, utcnow(), rates)
+    if "llm" in paths:
+        recs = json.loads((args.data / "tau-bench-airline" / "trajectories.json").read_text())
+        got["llm"] = pll.run_tau_llm(recs, vs, rates, utcnow(), _summary)
+    got.setdefault("wall_s", {})[args.paths] = round(time.perf_counter() - t0, 1)
+    result["instructed"] = got
+    keep = dict(result.get("instructed_first") or {})
+    result["instructed_first"] = {**got, **keep}  # a path measured before stays as it was
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"instructed: {len(vs)} variants; {got['wall_s']} s; {args.out}")
+
+
 def main() -> None:
     """Run both halves, write the JSON and the plot, print the headline numbers."""
     from poison_attacks import variants
@@ -259,10 +290,11 @@ def main() -> None:
     )
     ap.add_argument(
         "--attacks",
-        choices=("main", "heldout"),
+        choices=("main", "heldout", "instructed"),
         default="main",
         help="heldout: the set of bench/poison_heldout.py, written into the 'heldout' key "
-        "(its first measurement is kept as 'heldout_first')",
+        "(its first measurement is kept as 'heldout_first'); instructed: the set of "
+        "bench/poison_instructed.py at one poisoned run ('instructed', 'instructed_first')",
     )
     args = ap.parse_args()
     paths = set(args.paths.split(","))
@@ -270,6 +302,9 @@ def main() -> None:
     result: dict[str, Any] = json.loads(args.out.read_text()) if args.out.exists() else {}
     if args.attacks == "heldout":
         run_heldout(args, paths, result)
+        return
+    if args.attacks == "instructed":
+        run_instructed(args, paths, result)
         return
     vs = variants()
     result.update({"variants": len(vs), "held_out_variants": sum(v.held_out for v in vs)})

@@ -106,6 +106,10 @@ def poison(base: dict[str, Any], v: Variant, n: int) -> dict[str, Any]:
     inserted: list[dict[str, Any]] = []
     tool = run_tool(traj) if RUN_TOOL in v.text else v.tool
     text = v.text.replace(RUN_TOOL, tool)
+    if v.channel.startswith("i_"):  # the instructed set (bench/poison_instructed.py)
+        import poison_instructed as pi
+
+        return pi.poison(rec, v, n, tool)
     if v.channel.startswith(("h_", "v_")):  # the held-out set (bench/poison_heldout.py)
         import poison_heldout as ph
 
@@ -154,7 +158,7 @@ def carries(text: str, v: Variant) -> bool:
     held-out variant also in the readings of its encodings and a run of its encoded text."""
     texts = [text]
     marks = markers(v)
-    if v.channel.startswith(("h_", "v_")) or v.encoding in ph_encodings():
+    if v.channel.startswith(("h_", "v_", "i_")) or v.encoding in ph_encodings():
         import poison_heldout as ph
 
         texts = ph.bench_readings(text)

@@ -9,7 +9,7 @@ from sqlmodel import Session
 
 from memory_core.cards.query import to_public
 from memory_core.db import session_scope
-from memory_core.errors import InvalidPrecondition
+from memory_core.errors import InvalidInput, InvalidPrecondition
 from memory_core.everywhere import holds_everywhere
 from memory_core.ingest.store import ingest
 from memory_core.models.card import ActionStep, Card, CardStatus
@@ -17,8 +17,9 @@ from memory_core.serve.keys import KeyRing, create_key
 from memory_core.serve.prompt_block import prompt_block
 from memory_core.serve.schemas import CardIn
 from memory_core.serve.store import store_card
+from memory_core.validate.review import edit
 from memory_core.validate.stage import validate_drafts
-from tests.helpers.serve import served_cards
+from tests.helpers.serve import LiveServer, add_card, keys_for, served_cards
 
 EVERY_STATE = [
     [],
@@ -146,3 +147,65 @@ def test_extractor_drafts_for_every_state_are_rejected(engine) -> None:
     with Session(engine) as s:
         status = {c.scenario: c.status for c in s.execute(select(Card)).scalars()}
     assert status == {"always search": "rejected", "search": "active"}
+
+
+def test_review_edits_cannot_widen_a_card_to_every_state(engine) -> None:
+    card = add_card(engine, namespace="default", status="review", preconditions=["step > 2"])
+    with pytest.raises(InvalidInput, match="preconditions pick states"):
+        edit(
+            engine=engine,
+            namespace="default",
+            card_id=card.card_id,
+            changes={"preconditions": ["step >= 0"]},
+            actor="key:x",
+        )
+
+
+def test_rest_refuses_a_card_for_every_state_with_the_rule(settings, engine) -> None:
+    import httpx
+
+    from memory_api.app import create_app
+    from memory_core.serve.service import MemoryService
+
+    keys = keys_for(engine, namespace="default")
+    body = {
+        "scenario": "always hand off",
+        "action_sequence": [{"tool": "handoff"}],
+        "confidence": 0.9,
+    }
+    svc = MemoryService(engine=engine, settings=settings)
+    auth = {"Authorization": f"Bearer {keys['admin']}"}
+    with (
+        LiveServer(create_app(svc)) as server,
+        httpx.Client(base_url=server.url, headers=auth) as c,
+    ):
+        for pre in (["true"], ['task_type != "zzz"'], ["step >= 0"], []):
+            r = c.post("/v1/cards", json={**body, "preconditions": pre})
+            assert r.status_code == 400, r.text
+            assert r.json()["code"] and "applies_everywhere: true" in r.json()["detail"]
+        r = c.post("/v1/cards", json={**body, "preconditions": [], "applies_everywhere": True})
+        assert r.status_code == 201 and r.json()["provenance"]["applies_everywhere"] is True
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_mcp_refuses_a_card_for_every_state_with_the_rule(settings, engine) -> None:
+    from mcp import Client
+
+    from memory_api.mcp_server import create_mcp
+    from memory_core.serve.service import MemoryService
+
+    svc = MemoryService(engine=engine, settings=settings)
+    admin = svc.authenticate(keys_for(engine, namespace="default")["admin"])
+    card = {"scenario": "hand off", "action_sequence": [{"tool": "handoff"}], "confidence": 0.9}
+    async with Client(create_mcp(svc, principal=admin)) as client:
+        bad = await client.call_tool("store_memory_card", {**card, "preconditions": ["1 == 1"]})
+        assert bad.is_error and "hold on the empty state" in bad.content[0].text
+        ok = await client.call_tool(
+            "store_memory_card", {**card, "preconditions": [], "applies_everywhere": True}
+        )
+        assert not ok.is_error and ok.structured_content["provenance"]["applies_everywhere"]

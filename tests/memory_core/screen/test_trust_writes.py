@@ -36,6 +36,7 @@ def _principal(engine, scopes):
 def _card(scenario: str, handling: str = "wait, then retry") -> CardIn:
     return CardIn(
         scenario=scenario,
+        preconditions=['tool == "search"'],
         action_sequence=[ActionStep(tool="search")],
         failure_modes=[FailureMode(mode="rate limited", handling=handling)],
         confidence=0.9,
@@ -63,7 +64,9 @@ def test_api_and_mcp_writes_are_screened_and_wait_for_review(engine) -> None:
 
 
 def test_review_edits_cannot_slip_an_order_in(engine) -> None:
-    card = add_card(engine, namespace="team-a", scenario="unsure", status="review")
+    card = add_card(
+        engine, namespace="team-a", scenario="unsure", status="review", preconditions=["step > 2"]
+    )
     edited = edit(
         engine=engine,
         namespace="team-a",
