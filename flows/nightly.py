@@ -22,6 +22,7 @@ from flows.stages import RunOutcome, count_dead_letters, final_state, redrive_if
 from flows.summary import NightlySummary
 from memory_core.settings import Settings
 from tasks.facts import facts_task
+from tasks.gate import gate_task
 from tasks.ingest import ingest_source
 from tasks.validate import validate_task
 
@@ -62,6 +63,7 @@ def run_nightly(params: NightlyParams, settings: Settings) -> NightlySummary:
         "consolidate", lambda: run_consolidate(params.consolidate, settings), s.consolidation, out
     )
     out.failures += s.consolidation.failures
+    stage("gate", lambda: gate_task(params.retrospect.namespace, settings), None, out)
     # last: the cap ranks the set that validation just grew
     s.decay = stage(
         "decay",

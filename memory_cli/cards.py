@@ -96,9 +96,23 @@ def show(card_id: str, namespace: NamespaceOpt = None, fmt: FormatOpt = Format.t
             return
         from memory_cli.effects import effect_cell
 
-        fields = card.model_dump(mode="json", exclude={"evidence", "effect"})
+        fields = card.model_dump(mode="json", exclude={"evidence", "effect", "backtest"})
         fields["effect"] = effect_cell(card.effect)
         table(f"card {card.card_id}", ["field", "value"], [[k, v] for k, v in fields.items()])
+        if card.backtest is not None:
+            b = card.backtest
+            verdict = "served" if b.serve else "waits in review"
+            console.print(
+                f"backtest: {verdict}: {b.reason}\n  {b.groups} task group(s), {b.checked} later "
+                f"runs checked, {b.fired} warnings fired, {b.right} right, {b.wrong} wrong"
+                + (f", lower bound {b.low:.2f}" if b.low is not None else "")
+            )
+            if b.runs:
+                table(
+                    "backtest warnings (latest first)",
+                    ["run", "call", "tool", "right", "error"],
+                    [[r["run"], r["call"], r["tool"], r["right"], r["error"]] for r in b.runs],
+                )
         table(
             "evidence",
             ["trajectory", "step", "condition", "result"],

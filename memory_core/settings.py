@@ -16,6 +16,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from memory_core.ingest.limits import InputLimits
 from memory_core.settings_groups import (
     EmbeddingSettings,
+    GateSettings,
     HoldoutSettings,
     LLMSettings,
     QdrantSettings,
@@ -194,6 +195,7 @@ class Settings(BaseSettings):
     ranking: RankingWeights = RankingWeights()
     serve: ServeSettings = ServeSettings()
     review: ReviewRules = ReviewRules()
+    gate: GateSettings = GateSettings()
     decay: DecayRules = DecayRules()
     holdout: HoldoutSettings = HoldoutSettings()
 

@@ -112,6 +112,25 @@ class RetrospectSettings(BaseModel):
     """a claimed batch returns to the pool after this (a crashed worker)"""
 
 
+class GateSettings(BaseModel):
+    """When a learned lesson is served (HINDSIGHT_GATE__...; memory_core.backtest)."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    enabled: bool = True
+    """False: validation's confidence threshold alone decides what is served"""
+    min_groups: int = Field(default=2, ge=1)
+    """task groups whose runs must support a lesson (an operator's write or approval waives it)"""
+    precision: float = Field(default=0.5, ge=0.0, lt=1.0)
+    """mostly right: the lower bound of the share of right warnings must reach this"""
+    z: float = Field(default=1.645, gt=0)
+    """width of that bound (1.645: one-sided 95%)"""
+    min_fired: int = Field(default=5, ge=1)
+    """warnings on later runs before the share is judged (fewer: not yet measured)"""
+    max_runs: int = Field(default=2000, ge=1)
+    """the namespace's latest runs the backtest replays"""
+
+
 class ReviewRules(BaseModel):
     """What sends a card to a person's review queue (HINDSIGHT_REVIEW__...)."""
 

@@ -16,6 +16,7 @@ from memory_core.cards.filters import CardFilter, card_filters
 from memory_core.effects.estimate import HarmsTest, estimate
 from memory_core.effects.fdr import harms_tests
 from memory_core.errors import NotFound
+from memory_core.models.backtest import CardBacktest
 from memory_core.models.card import Card, CardEvidence, CardPublic, CardStatus, EvidenceTriple
 from memory_core.preconditions import compile_stored
 from memory_core.redact.fields import redact_evidence, redact_fields
@@ -123,7 +124,11 @@ def get_card(
         .all()
     )
     tests = harms_tests(session.connection(), rules=rules or EffectRules(), namespaces=[namespace])
-    return to_public(card, ev, rules=rules, harms=tests.get(card_id))
+    public = to_public(card, ev, rules=rules, harms=tests.get(card_id))
+    gate = session.get(CardBacktest, card_id)  # the serving gate's figures (memory_core.backtest)
+    if gate is not None:
+        public.backtest = gate.figures()
+    return public
 
 
 def example_state(*, session: Session, namespace: str) -> dict[str, Any] | None:

@@ -1,6 +1,7 @@
 """SQLModel tables and their public/create shapes."""
 
 from memory_core.models.api_key import ApiKey
+from memory_core.models.backtest import BacktestFigures, CardBacktest
 from memory_core.models.card import (
     ActionStep,
     Card,
@@ -31,8 +32,10 @@ from memory_core.models.validation import ValidationRun
 __all__ = [
     "ActionStep",
     "ApiKey",
+    "BacktestFigures",
     "Card",
     "CardArchive",
+    "CardBacktest",
     "CardBase",
     "CardChange",
     "CardCreate",

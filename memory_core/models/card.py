@@ -12,6 +12,7 @@ from sqlalchemy import Index, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
 from memory_core.effects.estimate import Effect
+from memory_core.models.backtest import BacktestFigures
 from memory_core.models.columns import json_column, new_id, utc_column, utcnow
 
 
@@ -203,6 +204,7 @@ class CardPublic(CardBase):
     subject: str | None = None
     speaker: str | None = None
     standing: str | None = None
+    backtest: BacktestFigures | None = None  # the serving gate's figures (memory_core.backtest)
 
 
 class CardEvidence(SQLModel, table=True):
