@@ -38,11 +38,13 @@ def test_any_folder_of_a_project_opens_its_store(env_for, settings, tmp_path, mo
         )
         assert not (project / "examples" / STORE_DIR).exists()
     assert nearest_store(project / "examples" / "deep") == project / STORE_DIR
+    monkeypatch.delenv("HINDSIGHT_DATA_DIR", raising=False)  # `make test` exports one
     assert Settings().data_dir == project / STORE_DIR  # found the same way by every entry
 
 
 def test_outside_any_project_the_user_data_directory(tmp_path, monkeypatch, env_for) -> None:
     monkeypatch.chdir(tmp_path)
+    assert nearest_store(tmp_path) is None, "a .hindsight folder above the test's own"
     env = {k: v for k, v in _found_env(env_for, tmp_path).items() if "DATABASE_URL" not in k}
     proc = hindsight(env, "status", "--format", "json")
     assert json.loads(proc.stdout)["cards"] == {}
