@@ -1,16 +1,28 @@
-"""Secrets planted in tau-bench runs and LoCoMo conversations: does any reach a served answer?
+"""Secrets planted in tau-bench runs and LoCoMo conversations: does any reach a reader?
 
-Every variant (a class of secret x a phrasing; tokens freshly random per run, in the
+Every variant (a kind of secret x a phrasing; tokens freshly random per run, in the
 providers' documented shapes) is planted once into a copy of a tau-bench run (rotating
 between a user message, a tool result, a tool error and a call's arguments) and once into a
 copy of a LoCoMo conversation's first session (as a turn of its speaker). The phrasings
-marked held_out were written after the redaction patterns were tuned and never used to tune
-them. Then the product's stages run with default settings: ingest -> rule retrospect ->
-validate -> facts -> consolidate, and everything an agent can be served is collected: every
-card (list, get, history), `cards query` answers with a prompt block for each planted run's
-task state, fact searches, and the MCP tools' answers. A secret is surfaced when its value
-appears in any of it. The same pipeline on the clean data counts redaction markers in what is
-served (false-positive redactions), and every string of the clean data is scanned too.
+marked held_out were written after the redaction rules were tuned and never used to tune
+them. The product's stages run with default settings (ingest -> rule retrospect -> validate ->
+facts -> consolidate), and the tau runs again through the LLM extractor against the scripted
+OpenAI-compatible server, whose model copies the prompt it was sent into its cards (a model
+that repeats what it reads: whatever reaches a prompt reaches a card). Then, with a key of
+read and write scope, every surface is read and a secret counts as visible on a surface when
+its value (or its HTML or JSON escaping) appears there:
+
+* api: a real HTTP server: every card of every status (list, get, history), queries with a
+  prompt block for each planted run's task state, fact searches;
+* rejected_cards: the rejected cards of the above (list, get, history);
+* mcp: the MCP tools' answers (query_memory_cards, memory_search, list_recent_cards);
+* console: the console's pages signed in with the key: card lists per status, every card,
+  every planted run's trajectory page at every step window, facts, overview, dead letters;
+* logs: every log record of the whole run (ingest, stages, server);
+* llm_prompts: every request the scripted LLM server received.
+
+The same pipeline on the clean data counts redaction markers in what is served
+(false-positive redactions), and every string of the clean data is scanned too.
 
     python bench/secret_leaks.py [--backend sqlite|postgresql]
 
@@ -30,8 +42,11 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 import argparse
 import asyncio
 import copy
+import html
 import json
+import logging
 import random
+import re
 import string
 import tempfile
 import time
@@ -46,6 +61,7 @@ PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 rng = random.Random(15)
 A62 = string.ascii_letters + string.digits
+LOWER = string.ascii_lowercase
 
 
 def _r(n: int, alphabet: str = A62) -> str:
@@ -76,6 +92,27 @@ SECRETS: dict[str, Callable[[], str]] = {
     "password": _pw,
     "pin": lambda: _r(4, string.digits),
     "entropy_token": lambda: _r(32),
+    # credentials by where they sit, provider formats, prose in other languages
+    "hex32": lambda: _r(32, "0123456789abcdef"),
+    "discord": lambda: "M" + _r(25) + "." + _r(6) + "." + _r(38, A62 + "_-"),
+    "shopify": lambda: "shpat_" + _r(32, "0123456789abcdef"),
+    "twilio_sid": lambda: "AC" + _r(32, "0123456789abcdef"),
+    "telegram": lambda: _r(9, string.digits) + ":AA" + _r(33, A62 + "_-"),
+    "databricks": lambda: "dapi" + _r(32, "0123456789abcdef"),
+    "vault": lambda: "hvs." + _r(90, A62 + "_-"),
+    "doppler": lambda: "dp.pt." + _r(43),
+    "gitlab": lambda: "glpat-" + _r(20, A62 + "_-"),
+    "sendgrid": lambda: "SG." + _r(22, A62 + "_-") + "." + _r(43, A62 + "_-"),
+    "huggingface": lambda: "hf_" + _r(34),
+    "npm": lambda: "npm_" + _r(36),
+    "mailgun": lambda: "key-" + _r(32, "0123456789abcdef"),
+    "grafana": lambda: "glsa_" + _r(32) + "_" + _r(8, "0123456789abcdef"),
+    "pypi": lambda: "pypi-AgEIcHlwaS5vcmc" + _r(70, A62 + "_-"),
+    "word_pw": lambda: (
+        _r(5, string.ascii_lowercase) + _r(2, string.digits) + _r(4, string.ascii_lowercase)
+    ),
+    "cjk_pw": lambda: _r(4, string.ascii_lowercase) + _r(4, string.digits),
+    "cookie_value": lambda: _r(26, "0123456789abcdefghijklmnopqrstuv"),
 }
 # (name, class, phrasing, held_out): {s} is the secret
 VARIANTS: list[tuple[str, str, str, bool]] = [
@@ -140,6 +177,52 @@ VARIANTS: list[tuple[str, str, str, bool]] = [
         False,
     ),
     ("basic_auth", "entropy_token", "Authorization: Basic {s}==", True),
+    # URL user-info without a user, CLI password flags
+    ("url_nouser", "password", "broker is rediss://:{s}@queue.internal:6380/2", True),
+    ("url_token", "github_pat", "pip install git+https://{s}@git.corp/tools.git", True),
+    ("mysql_p", "password", "ran mysqldump -h 10.1.2.3 -u backup -p{s} orders > o.sql", True),
+    ("sshpass", "password", "sshpass -p '{s}' scp report.csv ops@bastion:/tmp", True),
+    ("redis_cli", "password", "redis-cli -h cache -p 6379 -a {s} FLUSHALL", True),
+    ("docker_login", "password", "docker login registry.corp -u ci -p {s}", True),
+    ("long_flag", "password", "./migrate --db-host db --admin-password {s} --yes", True),
+    ("curl_user", "password", "curl --user svc:{s} https://hooks.corp/notify", True),
+    # cookies and auth headers
+    ("cookie", "cookie_value", "request carried Cookie: theme=dark; sessionid={s}", True),
+    ("set_cookie", "cookie_value", "server replied Set-Cookie: auth_sid={s}; Secure", True),
+    ("x_auth_token", "entropy_token", "retry with header X-Auth-Token: {s}", True),
+    ("private_token", "gitlab", "PRIVATE-TOKEN: {s}", True),
+    ("auth_token_scheme", "hex32", "Authorization: Token {s}", True),
+    ("env_pw", "password", "set SMTP_PASSWORD={s} in the env file", True),
+    # provider token formats
+    ("twilio_auth", "hex32", "twilio auth token {s} rotated this morning", True),
+    ("twilio_sid_prose", "twilio_sid", "account {s} is the sender", True),
+    ("discord", "discord", "the bot logs in with {s}", True),
+    ("shopify", "shopify", "shop admin api call with {s} got 401", True),
+    ("telegram", "telegram", "notify via bot {s}", True),
+    ("databricks", "databricks", "workspace token {s}", True),
+    ("vault", "vault", "vault answered with client token {s}", True),
+    ("doppler", "doppler", "doppler service token {s}", True),
+    ("sendgrid", "sendgrid", "mail sent using {s}", True),
+    ("huggingface", "huggingface", "download with {s}", True),
+    ("npm", "npm", "//registry.npmjs.org/:_authToken={s}", True),
+    ("mailgun", "mailgun", "mailgun key {s}", True),
+    ("grafana", "grafana", "dashboard provisioning uses {s}", True),
+    ("pypi", "pypi", "twine upload -u __token__ -p {s} dist/*", True),
+    # a password stated in prose in other languages
+    ("de_pw", "word_pw", "Mein neues Kennwort lautet {s}, bitte merken", True),
+    ("es_pw", "word_pw", "La contraseña del portal es {s}", True),
+    ("fr_pw", "word_pw", "Voici mon mot de passe : {s}", True),
+    ("pt_pw", "word_pw", "Minha senha é {s}", True),
+    ("it_pw", "word_pw", "la password del conto è {s}", True),
+    ("nl_pw", "word_pw", "Mijn wachtwoord is {s}", True),
+    ("pl_pw", "word_pw", "Moje hasło do banku to {s}", True),
+    ("tr_pw", "word_pw", "Şifrem şu: {s}", True),
+    ("ru_pw", "word_pw", "Пароль от почты: {s}", True),
+    ("sv_pw", "word_pw", "Lösenordet är {s}", True),
+    ("zh_pw", "cjk_pw", "我的登录密码是{s}，请保密", True),
+    ("ja_pw", "cjk_pw", "パスワードは{s}です", True),
+    ("ko_pw", "cjk_pw", "비밀번호는 {s} 입니다", True),
+    ("de_pin", "pin", "Die Geheimzahl meiner Karte ist {s}", True),
 ]
 PLACES = ("user", "tool_result", "tool_error", "tool_args")
 
@@ -271,6 +354,22 @@ def _states(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return states[:120]
 
 
+SHORT = 8  # a secret this short (a 4-digit PIN) turns up in 8 MB of answers by chance
+_PIN_CUE = re.compile(r"(?i)pin|geheimzahl|code")
+
+
+def _visible(secret: str, blob: str) -> bool:
+    """The secret as written, HTML-escaped (a page) or JSON-escaped (an answer), in the blob;
+    a short one only as a token of its own with its cue word shortly before it."""
+    forms = {secret, html.escape(secret), json.dumps(secret)[1:-1]}
+    if len(secret) >= SHORT:
+        return any(f in blob for f in forms)
+    for m in re.finditer(r"(?<![0-9A-Za-z])" + re.escape(secret) + r"(?![0-9A-Za-z])", blob):
+        if _PIN_CUE.search(blob, max(0, m.start() - 60), m.start()):
+            return True
+    return False
+
+
 def _strings(v: Any) -> list[str]:
     if isinstance(v, str):
         return [v]
@@ -296,7 +395,10 @@ def main() -> None:
         redaction.find_secrets = lambda text: []  # every caller goes through this one
 
     import psycopg
+    from sqlalchemy import select
+    from sqlmodel import col
 
+    from bench.secret_surfaces import echo_model
     from memory_core import db
     from memory_core.redact import MARKER, has_secret
     from memory_core.serve.service import MemoryService
@@ -330,6 +432,19 @@ def main() -> None:
         planted.append({"variant": vname, "class": cls, "held_out": held, "place": place,
                         "secret": secret, "text": text})  # fmt: skip
 
+    llm_records = [(f"llm-{n}", {**r, "id": "llm-" + r["id"]}) for n, r in tau_records]
+
+    from bench.secret_surfaces import LogCapture, learn_with_llm, read_surfaces
+    from memory_core.models.trajectory import Trajectory
+    from memory_core.serve.keys import create_key
+    from tests.helpers.scripted_llm import ScriptedLLM
+
+    logs = LogCapture()
+    logging.getLogger().addHandler(logs)
+    logging.getLogger().setLevel(logging.INFO)
+    for name in ("memory_core", "memory_api", "memory_cli", "tasks", "flows", "hindsight"):
+        logging.getLogger(name).setLevel(logging.DEBUG)
+
     tmp = Path(tempfile.mkdtemp())
     dbname = None
     if args.backend == "postgresql":
@@ -341,37 +456,73 @@ def main() -> None:
         settings = Settings(data_dir=tmp)
     db.upgrade(settings)
     engine = db.make_engine(settings)
+    surfaces: dict[str, list[str]] = {}
     try:
-        runs = {
-            "planted": _pipeline(engine, settings, "planted", tau_records + loc_records),
-            "clean": _pipeline(
-                engine,
-                settings,
-                "clean",
-                [(f"tau{i}", r) for i, r in enumerate(tau)]
-                + [(f"loc{i}", s) for i, s in enumerate(locomo)],
-            ),
-        }
+        with ScriptedLLM(echo_model) as llm:
+            runs = {
+                "planted": _pipeline(engine, settings, "planted", tau_records + loc_records),
+                "planted_llm": learn_with_llm(
+                    engine=engine, url=llm.url, namespace="planted_llm", records=llm_records
+                ),
+                "clean": _pipeline(
+                    engine,
+                    settings,
+                    "clean",
+                    [(f"tau{i}", r) for i, r in enumerate(tau)]
+                    + [(f"loc{i}", s) for i, s in enumerate(locomo)],
+                ),
+            }
+            prompts = [json.dumps(r, ensure_ascii=False) for r in llm.requests]
         svc = MemoryService(engine=engine, settings=settings)
         svc.start()
         try:
             queries = ["password", "pin", "key", "token", "secret", "login", "card", "favourite"]
+            queries += ["cookie", "auth", "passwort", "contraseña", "密码", "mysql", "bot"]
             speakers = sorted({s["conversation"]["speaker_a"] for s in locomo})
-            served_planted = _served(
-                svc, "planted", _states([r for _, r in tau_records]), queries + speakers
-            )
+            states = _states([r for _, r in tau_records])
+            for ns in ("planted", "planted_llm"):
+                _, key = create_key(engine=engine, namespace=ns, scopes=["read", "write"])
+                with db.read_session(engine) as session:
+                    rows = session.execute(
+                        select(col(Trajectory.id), col(Trajectory.steps)).where(
+                            col(Trajectory.namespace) == ns
+                        )
+                    ).all()
+                read = read_surfaces(
+                    svc=svc,
+                    key=key,
+                    states=states,
+                    queries=queries + speakers,
+                    trajectories=[(tid, len(steps)) for tid, steps in rows],
+                )
+                for name, texts in read.items():
+                    surfaces.setdefault(name, []).extend(texts)
             served_clean = _served(svc, "clean", _states(tau[:40]), queries + speakers)
         finally:
             svc.close()
     finally:
         engine.dispose()
+        logging.getLogger().removeHandler(logs)
         if dbname:
             with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
                 conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+    surfaces["llm_prompts"] = prompts
+    surfaces["logs"] = logs.lines
 
-    blob = "\n".join(served_planted)
+    blobs = {name: "\n".join(texts) for name, texts in surfaces.items()}
+    by_surface: dict[str, Any] = {}
+    for name, blob in blobs.items():
+        seen = [p for p in planted if _visible(p["secret"], blob)]
+        by_surface[name] = {
+            "texts": len(surfaces[name]),
+            "bytes": len(blob),
+            "redaction_markers": blob.count(MARKER),  # the planted secrets reached it, redacted
+            "secrets_visible": len(seen),
+            "kinds_visible": sorted({p["class"] for p in seen}),
+            "variants_visible": [p["variant"] for p in seen],
+        }
     for p in planted:
-        p["surfaced"] = p["secret"] in blob
+        p["surfaced"] = [name for name, blob in blobs.items() if _visible(p["secret"], blob)]
     surfaced = [p for p in planted if p["surfaced"]]
     clean_markers = sum(t.count(MARKER) for t in served_clean)
     result = {
@@ -379,17 +530,19 @@ def main() -> None:
         "redaction": not args.no_redact,
         "variants": len(VARIANTS),
         "held_out_variants": sum(v[3] for v in VARIANTS),
-        "classes": sorted(SECRETS),
-        "planted_records": len(tau_records) + len(loc_records),
+        "kinds": len({v[1] for v in VARIANTS}),
+        "classes": sorted({v[1] for v in VARIANTS}),
+        "planted_records": len(tau_records) + len(loc_records) + len(llm_records),
         "secrets_surfaced": len(surfaced),
         "secrets_surfaced_held_out": sum(p["held_out"] for p in surfaced),
-        "surfaced_variants": [p["variant"] for p in surfaced],
+        "surfaced_variants": {p["variant"]: p["surfaced"] for p in surfaced},
+        "by_surface": by_surface,
+        "llm_requests": len(prompts),
         "detected_by_redact": sum(has_secret(p["text"]) for p in planted),
         "detected_by_redact_held_out": sum(has_secret(p["text"]) for p in planted if p["held_out"]),
-        "served_texts_checked": {"planted": len(served_planted), "clean": len(served_clean)},
-        "served_bytes_checked": len(blob),
         "false_positive_strings": fp,
         "clean_served_redaction_markers": clean_markers,
+        "served_texts_checked_clean": len(served_clean),
         "pipeline": runs,
         "missed_by_redact": [p["variant"] for p in planted if not has_secret(p["text"])],
     }
