@@ -177,7 +177,7 @@ def router(console: Console) -> APIRouter:
             by_status=bars(sorted(c.by_status.items(), key=lambda kv: -kv[1])),
             confidence=bars(conf),
             uses=bars([(d[5:], n) for d, n in days]),
-            failures=bars(failures),
+            failures=bars([(redact(m), n) for m, n in failures]),
             sample=pictures.FAILURE_SAMPLE,
         )
 

@@ -18,6 +18,7 @@ from fastapi.templating import Jinja2Templates
 from memory_api.errors import status_of
 from memory_api.ui.session import COOKIE, ConsoleUser, Sessions
 from memory_core.errors import HindsightError
+from memory_core.redact import redact
 from memory_core.serve.service import MemoryService
 
 HERE = Path(__file__).parent
@@ -28,6 +29,9 @@ CSP = (
 )
 templates = Jinja2Templates(directory=str(HERE / "templates"))
 templates.env.filters["pretty"] = lambda v: json.dumps(v, indent=2, sort_keys=True, default=str)
+# text from stored rows (card lists, facts, charts) redacted as the service's answers are:
+# a row written before redaction, or by another tool, shows no secret on a page
+templates.env.filters["redacted"] = lambda v: redact(str(v)) if v else v
 templates.env.filters["short"] = lambda v: str(v)[:8]
 templates.env.filters["when"] = lambda v: v.strftime("%Y-%m-%d %H:%M") if v else "never"
 

@@ -132,3 +132,35 @@ def test_the_trajectory_page_in_a_browser(run_site) -> None:
                 assert _visible(page.locator("main").inner_text()) == []
         finally:
             browser.close()
+
+
+def test_console_lists_redact_cards_and_facts_written_before_redaction(run_site, engine) -> None:
+    # rows written straight into the table (an old row, another tool): the pages still redact
+    from memory_core.db import session_scope
+    from memory_core.models.card import Card
+    from tests.helpers.serve import add_card
+
+    base, keys, _ = run_site
+    add_card(
+        engine,
+        namespace="team-a",
+        scenario=f"log in to redis://:{SECRETS['url']}@cache first",
+        modes=[{"mode": f"Cookie: sessionid={SECRETS['cookie']}", "handling": "retry"}],
+    )
+    for i, value in enumerate(
+        (f"Mein Passwort lautet {SECRETS['prose']}", f"bot {SECRETS['bot']}")
+    ):
+        fact = add_card(engine, namespace="team-a", scenario=f"creds {i}", kind="fact")
+        with session_scope(engine) as s:
+            row = s.get(Card, fact.card_id)
+            row.key, row.value = "ops", value
+    with signed_in(base, keys["read"]) as c:
+        pages = [
+            c.get("/ui/cards").text,
+            c.get("/ui/facts").text,
+            c.get("/ui/facts", params={"q": "ops"}).text,
+            c.get("/ui/overview").text,
+        ]
+    assert all(r for r in pages)
+    assert _visible("\n".join(pages)) == []
+    assert "[REDACTED:" in pages[0]
