@@ -181,3 +181,28 @@ def test_the_llm_subject_user_is_the_person_the_run_names(engine) -> None:
     (card,) = _facts(engine)
     assert (card.key, card.subject, card.speaker) == ("acct_5.membership", "acct-5", "acct-5")
     assert card.standing == "corroborated"
+
+
+def test_the_migration_makes_facts_read_from_statements_claims(settings, engine) -> None:
+    from alembic import command
+
+    from memory_core import db
+    from memory_core.screen.provenance import Origin
+
+    said = write_fact(
+        engine=engine,
+        namespace="ns",
+        fact=FactIn(key="dev.lives_in", value="Oslo", source={"speaker": "Dev"}),
+        actor="facts-rules",
+        origin=Origin.user,
+    )
+    written = write_fact(
+        engine=engine, namespace="ns", fact=FactIn(key="db", value="PG"), actor="t"
+    )
+    # the rows as an earlier version left them (no standing, speaker or subject), migrated
+    command.downgrade(db.alembic_config(settings.sqlalchemy_url), "0017")
+    db.upgrade(settings, "head")
+    with Session(engine) as s:
+        old_said, old_written = s.get(Card, said.card_id), s.get(Card, written.card_id)
+        assert (old_said.standing, old_said.speaker) == ("claim", "Dev")
+        assert (old_written.standing, old_written.speaker) == ("operator", None)
