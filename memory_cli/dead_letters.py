@@ -24,6 +24,7 @@ def list_cmd(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Dead letters with their error, the parts parked and how many times they were claimed."""
+    from memory_core.redact import redact
     from memory_core.retrospect.dead_letters import dead_letter_error, dead_parts, list_dead_letters
 
     with fail_on_errors():
@@ -38,7 +39,7 @@ def list_cmd(
                         "namespace": r.namespace,
                         "attempts": r.attempts,
                         "parts": [p.part for p in dead_parts(r)],
-                        "error": dead_letter_error(r),
+                        "error": redact(dead_letter_error(r)),  # as the console shows it
                     }
                     for r in rows
                 ]
@@ -48,7 +49,10 @@ def list_cmd(
         table(
             f"dead letters: {shown_of(len(rows), total)}",
             ["id", "key", "namespace", "attempts", "error"],
-            [[str(r.id), r.key[:40], r.namespace, r.attempts, dead_letter_error(r)] for r in rows],
+            [
+                [str(r.id), r.key[:40], r.namespace, r.attempts, redact(dead_letter_error(r))]
+                for r in rows
+            ],
         )
         if len(rows) < total:
             console.print(f"all of them: --limit {total}", markup=False)
