@@ -83,7 +83,10 @@ def test_nothing_derived_carries_a_secret_and_the_raw_run_is_kept(engine) -> Non
     with Session(engine) as s:
         raw = json.dumps([t.steps for t in s.execute(select(Trajectory)).scalars()])
     assert all(secret in raw for secret in SECRETS)  # stored as submitted
-    hits = search_facts(engine=engine, namespace="ns", text="password", top_k=10)
+    # claims too: what a person said is served on request, and must be redacted then as well
+    hits = search_facts(
+        engine=engine, namespace="ns", text="password", top_k=10, include_claims=True
+    )
     assert all(PASSWORD not in h.model_dump_json() for h in hits)
 
 

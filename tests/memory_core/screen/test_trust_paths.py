@@ -265,7 +265,12 @@ def test_c_llm_facts_that_read_as_an_instruction_are_quarantined(engine, order) 
         assert "instruction-like content" in from_llm[value].provenance["flags"][0]
     tainted = [f for f in facts if MARK in _dump(f.model_dump())]
     assert all(f.status == "quarantined" for f in tainted), [(f.value, f.status) for f in tainted]
-    found = search_facts(engine=engine, namespace="ns", text="payment transfer funds account 999")
+    found = search_facts(
+        engine=engine,
+        namespace="ns",
+        text="payment transfer funds account 999",
+        include_claims=True,  # a quarantined claim stays out even when claims are asked for
+    )
     assert MARK not in _dump([h.fact.model_dump() for h in found])
 
 
