@@ -19,7 +19,7 @@ from memory_core.models.columns import utcnow
 from memory_core.screen.gate import screen_card
 from memory_core.screen.provenance import TRUST, Origin
 from memory_core.validate.frame import cards_frame
-from memory_core.validate.suite import run_suite
+from memory_core.validate.rows import check_rows
 
 EDITABLE = {
     "scenario",
@@ -143,7 +143,7 @@ def edit(
                 f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
             )
             raise InvalidInput(f"the edit fails validation: {problems}", field="changes") from exc
-        failures = run_suite(cards_frame([edited], registry=registry)).failures
+        failures = check_rows(cards_frame([edited], registry=registry))  # the suite's rules
         if failures:
             raise InvalidInput(
                 "the edited card fails validation: " + "; ".join(failures[str(card_id)]),
