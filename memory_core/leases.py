@@ -17,7 +17,10 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import socket
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import TypeVar
@@ -117,3 +120,87 @@ def card_namespaces(*, engine: Engine) -> list[str]:
 
     with Session(engine) as session:
         return sorted(session.execute(select(col(Card.namespace)).distinct()).scalars())
+
+
+# Trajectory claims (status "processing", lease_owner, lease_until) are rows, not locks: a
+# worker killed mid-batch leaves them until lease_until. Its owner id names its host and
+# process ("host:pid:nonce", retrospect.claims.worker_id), so a claim whose process is
+# provably gone (this host, no such process) is given back at once instead.
+
+
+def owner_gone(owner: str, *, host: str | None = None) -> bool:
+    """True when the claim's owner ran on this host and its process no longer exists."""
+    parts = owner.rsplit(":", 2)
+    if len(parts) != 3 or not parts[1].isdigit():
+        return False  # not a worker id we can check: wait for its lease to end
+    here = (host if host is not None else socket.gethostname())[:24]
+    pid = int(parts[1])
+    if parts[0] != here or pid == os.getpid() or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # a process of another user holds that pid: alive
+        return False
+    return False
+
+
+def release_dead_claims(*, engine: Engine, namespace: str | None = None) -> int:
+    """Give back the live-looking claims whose worker process is gone; how many runs."""
+    from sqlalchemy import select, update
+    from sqlmodel import col
+
+    from memory_core.db import session_scope
+    from memory_core.models.columns import utcnow
+    from memory_core.models.trajectory import Trajectory, TrajectoryStatus
+
+    t, processing = Trajectory, TrajectoryStatus.processing.value
+    held = (col(t.status) == processing) & (col(t.lease_until) >= utcnow())
+    if namespace is not None:
+        held = held & (col(t.namespace) == namespace)
+    with session_scope(engine) as session:
+        owners = session.execute(select(col(t.lease_owner)).where(held).distinct()).scalars()
+        gone = [o for o in owners if o and owner_gone(o)]
+        if not gone:
+            return 0
+        result = session.execute(
+            update(t)
+            .where(col(t.lease_owner).in_(gone), col(t.status) == processing)
+            .values(status=TrajectoryStatus.pending.value, lease_owner=None, lease_until=None)
+        )
+        return int(result.rowcount)  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class HeldClaims:
+    """Runs a live worker holds: whose, how many, until when (UTC)."""
+
+    owner: str
+    runs: int
+    until: datetime
+
+
+def held_claims(*, engine: Engine, namespace: str | None = None) -> list[HeldClaims]:
+    """The claims other workers hold now, by worker (after giving back the dead ones')."""
+    from sqlalchemy import func, select
+    from sqlmodel import Session, col
+
+    from memory_core.models.columns import utcnow
+    from memory_core.models.trajectory import Trajectory, TrajectoryStatus
+
+    release_dead_claims(engine=engine, namespace=namespace)
+    t = Trajectory
+    q = (
+        select(col(t.lease_owner), func.count(), func.max(col(t.lease_until)))
+        .where(
+            col(t.status) == TrajectoryStatus.processing.value,
+            col(t.lease_until) >= utcnow(),
+        )
+        .group_by(col(t.lease_owner))
+    )
+    if namespace is not None:
+        q = q.where(col(t.namespace) == namespace)
+    with Session(engine) as session:
+        rows = session.execute(q).all()
+    return [HeldClaims(str(o), int(n), u) for o, n, u in rows]

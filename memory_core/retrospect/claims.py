@@ -13,6 +13,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from sqlmodel import col
 
 from memory_core.db import session_scope
+from memory_core.leases import release_dead_claims
 from memory_core.models.columns import utcnow
 from memory_core.models.trajectory import Trajectory, TrajectoryStatus
 
@@ -42,7 +43,9 @@ def claim_batch(
     lease: timedelta,
     namespace: str | None = None,
 ) -> list[Trajectory]:
-    """Lease up to batch_size pending (or abandoned) trajectories to this worker."""
+    """Lease up to batch_size pending (or abandoned) trajectories to this worker; claims of a
+    worker whose process is gone (this host) are given back first, not left to expire."""
+    release_dead_claims(engine=engine, namespace=namespace)
     now = utcnow()
     with session_scope(engine) as session:
         pick = select(col(T.id)).where(_claimable(now))
