@@ -8,17 +8,19 @@ or failed, so the UI's red is true; retrying it re-drives what it parked, then r
 
 from __future__ import annotations
 
-from prefect import flow
+from typing import Any
+
+from prefect import flow, get_run_logger
 from prefect.client.schemas.objects import State
-from pydantic import BaseModel
 
 from flows.consolidate import run_consolidate
 from flows.decay import run_decay
 from flows.naming import run_name, thread_runner
+from flows.night import NightSteps, run_night
 from flows.params import NightlyParams
 from flows.report import publish_summary
 from flows.retrospect import run_retrospect
-from flows.stages import RunOutcome, count_dead_letters, final_state, redrive_if_retry, stage
+from flows.stages import final_state, redrive_if_retry, this_run
 from flows.summary import NightlySummary
 from memory_core.settings import Settings
 from tasks.facts import facts_task
@@ -27,52 +29,25 @@ from tasks.ingest import ingest_source
 from tasks.validate import validate_task
 
 
+def prefect_steps() -> NightSteps:
+    """The stages as Prefect tasks of this flow run (retries, task runs in the UI)."""
+    return NightSteps(
+        log=get_run_logger(),
+        run_id=this_run(),
+        ingest=ingest_source,
+        retrospect=run_retrospect,
+        facts=facts_task,
+        validate=validate_task,
+        consolidate=run_consolidate,
+        gate=gate_task,
+        decay=run_decay,
+        redrive=redrive_if_retry,
+    )
+
+
 def run_nightly(params: NightlyParams, settings: Settings) -> NightlySummary:
-    """Every stage in order, each isolated: a failure is recorded and the next one runs."""
-    out = RunOutcome()
-    s = NightlySummary(outcome=out)
-    stage("redrive", lambda: redrive_if_retry(settings, out), None, out)
-    namespace = params.namespace or settings.namespace
-    task_type = params.task_type or settings.default_task_type
-    for src in params.input:
-        got = stage(
-            f"ingest {src}",
-            lambda src=src: ingest_source(src, namespace, task_type, settings),  # type: ignore[misc]
-            None,
-            out,
-        )
-        if got is not None:
-            s.ingested.append(got)
-    s.retrospect = stage(
-        "retrospect", lambda: run_retrospect(params.retrospect, settings), s.retrospect, out
-    )
-    s.facts = stage(
-        "facts", lambda: facts_task(params.retrospect.namespace, settings), s.facts, out
-    )
-    # a run whose LLM facts failed is parked as a dead letter of this flow run: it is named
-    # below with the others ("facts of <key>: ..."), and this run's Retry re-drives it
-    s.validation = stage(
-        "validate", lambda: validate_task(params.retrospect.namespace, settings), s.validation, out
-    )
-    if s.validation.deferred:  # the LLM was down for their regeneration: this run's Retry
-        out.failures.append(  # validates them again, so the run is red until then
-            f"validate: {s.validation.deferred} failing LLM drafts wait for the LLM to "
-            "regenerate them"
-        )
-    s.consolidation = stage(
-        "consolidate", lambda: run_consolidate(params.consolidate, settings), s.consolidation, out
-    )
-    out.failures += s.consolidation.failures
-    stage("gate", lambda: gate_task(params.retrospect.namespace, settings), None, out)
-    # last: the cap ranks the set that validation just grew
-    s.decay = stage(
-        "decay",
-        lambda: run_decay(params.decay, settings),
-        s.decay,
-        out,
-    )
-    stage("dead letters", lambda: count_dead_letters(settings, out), None, out)
-    return s
+    """Every stage in order as this flow run's tasks, each isolated."""
+    return run_night(params, settings, prefect_steps())
 
 
 @flow(
@@ -81,7 +56,7 @@ def run_nightly(params: NightlyParams, settings: Settings) -> NightlySummary:
     log_prints=True,
     task_runner=thread_runner(),
 )
-def nightly(params: NightlyParams = NightlyParams()) -> State[BaseModel]:
+def nightly(params: NightlyParams = NightlyParams()) -> State[Any]:
     """Run the stages in order; each reads what the previous one committed."""
     summary = run_nightly(params, Settings())
     publish_summary(summary)  # the run's numbers on its page in the Prefect UI, always

@@ -12,6 +12,7 @@ from flows.summary import NightlySummary
 
 SUMMARY_KEY = "nightly-summary"  # artifact keys: lowercase letters, digits and dashes
 DEAD_LETTER_KEY = "nightly-dead-letters"
+REJECTIONS_KEY = "nightly-rejections"
 
 
 def summary_rows(summary: NightlySummary) -> list[dict[str, Any]]:
@@ -28,6 +29,7 @@ def summary_rows(summary: NightlySummary) -> list[dict[str, Any]]:
         ("trajectories ingested", sum(i.stored for i in summary.ingested)),
         ("trajectories retrospected", r.trajectories),
         ("dead letters", len(o.dead_letters)),
+        ("LLM answers rejected (wrong by content, not parked)", len(o.rejections)),
         ("stage failures", len(o.failures)),
         ("re-driven by this retry", o.redriven),
         ("recovered by this retry", o.recovered),
@@ -50,10 +52,23 @@ def summary_rows(summary: NightlySummary) -> list[dict[str, Any]]:
         ("cards skipped by decay (changed meanwhile)", d.skipped),
         ("skipped by decay, cards", named_cards(d.skipped_ids, d.skipped)),
         ("LLM calls", r.llm_calls + f.llm_calls),
+        ("LLM calls failed", r.llm_failed_calls + len(f.llm_failed)),
+        ("LLM failures, by error", failure_text(r.llm_failures, f.llm_failed)),
         ("tokens sent", r.tokens_sent),
         ("tokens received", r.tokens_received),
     ]
     return [{"metric": name, "value": value} for name, value in rows]
+
+
+def failure_text(by_error: dict[str, int], facts_failed: list[str], shown: int = 5) -> str:
+    """The commonest reasons LLM calls failed, with how many calls each ("" when none)."""
+    counts = dict(by_error)
+    for line in facts_failed:  # "key: error": the facts stage's parked runs, one call each
+        why = "facts: " + line.split(": ", 1)[-1].splitlines()[0][:80]
+        counts[why] = counts.get(why, 0) + 1
+    top = sorted(counts.items(), key=lambda kv: -kv[1])
+    text = "; ".join(f"{n} x {why}" for why, n in top[:shown])
+    return text + (f"; and {len(top) - shown} more reasons" if len(top) > shown else "")
 
 
 def named_cards(ids: Sequence[uuid.UUID], total: int, shown: int = 10) -> str:
@@ -81,6 +96,26 @@ def publish_summary(summary: NightlySummary) -> None:
             key=DEAD_LETTER_KEY,
             description="Dead letters and failures in this nightly run",
         )
+    if o.rejections:
+        create_markdown_artifact(
+            rejection_text(o.rejections),
+            key=REJECTIONS_KEY,
+            description="LLM answers rejected for their content in this nightly run",
+        )
+
+
+def rejection_text(rejections: list[str], shown: int = 50) -> str:
+    """The answers refused for their content, by run, and where their raw answers are."""
+    lines = [
+        f"**{len(rejections)} LLM answers rejected** for their content (well-formed, but wrong: "
+        "a retry would get the same answer, so they are not dead letters and the night is not "
+        "failed for them). Each is kept with its reason and raw answer: "
+        "`hindsight dead-letters rejected`, or the console's Dead letters page."
+    ]
+    lines += [f"* `{x}`" for x in rejections[:shown]]
+    if len(rejections) > shown:
+        lines.append(f"* ... and {len(rejections) - shown} more")
+    return "\n".join(lines)
 
 
 def dead_letter_text(dead: list[str], failures: list[str], shown: int = 50) -> str:

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from prefect import flow
 from prefect.client.schemas.objects import State
 from prefect.futures import wait
-from pydantic import BaseModel
 
 from flows.naming import run_name, thread_runner
 from flows.params import RetrospectParams
-from flows.stages import RunOutcome, count_dead_letters, final_state, redrive_if_retry, stage
+from flows.stages import count_dead_letters, final_state, redrive_if_retry, stage
+from flows.summary import RunOutcome
 from memory_core.errors import LLMTransient
 from memory_core.models.drafts import Extraction
 from memory_core.retrospect.claims import worker_id
@@ -35,15 +36,15 @@ def run_retrospect(params: RetrospectParams, settings: Settings) -> RetrospectSu
     return summary
 
 
-def _failure(state: State, settings: Settings) -> str:
+def _failure(state: State, settings: Settings, summary: RetrospectSummary) -> str:
+    """Why a run's LLM part failed (counted in the summary's failed calls, by reason)."""
     exc = state.result(raise_on_failure=False)
     if not isinstance(exc, BaseException):
+        summary.failed_call(f"task ended {state.name}", 1)
         return f"task ended {state.name}: {state.message}"
-    tries = (
-        f"after {len(settings.llm.retry_delays_s) + 1} tries"
-        if isinstance(exc, LLMTransient)
-        else "not retried"
-    )
+    n = len(settings.llm.retry_delays_s) + 1 if isinstance(exc, LLMTransient) else 1
+    summary.failed_call(f"{type(exc).__name__}: {str(exc).splitlines()[0][:80]}", n)
+    tries = f"after {n} tries" if n > 1 else "not retried"
     # the run's rule lesson is stored already: only its LLM part waits for a re-drive
     return f"LLM part: {type(exc).__name__}: {exc} ({tries})"
 
@@ -88,7 +89,7 @@ def _run_llm(params: RetrospectParams, settings: Settings) -> RetrospectSummary:
             if future.state.is_completed():
                 extractions[rid] = future.result()
             else:
-                failed[rid] = _failure(future.state, settings)
+                failed[rid] = _failure(future.state, settings, summary)
         batch = finish_refs(n, refs, worker, extractions, failed, deferred, settings)
         batch.cards_created += claimed.rule_cards
         batch.evidence_added += claimed.rule_evidence
@@ -116,7 +117,7 @@ class RetrospectRun(RetrospectSummary):
     log_prints=True,
     task_runner=thread_runner(),
 )
-def retrospect(params: RetrospectParams = RetrospectParams()) -> State[BaseModel]:
+def retrospect(params: RetrospectParams = RetrospectParams()) -> State[Any]:
     """Distil cards from every pending trajectory (rules; with an LLM configured, the LLM too).
     Failed when a run was dead-lettered; retrying the flow run re-drives those."""
     settings, out = Settings(), RunOutcome()

@@ -119,14 +119,34 @@ def prefect_defaults(data_dir: Path) -> None:
     # the temporary server's own warnings (event flush retries at shutdown) are Prefect's
     # housekeeping, not the run's; its errors still show
     os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "ERROR")
-    # Prefect's 20 s default is too short on a busy 2-core machine
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    # Prefect's 20 s default is too short on a busy 2-core machine (at a load of 20 the
+    # temporary server took longer): wait as long as a loaded host needs
+    os.environ.setdefault(STARTUP_TIMEOUT, "600")
     if not _INLINE_RUNS.entered:  # once per process; Prefect reads the env set above
         from flows.naming import inline_runs
 
         quiet_recorder_shutdown()
         _INLINE_RUNS.stack.enter_context(inline_runs())
         _INLINE_RUNS.entered = True
+
+
+STARTUP_TIMEOUT = "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"
+
+
+@contextmanager
+def temporary_server() -> Iterator[None]:
+    """Around a flow run in this process: when Prefect's temporary server (no PREFECT_API_URL)
+    does not come up in time, one line naming the settings instead of Prefect's traceback."""
+    try:
+        yield
+    except RuntimeError as exc:
+        if os.environ.get("PREFECT_API_URL") or "ephemeral Prefect API server" not in str(exc):
+            raise
+        wait = os.environ.get(STARTUP_TIMEOUT, "20")
+        raise HindsightError(
+            f"the temporary Prefect server did not start within {wait} s (a busy host?): "
+            f"raise {STARTUP_TIMEOUT}, or set PREFECT_API_URL to a running Prefect server"
+        ) from None
 
 
 # the temporary server's task-run recorder logs an error, with a traceback, when the server's

@@ -58,6 +58,31 @@ def list_cmd(
             console.print(f"all of them: --limit {total}", markup=False)
 
 
+@app.command("rejected")
+def rejected_cmd(
+    namespace: Annotated[str | None, typer.Option(help="only this namespace")] = None,
+    limit: Annotated[int, typer.Option(min=1)] = 1000,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """LLM answers rejected for their content (not dead letters: a retry would get the same
+    answer), with the reason; json adds the raw answer."""
+    from dataclasses import asdict
+
+    from memory_core.retrospect.dead_letters import list_rejections
+
+    with fail_on_errors():
+        _, engine = load()
+        rows = list_rejections(engine=engine, namespace=namespace, limit=limit)
+        if fmt is Format.json:
+            print_json([{**asdict(r), "trajectory_id": str(r.trajectory_id)} for r in rows])
+            return
+        table(
+            f"rejected LLM answers: {len(rows)}",
+            ["id", "key", "part", "reason", "at"],
+            [[str(r.trajectory_id), r.key[:40], r.part, r.reason, r.at[:19]] for r in rows],
+        )
+
+
 def _count(engine: Engine, namespace: str | None) -> int:
     """Every dead letter (a full page may not be all of them): parked retrospection or facts."""
     from sqlalchemy import func, or_, select

@@ -11,7 +11,7 @@ import typer
 
 from memory_cli import stages
 from memory_cli.card_table import show_cards_table
-from memory_cli.context import fail_on_errors, flush_prefect, load, prefect_defaults
+from memory_cli.context import fail_on_errors, load
 from memory_cli.output import Format, console, literal, polled_progress, print_json, table
 
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
@@ -28,7 +28,27 @@ def retrospect(
         with polled_progress("retrospect", lambda: _progress(engine, namespace)):
             summary, failed = stages.retrospect(settings=settings, namespace=namespace)
         _show_summary(summary, fmt)
+        _say_held(engine, namespace, fmt)
         _exit_if_failed(failed, fmt)
+
+
+def _say_held(engine: object, namespace: str | None, fmt: Format) -> None:
+    """Runs another live worker holds are not "nothing to do": say how many, whose, until when
+    (a dead worker's claims on this host were given back already, and retrospected here)."""
+    from memory_core.leases import held_claims
+
+    if fmt is Format.json:
+        return
+    for h in held_claims(engine=engine, namespace=namespace):  # type: ignore[arg-type]
+        console.print(
+            literal(
+                f"{h.runs} trajectories are claimed by a running worker ({h.owner}) until "
+                f"{h.until:%Y-%m-%d %H:%M:%S} UTC: it finishes them; if it stopped, they "
+                "return to the queue then"
+            ),
+            style="yellow",
+            soft_wrap=True,
+        )
 
 
 def nightly(
@@ -52,8 +72,6 @@ def nightly(
             if p != "-" and not Path(p).exists():
                 raise InvalidInput(f"no such file or folder: {p}", field="--input")
         settings, engine = load()
-        prefect_defaults(settings.data_dir)
-        from flows.nightly import nightly as nightly_flow
         from flows.params import NightlyParams
 
         params = NightlyParams(
@@ -61,19 +79,8 @@ def nightly(
             namespace=namespace,
             task_type=task_type,
         )
-        from flows.summary import NightlySummary
-
         with polled_progress("nightly", lambda: _progress(engine, None)):
-            run = nightly_flow(params, return_state=True)
-            flush_prefect()
-        summary = stages.flow_summary(run, NightlySummary)
-        failed = (
-            stages.RunFailure(
-                run.message or "failed", [*summary.outcome.failures, *summary.outcome.dead_letters]
-            )
-            if run.is_failed()
-            else None
-        )
+            summary, failed = stages.nightly(settings=settings, params=params)
         if fmt is Format.json:
             print_json(summary)
             _exit_if_failed(failed, fmt)
@@ -89,6 +96,11 @@ def nightly(
             f"validated {v.evaluated} drafts: {v.activated} active, {v.review} to "
             f"review, {v.rejected} rejected" + (f"; report: {v.docs_index}" if v.docs_index else "")
         )
+        if summary.outcome.rejections:
+            console.print(
+                f"{len(summary.outcome.rejections)} LLM answers rejected for their content "
+                "(not dead letters): hindsight dead-letters rejected"
+            )
         m = summary.consolidation
         console.print(
             f"consolidate: {m.merges} merges absorbing {m.absorbed} near-duplicates, "
@@ -116,6 +128,7 @@ def nightly(
             f"{ns_opt} --state {shlex.quote(json.dumps(state))} --explain",
             soft_wrap=True,
         )
+        _say_held(engine, None, fmt)
         _exit_if_failed(failed, fmt)
 
 
@@ -146,6 +159,8 @@ _LLM_ONLY = (
     "tokens_received",
     "tokens_saved",
     "budget_exhausted",
+    "llm_failed_calls",
+    "llm_failures",
 )
 
 

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 
 if TYPE_CHECKING:
+    from flows.params import NightlyParams
+    from flows.summary import NightlySummary
     from memory_core.consolidate.summary import ConsolidateSummary
     from memory_core.decay import DecayReport
     from memory_core.validate.summary import ValidationSummary
@@ -71,10 +73,15 @@ def progress(
         yield None
 
 
-def _flow_setup(settings: Settings) -> None:
-    from memory_cli.context import prefect_defaults
+@contextmanager
+def as_flow_run(settings: Settings) -> Iterator[None]:
+    """Around a flow run from this process: Prefect's defaults, and a temporary server that
+    does not start in time said in one line."""
+    from memory_cli.context import prefect_defaults, temporary_server
 
     prefect_defaults(settings.data_dir)
+    with temporary_server():
+        yield
 
 
 def validate(
@@ -85,11 +92,11 @@ def validate(
         from tasks.plain import validate_run
 
         return validate_run(namespace, settings, stage_log(), on_progress=on_progress)
-    _flow_setup(settings)
     from flows.validate import ValidateParams
     from flows.validate import validate as validate_flow
 
-    return validate_flow(ValidateParams(namespace=namespace))
+    with as_flow_run(settings):
+        return validate_flow(ValidateParams(namespace=namespace))
 
 
 def consolidate(
@@ -102,46 +109,14 @@ def consolidate(
     """The consolidate stage over one namespace or all with active cards; here, on_progress
     hears (the namespace and its step, steps done, steps in all over the namespaces)."""
     if in_process(settings):
-        from memory_core.consolidate.stage import live_namespaces
-        from memory_core.consolidate.summary import ConsolidateSummary
-        from memory_core.leases import each_leased
-        from tasks.plain_consolidate import consolidate_run
-        from tasks.runtime import engine_for
+        from tasks.plain_night import consolidate_all
 
-        engine = engine_for(settings)
-        names = [namespace] if namespace else live_namespaces(engine=engine)
-        total = ConsolidateSummary(dry_run=dry_run)
-        if on_progress is not None and not names:
-            on_progress("no namespace with active cards", 0, 0)
-        counter = iter(range(len(names)))
-
-        def one(ns: str) -> None:
-            i = next(counter)
-
-            def step(what: str, done: int, steps: int) -> None:
-                if on_progress is not None:
-                    where = f"{ns!r} ({i + 1} of {len(names)} namespaces)"
-                    on_progress(f"{where}: {what}", i * steps + done, len(names) * steps)
-
-            part = consolidate_run(ns, dry_run, settings, stage_log(), on_progress=step)
-            part.ran = {ns: part.merges + part.facts_superseded}
-            total.add(part)
-
-        if dry_run:  # a plan writes nothing: no lease needed
-            for ns in names:
-                one(ns)
-            return total
-        # as the flow does: a namespace another run (a worker, another command) holds is
-        # theirs to finish, named in `elsewhere`, never worked twice at once
-        _, total.elsewhere = each_leased(
-            engine=engine, stage="consolidate", namespaces=names, run=one
-        )
-        return total
-    _flow_setup(settings)
+        return consolidate_all(namespace, dry_run, settings, stage_log(), on_progress=on_progress)
     from flows.consolidate import consolidate as consolidate_flow
     from flows.params import ConsolidateParams
 
-    return consolidate_flow(ConsolidateParams(namespace=namespace, dry_run=dry_run))
+    with as_flow_run(settings):
+        return consolidate_flow(ConsolidateParams(namespace=namespace, dry_run=dry_run))
 
 
 def decay(
@@ -156,31 +131,15 @@ def decay(
     its steps."""
     if in_process(settings):
         from memory_core.decay import DecayParams
-        from tasks.plain import decay_run
+        from tasks.plain_night import decay_all
 
         params = DecayParams(**settings.decay.model_dump(), dry_run=dry_run, now=now)
-        if dry_run:
-            return decay_run(params, namespace, settings, stage_log(), on_progress=on_progress)
-        from memory_core.decay import DecayReport
-        from memory_core.leases import card_namespaces, each_leased
-        from tasks.runtime import engine_for
-
-        engine = engine_for(settings)
-        total = DecayReport()
-
-        def one(ns: str) -> None:
-            part = decay_run(params, ns, settings, stage_log(), on_progress=on_progress)
-            part.ran = {ns: part.total}
-            total.add(part)
-
-        names = [namespace] if namespace else card_namespaces(engine=engine)
-        _, total.elsewhere = each_leased(engine=engine, stage="decay", namespaces=names, run=one)
-        return total
-    _flow_setup(settings)
+        return decay_all(params, namespace, settings, stage_log(), on_progress=on_progress)
     from flows.decay import decay as decay_flow
     from flows.params import DecayFlowParams
 
-    return decay_flow(DecayFlowParams(namespace=namespace, dry_run=dry_run, now=now))
+    with as_flow_run(settings):
+        return decay_flow(DecayFlowParams(namespace=namespace, dry_run=dry_run, now=now))
 
 
 def retrospect(
@@ -190,29 +149,20 @@ def retrospect(
     and dead letters visible as failed task runs) always as a flow run."""
     if in_process(settings, needs_llm_tasks=bool(settings.llm.base_url)):
         from memory_core.retrospect.claims import worker_id
-        from memory_core.retrospect.summary import RetrospectSummary
-        from tasks.plain import retrospect_rule_batch
+        from tasks.plain_night import retrospect_rules
 
-        totals = RetrospectSummary()
-        worker = worker_id()
-
-        while True:
-            batch = retrospect_rule_batch(namespace, worker, settings, stage_log())
-            if batch.claimed == 0:
-                break
-            totals.add(batch)
+        totals = retrospect_rules(namespace, settings, stage_log(), worker=worker_id())
         n = totals.dead_letters
         failed = RunFailure(f"{n} dead letters: see hindsight dead-letters list", []) if n else None
         return totals.model_dump(), failed
-    _flow_setup(settings)
     from flows.params import RetrospectParams
     from flows.retrospect import RetrospectRun
     from flows.retrospect import retrospect as retrospect_flow
-
-    state = retrospect_flow(RetrospectParams(namespace=namespace), return_state=True)
     from memory_cli.context import flush_prefect
 
-    flush_prefect()
+    with as_flow_run(settings):
+        state = retrospect_flow(RetrospectParams(namespace=namespace), return_state=True)
+        flush_prefect()
     summary = flow_summary(state, RetrospectRun)
     failed = (
         RunFailure(
@@ -224,6 +174,35 @@ def retrospect(
     return summary.model_dump(exclude={"outcome"}), failed
 
 
+def nightly(
+    *, settings: Settings, params: NightlyParams
+) -> tuple[NightlySummary, RunFailure | None]:
+    """The night here, stage by stage (no Prefect API and no LLM: nothing to wait for), or as
+    a flow run (its run, artifacts and Retry in that server's UI)."""
+    from flows.summary import NightlySummary, verdict
+
+    if in_process(settings, needs_llm_tasks=bool(settings.llm.base_url)):
+        from flows.night import plain_steps, run_night
+
+        summary = run_night(params, settings, plain_steps(stage_log()))
+        message = verdict(summary.outcome)
+        if message is not None:  # here a new night re-drives nothing: the command does
+            message = message.replace("retry this run to re-drive them", "see below")
+    else:
+        from flows.nightly import nightly as nightly_flow
+        from memory_cli.context import flush_prefect
+
+        with as_flow_run(settings):
+            state = nightly_flow(params, return_state=True)
+            flush_prefect()
+        summary = flow_summary(state, NightlySummary)
+        message = (state.message or "failed") if state.is_failed() else None
+    if message is None:
+        return summary, None
+    o = summary.outcome
+    return summary, RunFailure(message, [*o.failures, *o.dead_letters])
+
+
 class RunFailure(NamedTuple):
     """A run that dead-lettered or failed: the message and what it names."""
 
@@ -233,9 +212,9 @@ class RunFailure(NamedTuple):
 
 def flow_summary(state: Any, kind: type[S]) -> S:
     """The flow run's summary, Completed or Failed; a run that crashed raises its error."""
-    result = state.result(raise_on_failure=False)
-    if isinstance(result, BaseException):
-        raise result
+    from flows.stages import run_summary
+
+    result = run_summary(state)
     if not isinstance(result, kind):
         raise TypeError(f"the flow returned {type(result).__name__}, not {kind.__name__}")
     return result

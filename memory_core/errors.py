@@ -49,6 +49,12 @@ class LLMOutputInvalid(HindsightError):
         super().__init__(message)
 
 
+class LLMAnswerRejected(LLMOutputInvalid):
+    """A well-formed answer wrong by content (it cites what it was not shown, fails a trust
+    check), still after the repair prompt: a rejection, kept with its reason; a retry would
+    get the same answer, so it is never parked as a dead letter."""
+
+
 class ConcurrentUpdate(HindsightError):
     """Another writer changed the same rows meanwhile; re-running is safe."""
 

@@ -6,11 +6,10 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.runtime import flow_run, task_run
 
-from memory_core.facts.llm import build_fact_extractor
-from memory_core.facts.stage import FactsReport, extract_facts
+from memory_core.facts.stage import FactsReport
 from memory_core.settings import Settings
 from tasks.llm import transient_only
-from tasks.runtime import engine_for
+from tasks.plain_night import facts_run
 
 
 def _name() -> str:
@@ -30,27 +29,5 @@ def facts_task(namespace: str | None, settings: Settings) -> FactsReport:
 
     A run whose LLM part still fails is parked as a dead letter of this flow run: retrying the
     flow run (or `hindsight dead-letters redrive`) sends it back."""
-    engine = engine_for(settings)
-    report = extract_facts(
-        engine=engine,
-        namespace=namespace,
-        llm=build_fact_extractor(settings, engine),
-        screen=settings.screen,
-        run_id=str(flow_run.id) if flow_run.id else None,
-        retry_delays_s=settings.llm.retry_delays_s,
-    )
-    logger = get_run_logger()
-    for failed in report.llm_failed:
-        logger.error("facts dead letter %s", failed)
-    for error in report.errors:
-        logger.warning("facts: %s", error)
-    logger.info(
-        "%d trajectories, %d statements: %d facts found, %d new, %d refreshed, %d superseded",
-        report.trajectories,
-        report.statements,
-        report.found,
-        report.new,
-        report.refreshed,
-        report.superseded,
-    )
-    return report
+    run_id = str(flow_run.id) if flow_run.id else None
+    return facts_run(namespace, settings, get_run_logger(), run_id=run_id)

@@ -6,9 +6,9 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.runtime import task_run
 
-from memory_core.backtest.stage import GateReport, run_gate
+from memory_core.backtest.stage import GateReport
 from memory_core.settings import Settings
-from tasks.runtime import engine_for
+from tasks.plain_night import gate_run
 
 __all__ = ["gate_task"]
 
@@ -20,14 +20,4 @@ def _name() -> str:
 @task(name="gate", task_run_name=_name, cache_policy=NO_CACHE)
 def gate_task(namespace: str | None, settings: Settings) -> GateReport:
     """Backtest the live cards on later runs; serve the broad, mostly right ones, hold the rest."""
-    report = run_gate(engine=engine_for(settings), rules=settings.gate, namespace=namespace)
-    get_run_logger().info(
-        "gate: %d cards, %d served, %d waiting in review (%d sent now, %d back), %d runs replayed",
-        report.cards,
-        report.served,
-        report.waiting,
-        report.to_review,
-        report.to_active,
-        report.runs,
-    )
-    return report
+    return gate_run(namespace, settings, get_run_logger())

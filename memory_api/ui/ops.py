@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import replace
 from typing import Any
 
 from anyio import to_thread
@@ -17,7 +18,12 @@ from memory_core.db import read_session
 from memory_core.errors import InvalidInput, NotFound
 from memory_core.models.columns import utcnow
 from memory_core.redact import redact
-from memory_core.retrospect.dead_letters import dead_letter_error, list_dead_letters, redrive
+from memory_core.retrospect.dead_letters import (
+    dead_letter_error,
+    list_dead_letters,
+    list_rejections,
+    redrive,
+)
 from memory_core.serve import browse, pictures
 from memory_core.serve.schemas import QueryRequest
 
@@ -112,8 +118,23 @@ def router(console: Console) -> APIRouter:
         # (redacted: a model's answer quoted in an error is text derived from the run)
         errors = {t.id: redact(dead_letter_error(t) or "") for t in rows}
         keys = {t.id: redact(t.key) for t in rows}
+        # answers refused for their content: no dead letters (a retry gets the same answer);
+        # their reason and raw answer are derived from the run too: redacted
+        rejected = [
+            replace(x, key=redact(x.key), reason=redact(x.reason), raw=redact(x.raw))
+            for x in list_rejections(
+                engine=svc.engine, namespace=user.principal.namespace, limit=200
+            )
+        ]
         return console.render(
-            request, "dead_letters.html", user, rows=rows, errors=errors, keys=keys, notice=done
+            request,
+            "dead_letters.html",
+            user,
+            rows=rows,
+            errors=errors,
+            keys=keys,
+            rejected=rejected,
+            notice=done,
         )
 
     @r.post("/dead-letters/{trajectory_id}/redrive")

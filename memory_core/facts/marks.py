@@ -17,7 +17,7 @@ from sqlmodel import Session, col
 from memory_core.db import session_scope
 from memory_core.models.columns import utcnow
 from memory_core.models.trajectory import Trajectory
-from memory_core.retrospect.dead_letters import FACTS_DEAD_LETTER
+from memory_core.retrospect.dead_letters import FACTS_DEAD_LETTER, REJECTED
 
 MARKER = "facts_extracted"
 
@@ -72,3 +72,14 @@ def park(engine: Engine, parked: dict[uuid.UUID, str], run_id: str | None) -> No
     at = utcnow().isoformat()
     for rid, error in parked.items():
         mark(engine, [rid], {"error": error[:2000], "run": run_id, "at": at}, FACTS_DEAD_LETTER)
+
+
+def reject(
+    engine: Engine, rejected: dict[uuid.UUID, tuple[str, str]], run_id: str | None, *, part: str
+) -> None:
+    """Keep each run's rejected answer (reason, raw answer) for debugging: a rejection, not a
+    dead letter, so nothing waits for a re-drive."""
+    at = utcnow().isoformat()
+    for rid, (reason, raw) in rejected.items():
+        marker = {"part": part, "reason": reason[:2000], "raw": raw[:4000], "run": run_id, "at": at}
+        mark(engine, [rid], marker, REJECTED)

@@ -25,11 +25,17 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
-from memory_core.errors import InvalidInput, LLMOutputInvalid, LLMRefused, LLMTransient
+from memory_core.errors import (
+    InvalidInput,
+    LLMAnswerRejected,
+    LLMOutputInvalid,
+    LLMRefused,
+    LLMTransient,
+)
 from memory_core.facts.corroborate import ToolResult, corroboration, subject_results
 from memory_core.facts.extract import RULES_VERSION, is_person, rule_facts
 from memory_core.facts.llm import LLMFactExtractor, LLMResult
-from memory_core.facts.marks import mark, park, pending
+from memory_core.facts.marks import mark, park, pending, reject
 from memory_core.facts.rules import Statement
 from memory_core.facts.store import FactIn, normalise_key, write_fact
 from memory_core.facts.subject import is_generic, run_person
@@ -61,6 +67,9 @@ class FactsReport(BaseModel):
     # "key: error" of the runs whose LLM part failed (outage, refusal, invalid answer): their
     # rule facts are written, the run is parked as a dead letter until it is re-driven
     llm_failed: list[str] = []
+    # "key: reason" of the runs whose LLM answer was well-formed but wrong by content (a fact
+    # citing a turn it was not shown): rejected, kept with the raw answer, never parked
+    llm_rejected: list[str] = []
     errors: list[str] = []
 
 
@@ -238,6 +247,7 @@ def extract_facts(
         batches += 1
         after = (rows[-1].created_at, rows[-1].id)
         parked: dict[uuid.UUID, str] = {}
+        rejected: dict[uuid.UUID, tuple[str, str]] = {}
         found: list[tuple[datetime, int, int, str, FactIn, str, Statement]] = []
         known: dict[int, frozenset[str]] = {}  # by order: the identifiers each run knows
         results: dict[int, Callable[[str], list[ToolResult]]] = {}  # by order: about a subject
@@ -265,6 +275,12 @@ def extract_facts(
                         ),
                         retry_delays_s,
                     )
+                except LLMAnswerRejected as exc:  # asking again gets the same: not parked
+                    rejected[row.id] = (str(exc), exc.raw)
+                    report.llm_invalid += 1
+                    report.llm_rejected.append(f"{row.key}: {exc}")
+                    outage = 0
+                    continue
                 except (LLMOutputInvalid, LLMTransient, LLMRefused) as exc:  # this run only
                     tries = (
                         f"after {len(retry_delays_s) + 1} tries"
@@ -290,6 +306,8 @@ def extract_facts(
         report.trajectories += len(rows)
         if parked:
             park(engine, parked, run_id)
+        if rejected:
+            reject(engine, rejected, run_id, part="facts")
         done = [r.id for r in rows if r.id not in parked]
         if done:
             mark(engine, done, {"version": version, "at": utcnow().isoformat()})

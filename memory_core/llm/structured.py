@@ -11,7 +11,7 @@ from typing import Any, Generic, TypeVar
 import json_repair
 from pydantic import BaseModel, ValidationError
 
-from memory_core.errors import LLMOutputInvalid
+from memory_core.errors import LLMAnswerRejected, LLMOutputInvalid
 from memory_core.llm.client import LLMClient, LLMReply
 
 M = TypeVar("M", bound=BaseModel)
@@ -51,10 +51,17 @@ def parse_answer(text: str, schema: type[M]) -> tuple[M, bool]:
         raise ValueError(f"field {where}: {first['msg']}") from exc
 
 
+class _WrongContent(ValueError):
+    """The answer parsed, but `check` found it unusable."""
+
+
 def _parse(text: str, schema: type[M], check: Callable[[M], object] | None) -> tuple[M, bool]:
     value, repaired = parse_answer(text, schema)
     if check is not None:
-        check(value)  # raises ValueError naming what the answer got wrong
+        try:
+            check(value)  # raises ValueError naming what the answer got wrong
+        except ValueError as exc:
+            raise _WrongContent(str(exc)) from exc
     return value, repaired
 
 
@@ -68,7 +75,8 @@ def ask(
     """One call, parsed; if it does not parse, one repair prompt; then LLMOutputInvalid.
 
     `check` (optional) looks at a parsed answer and raises ValueError when it is unusable
-    (say, it cites a turn it was not shown): that gets the same one repair prompt."""
+    (say, it cites a turn it was not shown): that gets the same one repair prompt, and a
+    second answer that parses but still fails it raises LLMAnswerRejected (a rejection)."""
     first = llm.complete(messages=messages, schema=schema)
     try:
         value, repaired = _parse(first.text, schema, check)
@@ -88,6 +96,11 @@ def ask(
     try:
         value, _ = _parse(second.text, schema, check)
         return Structured(value, [first, second], True)
+    except _WrongContent as problem:  # well-formed and wrong twice: asking again is no cure
+        raise LLMAnswerRejected(
+            f"{llm.model} answered twice with what its check refused: {problem}",
+            raw=second.text[:2000],
+        ) from problem
     except ValueError as problem:
         raise LLMOutputInvalid(
             f"{llm.model} answered invalid JSON twice: {problem}", raw=second.text[:2000]

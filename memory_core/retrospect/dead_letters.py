@@ -5,7 +5,11 @@ A trajectory has two parts that can be parked: its retrospection (`status` = dea
 set by the facts stage when a run's LLM facts failed: an outage, a refusal, an answer still
 invalid after the repair prompt). The facts part lives apart because a run's retrospection
 may be done (or parked by another flow run) when its facts fail: sharing `status` would
-re-retrospect it on a re-drive. Both are listed and re-driven here alike.
+re-retrospect it on a re-drive. Both are listed and re-driven here alike, and counted by
+run: a run with both parts parked is one dead letter.
+
+What a retry cannot fix is no dead letter: an answer that parses but is wrong by content
+(`extra["llm_rejected"]`) is a rejection, listed here with its reason and raw answer.
 """
 
 from __future__ import annotations
@@ -25,6 +29,9 @@ from memory_core.models.trajectory import Trajectory, TrajectoryStatus
 
 T = Trajectory
 FACTS_DEAD_LETTER = "facts_dead_letter"  # the key of `trajectory.extra` a parked facts part holds
+# the key of `trajectory.extra` holding a rejected LLM answer: well-formed but wrong by content
+# ({part, reason, raw, run, at}); a retry would get the same answer, so it is never parked
+REJECTED = "llm_rejected"
 
 
 @dataclass(frozen=True)
@@ -120,21 +127,74 @@ def redrive(
 ) -> int:
     """Send dead letters (by id or key; None: all; or those one flow run parked) back to
     their queue: a parked retrospection to pending, a parked facts part to the facts stage's
-    next run. Returns how many parts."""
+    next run. Returns how many runs (a run with both parts parked is one)."""
     retro = _matching(update(T).where(_retro_parked(run_id)), namespace, ids)
     facts = _matching(update(T).where(_facts_parked(run_id)), namespace, ids)
+    which = _matching(
+        select(col(T.id)).where(or_(_retro_parked(run_id), _facts_parked(run_id))), namespace, ids
+    )
     with session_scope(engine) as session:
-        n = session.execute(  # type: ignore[attr-defined]
+        runs = len(session.execute(which).all())
+        session.execute(
             retro.values(
                 status=TrajectoryStatus.pending.value,
                 lease_owner=None,
                 lease_until=None,
                 dead_letter_run=None,
             )
-        ).rowcount
-        m = session.execute(  # type: ignore[attr-defined]
+        )
+        session.execute(
             facts.values(extra=_without_facts_dead_letter(engine)).execution_options(
                 synchronize_session=False
             )
-        ).rowcount
-        return int(n) + int(m)
+        )
+        return runs
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """An LLM answer refused for its content: which run and part, why, and the answer."""
+
+    trajectory_id: uuid.UUID
+    key: str
+    namespace: str
+    part: str
+    reason: str
+    raw: str
+    run: str | None
+    at: str
+
+
+def list_rejections(
+    *,
+    engine: Engine,
+    namespace: str | None = None,
+    limit: int | None = 1000,
+    run_id: str | None = None,
+) -> list[Rejection]:
+    """Rejected LLM answers (all, or those one run made), oldest first."""
+    extra = col(T.extra)
+    q = select(T).where(extra[REJECTED].as_string().is_not(None))
+    if run_id is not None:
+        q = q.where(extra[(REJECTED, "run")].as_string() == run_id)
+    q = _matching(q, namespace, None).order_by(col(T.created_at))
+    if limit is not None:
+        q = q.limit(limit)
+    with Session(engine) as session:
+        rows = list(session.execute(q).scalars())
+    out = []
+    for r in rows:
+        got = (r.extra or {}).get(REJECTED) or {}
+        out.append(
+            Rejection(
+                trajectory_id=r.id,
+                key=r.key,
+                namespace=r.namespace,
+                part=str(got.get("part", "")),
+                reason=str(got.get("reason", "")),
+                raw=str(got.get("raw", "")),
+                run=got.get("run"),
+                at=str(got.get("at", "")),
+            )
+        )
+    return out

@@ -43,6 +43,14 @@ class RetrospectSummary(BaseModel):
     tokens_received: int = 0
     tokens_saved: int = 0
     budget_exhausted: bool = False
+    # LLM calls that failed for good (each try of a run whose LLM part was parked), by why
+    llm_failed_calls: int = 0
+    llm_failures: dict[str, int] = {}
+
+    def failed_call(self, why: str, tries: int) -> None:
+        """Count a run's LLM part that failed after `tries` calls, under its reason."""
+        self.llm_failed_calls += tries
+        self.llm_failures[why] = self.llm_failures.get(why, 0) + tries
 
     def add(self, batch: BatchResult) -> None:
         """Count one batch in: the counts both models name are summed."""

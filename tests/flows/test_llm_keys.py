@@ -11,6 +11,7 @@ from sqlmodel import Session
 
 from flows.nightly import nightly
 from flows.params import NightlyParams
+from flows.stages import run_summary
 from memory_core.models.card import Card
 from memory_core.settings import Settings
 from memory_core.status import trajectory_counts
@@ -63,7 +64,7 @@ def _keyed_nightly(flow_env, engine, monkeypatch, key: str) -> tuple[ScriptedLLM
 
 def test_keyed_endpoint_through_the_nightly_flow(flow_env, engine, monkeypatch) -> None:
     server, state = _keyed_nightly(flow_env, engine, monkeypatch, KEY)
-    summary = state.result(raise_on_failure=False)
+    summary = run_summary(state)
     assert server.unauthorized == [], server.unauthorized[:3]
     assert state.is_completed(), state.message
     assert len(server.requests) > 0 and len(server.embed_requests) > 0  # chat and embeddings
@@ -79,7 +80,7 @@ def test_a_wrong_key_is_refused_and_named(flow_env, engine, monkeypatch) -> None
     """The server really checks: a wrong key dead-letters the LLM part of every run."""
     server, state = _keyed_nightly(flow_env, engine, monkeypatch, "sk-wrong")
     assert server.unauthorized and state.is_failed()
-    summary = state.result(raise_on_failure=False)
+    summary = run_summary(state)
     assert summary.outcome.dead_letters and all(
         "401" in d or "LLMRefused" in d for d in summary.outcome.dead_letters
     )

@@ -11,6 +11,7 @@ from sqlmodel import Session
 
 from flows.params import RetrospectParams
 from flows.retrospect import retrospect
+from flows.stages import run_summary
 from memory_core.models.trajectory import Trajectory
 from memory_core.status import trajectory_counts
 from tests.helpers import fake_model
@@ -48,7 +49,7 @@ def test_what_still_fails_becomes_a_dead_letter_then_redrives(llm_env, engine, e
     server = llm_env(lambda body, n: Reply(status=500, error="model crashed"))
     ingest_examples(engine)
     state = retrospect(RetrospectParams(), return_state=True)
-    summary = state.result(raise_on_failure=False)
+    summary = run_summary(state)
     assert summary.dead_letters == 12 and summary.cards_created == 0
     assert state.is_failed() and state.message == "12 dead letters: retry this run to re-drive them"
     assert len(server.requests) == 12 * 4  # one try and three retries each

@@ -15,6 +15,7 @@ from sqlmodel import Session
 from flows.nightly import nightly
 from flows.params import NightlyParams
 from flows.report import DEAD_LETTER_KEY, SUMMARY_KEY
+from flows.stages import run_summary
 from memory_core.models.card import Card
 from memory_core.models.drafts import view_of
 from memory_core.models.trajectory import Trajectory
@@ -37,7 +38,7 @@ def test_outage_costs_llm_cards_never_rule_cards(llm_env, engine, monkeypatch) -
         lambda body, n: Reply(status=500, error="model crashed"), llm__mode="after_rules"
     )
     state = nightly(NightlyParams(input=[str(REPO / "examples")]), return_state=True)
-    summary = state.result(raise_on_failure=False)
+    summary = run_summary(state)
     assert len(server.requests) > 0
     # every run's rule lesson is stored, as the rule extractor alone makes it
     with Session(engine) as s:
@@ -120,7 +121,7 @@ def test_regeneration_waiting_for_the_llm_turns_the_night_red(llm_env, engine) -
 
     server = llm_env(respond)
     state = nightly(NightlyParams(input=[str(REPO / "examples")]), return_state=True)
-    summary = state.result(raise_on_failure=False)
+    summary = run_summary(state)
     assert summary.validation.deferred > 0 and server.calls("[prompt: regenerate") > 0
     assert state.is_failed()
     assert f"validate: {summary.validation.deferred} failing LLM drafts wait" in state.message

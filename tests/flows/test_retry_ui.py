@@ -20,7 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from prefect.client.orchestration import get_client
-from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+from prefect.client.schemas.filters import (
+    ArtifactFilter,
+    ArtifactFilterFlowRunId,
+    LogFilter,
+    LogFilterFlowRunId,
+)
 from prefect.deployments import run_deployment
 from prefect.settings import PREFECT_API_URL, temporary_settings
 from sqlalchemy import select
@@ -93,6 +98,27 @@ def _summary_rows(flow_run_id: uuid.UUID) -> list[dict[str, Any]]:
         )
     tables = sorted((a for a in found if a.key == SUMMARY_KEY), key=lambda a: a.created)
     return [{r["metric"]: r["value"] for r in json.loads(a.data)} for a in tables]
+
+
+def _run_logs(flow_run_id: uuid.UUID, timeout_s: float = 60.0) -> list[str]:
+    """Every log line of the flow run, as its page in the UI shows them, once the run's
+    process has sent its last ones (its final state's line, then a few seconds more)."""
+
+    def read() -> list[str]:
+        with get_client(sync_client=True) as client:
+            logs = client.read_logs(
+                log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id])),
+                limit=200,
+            )
+        return [x.message for x in logs]
+
+    deadline = time.monotonic() + timeout_s
+    while not any("Finished in state" in x for x in read()) and time.monotonic() < deadline:
+        time.sleep(1)
+    time.sleep(5)  # the engine's own report of the end comes after that line
+    lines = read()
+    assert any("Finished in state" in x for x in lines), lines[-5:]
+    return lines
 
 
 def _wait_for_retry(flow_run_id: uuid.UUID, timeout_s: float = 240.0) -> Any:
@@ -205,6 +231,14 @@ def test_retry_in_the_ui_recovers_the_night(
             assert any(k == "experience" for k, _, _ in rules_only)
             [first] = _summary_rows(run.id)
             assert first["dead letters"] == int(message.split()[0])
+            # the failed calls are counted, with why (each parked run's tries, at the least)
+            assert first["LLM calls failed"] >= parked, first
+            assert "LLMTransient" in first["LLM failures, by error"], first
+            # a failed night is the run's own message: no engine exception in its logs
+            engine_errors = [
+                x for x in _run_logs(run.id) if "Engine execution" in x or "Unexpected result" in x
+            ]
+            assert engine_errors == [], engine_errors[:1]
             # the LLM is back; the operator presses Retry
             outage[0] = False
             retried = subprocess.run(

@@ -11,6 +11,7 @@ from sqlmodel import Session
 
 from flows.params import RetrospectParams
 from flows.retrospect import retrospect
+from flows.stages import run_summary
 from memory_core.ingest.store import ingest, iter_sources
 from memory_core.models.card import Card
 from tests.helpers.data import REPO
@@ -55,4 +56,4 @@ def failed_task_runs(flow_run_id, *, expect: int, timeout_s: float = 30.0) -> li
 
 def run_retrospect(**kw):
     """The retrospect flow's summary, whether the run ended Completed or Failed (dead letters)."""
-    return retrospect(RetrospectParams(**kw), return_state=True).result(raise_on_failure=False)
+    return run_summary(retrospect(RetrospectParams(**kw), return_state=True))

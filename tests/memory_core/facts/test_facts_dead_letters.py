@@ -12,6 +12,7 @@ from sqlmodel import Session
 
 from flows.nightly import nightly
 from flows.params import NightlyParams
+from flows.stages import run_summary
 from memory_core.facts.llm import LLMFactExtractor
 from memory_core.facts.marks import MARKER
 from memory_core.facts.stage import extract_facts
@@ -22,8 +23,10 @@ from memory_core.models.card import Card, CardStatus
 from memory_core.models.trajectory import Trajectory
 from memory_core.retrospect.dead_letters import (
     FACTS_DEAD_LETTER,
+    REJECTED,
     dead_letter_error,
     list_dead_letters,
+    list_rejections,
     redrive,
 )
 from tests.helpers import fake_model
@@ -40,10 +43,9 @@ FACT = {
 }
 GOOD = json.dumps({"facts": [FACT]})
 UNSEEN_TURN = json.dumps({"facts": [{**FACT, "turn": "Z9:9"}]})
-INVALID = [
+UNPARSABLE = [
     "I could not find anything durable, sorry!",
     json.dumps({"facts": [{"subject": "Dev", "value": "x"}]}),
-    UNSEEN_TURN,
 ]
 
 
@@ -95,8 +97,8 @@ def test_an_answer_citing_a_turn_it_was_not_shown_gets_the_repair_prompt(engine)
     assert MARKER in _row(engine).extra and list_dead_letters(engine=engine) == []
 
 
-@pytest.mark.parametrize("content", INVALID)
-def test_an_answer_still_invalid_is_parked_listed_and_redriven(engine, content) -> None:
+@pytest.mark.parametrize("content", UNPARSABLE)
+def test_an_answer_still_unparsable_is_parked_listed_and_redriven(engine, content) -> None:
     key = _ingest(engine)
     with ScriptedLLM(lambda body, n: Reply(content)) as server:
         report = extract_facts(engine=engine, llm=_extractor(engine, server), run_id="run-1")
@@ -127,6 +129,41 @@ def test_an_answer_still_invalid_is_parked_listed_and_redriven(engine, content) 
     assert _llm_facts(engine) == {"dev.job": "paramedic"}
     row = _row(engine)
     assert MARKER in row.extra and FACTS_DEAD_LETTER not in row.extra
+
+
+def test_an_answer_wrong_by_content_is_a_rejection_not_a_dead_letter(engine) -> None:
+    """Well-formed, but citing a turn it was not shown, twice: asking again gets the same
+    answer, so the run is done (its rule facts stand), the answer kept with its reason."""
+    key = _ingest(engine)
+    with ScriptedLLM(lambda body, n: Reply(UNSEEN_TURN)) as server:
+        report = extract_facts(engine=engine, llm=_extractor(engine, server), run_id="run-1")
+        assert len(server.requests) == 2  # the answer and its one repair prompt
+        assert report.llm_failed == [] and len(report.llm_rejected) == 1
+        assert report.llm_rejected[0].startswith(f"{key}: ") and "Z9:9" in report.llm_rejected[0]
+        row = _row(engine)
+        assert MARKER in row.extra and FACTS_DEAD_LETTER not in row.extra
+        assert list_dead_letters(engine=engine) == []
+        [rejected] = list_rejections(engine=engine, run_id="run-1")
+        assert (rejected.key, rejected.part, rejected.run) == (key, "facts", "run-1")
+        assert "Z9:9" in rejected.reason and json.loads(rejected.raw) == json.loads(UNSEEN_TURN)
+        assert list_rejections(engine=engine, run_id="run-2") == []
+        # nothing to re-drive, and the next run does not ask again
+        assert redrive(engine=engine, ids=None) == 0
+        again = extract_facts(engine=engine, llm=_extractor(engine, server), run_id="run-2")
+        assert again.trajectories == 0 and len(server.requests) == 2
+    assert REJECTED in _row(engine).extra
+
+
+def test_the_cli_lists_rejected_answers_apart_from_dead_letters(engine, env_for) -> None:
+    key = _ingest(engine)
+    with ScriptedLLM(lambda body, n: Reply(UNSEEN_TURN)) as server:
+        extract_facts(engine=engine, llm=_extractor(engine, server), run_id="run-1")
+    listed = json.loads(hindsight(env_for, "dead-letters", "rejected", "-f", "json").stdout)
+    assert [(x["key"], x["part"]) for x in listed] == [(key, "facts")]
+    assert "Z9:9" in listed[0]["reason"] and "Z9:9" in listed[0]["raw"]
+    assert json.loads(hindsight(env_for, "dead-letters", "list", "-f", "json").stdout) == []
+    shown = hindsight(env_for, "dead-letters", "rejected").stdout
+    assert "rejected LLM answers: 1" in shown
 
 
 @pytest.mark.parametrize(
@@ -178,11 +215,11 @@ def test_the_nightly_names_parked_facts_and_its_retry_recovers_them(
     llm_env(respond)
     key = _ingest(engine, namespace="default")
     state = nightly(NightlyParams(), return_state=True)
-    summary = state.result(raise_on_failure=False)
+    summary = run_summary(state)
     run = str(state.state_details.flow_run_id)
     assert summary.outcome.failures == []
     [named] = summary.outcome.dead_letters
-    assert named.startswith(f"facts of {key}: LLMOutputInvalid")
+    assert named.startswith(f"{key}: facts: LLMOutputInvalid")
     assert state.is_failed()
     assert state.message == "1 dead letter: retry this run to re-drive them"
     assert [r.key for r in list_dead_letters(engine=engine, run_id=run)] == [key]
@@ -192,12 +229,39 @@ def test_the_nightly_names_parked_facts_and_its_retry_recovers_them(
     monkeypatch.setenv("PREFECT__RUNTIME__FLOW_RUN__ID", run)
     monkeypatch.setenv("PREFECT__RUNTIME__FLOW_RUN__RUN_COUNT", "2")
     retried = nightly(NightlyParams(), return_state=True)
-    again = retried.result(raise_on_failure=False)
+    again = run_summary(retried)
     assert again.outcome.redriven == 1 and again.outcome.recovered == 1
     assert again.outcome.dead_letters == [] and retried.is_completed(), retried.message
     assert retried.message == "all stages ran; recovered 1 dead letters"
     assert _llm_facts(engine) == {"dev.job": "paramedic"}
     assert list_dead_letters(engine=engine) == []
+
+
+def test_a_night_whose_only_problems_are_rejected_answers_ends_completed(
+    llm_env, engine, monkeypatch
+) -> None:
+    def respond(body, n):
+        if "durable facts" in body["messages"][0]["content"]:
+            return Reply(UNSEEN_TURN)  # well-formed, wrong by content, every time
+        return fake_model.respond(body, n)
+
+    llm_env(respond)
+    key = _ingest(engine, namespace="default")
+    state = nightly(NightlyParams(), return_state=True)
+    summary = run_summary(state)
+    assert state.is_completed(), state.message
+    assert summary.outcome.dead_letters == [] and summary.outcome.failures == []
+    [rejected] = summary.outcome.rejections
+    assert rejected.startswith(f"{key}: ") and "Z9:9" in rejected
+    assert summary.facts.llm_rejected and list_dead_letters(engine=engine) == []
+    # its Retry (or the next night) re-drives nothing and counts nothing twice
+    run = str(state.state_details.flow_run_id)
+    monkeypatch.setenv("PREFECT__RUNTIME__FLOW_RUN__ID", run)
+    monkeypatch.setenv("PREFECT__RUNTIME__FLOW_RUN__RUN_COUNT", "2")
+    retried = nightly(NightlyParams(), return_state=True)
+    again = run_summary(retried)
+    assert retried.is_completed() and again.outcome.redriven == 0
+    assert again.outcome.rejections == summary.outcome.rejections
 
 
 def test_an_outage_stops_asking_after_a_few_runs_and_parks_the_rest(engine) -> None:

@@ -1,0 +1,183 @@
+"""The night's stages without Prefect, over every namespace: what the CLI runs in its own
+process when no Prefect API is configured (the flows run the same bodies as tasks).
+Nothing here imports Prefect."""
+
+from __future__ import annotations
+
+import logging
+
+from memory_core.backtest.stage import GateReport
+from memory_core.consolidate.summary import ConsolidateSummary
+from memory_core.decay import DecayParams, DecayReport
+from memory_core.facts.stage import FactsReport
+from memory_core.ingest.store import IngestReport
+from memory_core.leases import card_namespaces, each_leased
+from memory_core.retrospect.summary import RetrospectSummary
+from memory_core.settings import Settings
+from tasks.plain import Log, Progress, decay_run, retrospect_rule_batch
+from tasks.plain_consolidate import consolidate_run
+from tasks.runtime import engine_for
+
+_log = logging.getLogger("hindsight.stages")
+
+
+def ingest_run(
+    source: str, namespace: str, task_type: str, settings: Settings, log: Log = _log
+) -> IngestReport:
+    """Store every record under `source`; refused records are logged and reported, not fatal."""
+    from memory_core.ingest.store import ingest, iter_sources
+
+    report = ingest(
+        engine=engine_for(settings),
+        records=iter_sources([source]),
+        namespace=namespace,
+        task_type=task_type,
+        max_observation_chars=settings.limits.max_observation_chars,
+        limits=settings.limits,
+    )
+    for name, why in report.refused:
+        log.warning("refused %s: %s", name, why)
+    log.info(
+        "%s: %d stored, %d already there, %d refused",
+        source,
+        report.stored,
+        report.duplicates,
+        len(report.refused),
+    )
+    report.source = source
+    return report
+
+
+def facts_run(
+    namespace: str | None, settings: Settings, log: Log = _log, run_id: str | None = None
+) -> FactsReport:
+    """Rule facts (and LLM facts when an LLM is configured) from new trajectories; a run whose
+    LLM part still fails is parked as a dead letter remembering run_id."""
+    from memory_core.facts.llm import build_fact_extractor
+    from memory_core.facts.stage import extract_facts
+
+    engine = engine_for(settings)
+    report = extract_facts(
+        engine=engine,
+        namespace=namespace,
+        llm=build_fact_extractor(settings, engine),
+        screen=settings.screen,
+        run_id=run_id,
+        retry_delays_s=settings.llm.retry_delays_s,
+    )
+    for failed in report.llm_failed:
+        log.error("facts dead letter %s", failed)
+    for error in report.errors:
+        log.warning("facts: %s", error)
+    log.info(
+        "%d trajectories, %d statements: %d facts found, %d new, %d refreshed, %d superseded",
+        report.trajectories,
+        report.statements,
+        report.found,
+        report.new,
+        report.refreshed,
+        report.superseded,
+    )
+    return report
+
+
+def gate_run(namespace: str | None, settings: Settings, log: Log = _log) -> GateReport:
+    """Backtest the live cards on later runs; serve the broad, mostly right ones, hold the rest."""
+    from memory_core.backtest.stage import run_gate
+
+    report = run_gate(engine=engine_for(settings), rules=settings.gate, namespace=namespace)
+    log.info(
+        "gate: %d cards, %d served, %d waiting in review (%d sent now, %d back), %d runs replayed",
+        report.cards,
+        report.served,
+        report.waiting,
+        report.to_review,
+        report.to_active,
+        report.runs,
+    )
+    return report
+
+
+def retrospect_rules(
+    namespace: str | None,
+    settings: Settings,
+    log: Log = _log,
+    *,
+    worker: str,
+    run_id: str | None = None,
+    max_batches: int | None = None,
+) -> RetrospectSummary:
+    """Rule extraction, batch by batch, until nothing is pending (or max_batches ran)."""
+    totals = RetrospectSummary()
+    while max_batches is None or totals.batches < max_batches:
+        batch = retrospect_rule_batch(namespace, worker, settings, log, run_id=run_id)
+        if batch.claimed == 0:
+            break
+        totals.add(batch)
+    return totals
+
+
+def consolidate_all(
+    namespace: str | None,
+    dry_run: bool,
+    settings: Settings,
+    log: Log = _log,
+    *,
+    on_progress: Progress | None = None,
+) -> ConsolidateSummary:
+    """Consolidate one namespace or every one with active cards; on_progress hears (the
+    namespace and its step, steps done, steps in all over the namespaces)."""
+    from memory_core.consolidate.stage import live_namespaces
+
+    engine = engine_for(settings)
+    names = [namespace] if namespace else live_namespaces(engine=engine)
+    total = ConsolidateSummary(dry_run=dry_run)
+    if on_progress is not None and not names:
+        on_progress("no namespace with active cards", 0, 0)
+    counter = iter(range(len(names)))
+
+    def one(ns: str) -> None:
+        i = next(counter)
+
+        def step(what: str, done: int, steps: int) -> None:
+            if on_progress is not None:
+                where = f"{ns!r} ({i + 1} of {len(names)} namespaces)"
+                on_progress(f"{where}: {what}", i * steps + done, len(names) * steps)
+
+        part = consolidate_run(ns, dry_run, settings, log, on_progress=step)
+        part.ran = {ns: part.merges + part.facts_superseded}
+        total.add(part)
+
+    if dry_run:  # a plan writes nothing: no lease needed
+        for ns in names:
+            one(ns)
+        return total
+    # as the flow does: a namespace another run (a worker, another command) holds is
+    # theirs to finish, named in `elsewhere`, never worked twice at once
+    _, total.elsewhere = each_leased(engine=engine, stage="consolidate", namespaces=names, run=one)
+    return total
+
+
+def decay_all(
+    params: DecayParams,
+    namespace: str | None,
+    settings: Settings,
+    log: Log = _log,
+    *,
+    on_progress: Progress | None = None,
+) -> DecayReport:
+    """Decay one namespace or every one holding cards, each under its lease (a dry run plans
+    them all in one pass)."""
+    if params.dry_run:
+        return decay_run(params, namespace, settings, log, on_progress=on_progress)
+    engine = engine_for(settings)
+    total = DecayReport()
+
+    def one(ns: str) -> None:
+        part = decay_run(params, ns, settings, log, on_progress=on_progress)
+        part.ran = {ns: part.total}
+        total.add(part)
+
+    names = [namespace] if namespace else card_namespaces(engine=engine)
+    _, total.elsewhere = each_leased(engine=engine, stage="decay", namespaces=names, run=one)
+    return total
