@@ -13,6 +13,7 @@ from memory_core.validate.rows import check_rows
 from memory_core.validate.suite import MAX_ACTIONS, MAX_OUTCOME, MAX_SCENARIO, RULES, run_suite
 
 REGISTRY = frozenset({"search", "book", "refund"})
+SECRET = "sk-live0123456789abcdefXYZ"
 
 
 def card(**kw) -> DraftRow:
@@ -56,7 +57,9 @@ def corpus() -> list[DraftRow]:
         card(action_sequence=json.dumps([{"tool": "teleport"}])),
         card(preconditions=json.dumps(["tool == "])),
         card(preconditions="{}"),
-        card(failure_modes=json.dumps([{"mode": "auth", "handling": "sk-live0123456789abcdefXYZ"}])),
+        card(
+            failure_modes=json.dumps([{"mode": "auth", "handling": "sk-live0123456789abcdefXYZ"}])
+        ),
         card(scenario=None, confidence=7.0, action_sequence="[]", preconditions="oops"),
         card(card_id=same),
         card(card_id=same, confidence=0.3),
