@@ -13,6 +13,7 @@ from typing import Any
 from prefect import flow, get_run_logger
 from prefect.client.schemas.objects import State
 
+from flows.changes import publish_changes
 from flows.consolidate import run_consolidate
 from flows.decay import run_decay
 from flows.naming import run_name, thread_runner
@@ -20,8 +21,9 @@ from flows.night import NightSteps, run_night
 from flows.params import NightlyParams
 from flows.report import publish_summary
 from flows.retrospect import run_retrospect
-from flows.stages import final_state, redrive_if_retry, this_run
+from flows.stages import final_state, redrive_if_retry, stage, this_run
 from flows.summary import NightlySummary
+from memory_core.models.columns import utcnow
 from memory_core.settings import Settings
 from tasks.facts import facts_task
 from tasks.gate import gate_task
@@ -58,6 +60,9 @@ def run_nightly(params: NightlyParams, settings: Settings) -> NightlySummary:
 )
 def nightly(params: NightlyParams = NightlyParams()) -> State[Any]:
     """Run the stages in order; each reads what the previous one committed."""
-    summary = run_nightly(params, Settings())
+    settings, started = Settings(), utcnow()
+    summary = run_nightly(params, settings)
     publish_summary(summary)  # the run's numbers on its page in the Prefect UI, always
+    # what changed, card by card, and why (a failure to list it fails no night)
+    stage("changes", lambda: publish_changes(settings, started), 0, summary.outcome)
     return final_state(summary.outcome, summary)

@@ -11,6 +11,7 @@ from typer.core import TyperGroup
 
 from memory_cli import archive as archive_cmd
 from memory_cli import cards as cards_cmd
+from memory_cli import changes as changes_cmd
 from memory_cli import consolidate as consolidate_cmd
 from memory_cli import db as db_cmd
 from memory_cli import dead_letters as dead_letters_cmd
@@ -200,6 +201,7 @@ app.command("replay", rich_help_panel=_CARDS)(replay_cmd.replay_cmd)
 app.add_typer(review_cmd.app, name="review", rich_help_panel=_REVIEW)
 app.add_typer(archive_cmd.app, name="archive", rich_help_panel=_REVIEW)
 app.add_typer(dead_letters_cmd.app, name="dead-letters", rich_help_panel=_REVIEW)
+app.command("changes", rich_help_panel=_REVIEW)(changes_cmd.changes)
 app.command("serve", rich_help_panel=_SERVE)(serve_cmd.serve)
 app.command("mcp", rich_help_panel=_SERVE)(serve_cmd.mcp)
 app.add_typer(keys_cmd.app, name="keys", rich_help_panel=_SERVE)

@@ -137,6 +137,27 @@ def router(console: Console) -> APIRouter:
             notice=done,
         )
 
+    @r.get("/changes", response_class=HTMLResponse)
+    def changes(request: Request, since: str | None = None) -> Response:
+        user = console.user(request)
+        user.principal.require("read")
+        from datetime import UTC, datetime, timedelta
+
+        from memory_core.changes import changes_since
+
+        if since:
+            try:
+                when = datetime.fromisoformat(since)
+            except ValueError as exc:
+                raise InvalidInput(f"{since!r} is not an ISO date or time", field="since") from exc
+            when = when if when.tzinfo else when.replace(tzinfo=UTC)
+        else:  # tonight: the last day
+            when = utcnow() - timedelta(days=1)
+        rows = changes_since(
+            engine=svc.engine, since=when, namespace=user.principal.namespace, limit=2000
+        )
+        return console.render(request, "changes.html", user, rows=rows, since=when)
+
     @r.post("/dead-letters/{trajectory_id}/redrive")
     async def redrive_one(request: Request, trajectory_id: uuid.UUID) -> Response:
         user = console.user(request)

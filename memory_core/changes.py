@@ -1,0 +1,125 @@
+"""What changed in the cards since a time: each card created, merged (into what), superseded,
+archived, restored, sent to review or rejected, by whom and why.
+
+Read from the cards' version history (every writer records actor and reason there). The
+validation stage moves a passing draft to active or review without a version of its own: that
+decision is read from the card (a draft at its last version, now active or review, updated
+since), with the validator as its actor.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select, tuple_
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, col
+
+from memory_core.models.card import Card, CardStatus, CardVersion
+
+
+@dataclass(frozen=True)
+class Change:
+    """One change of one card."""
+
+    at: datetime
+    card_id: uuid.UUID
+    namespace: str
+    scenario: str
+    what: str  # created, merged, absorbed, superseded, archived, restored, ...
+    actor: str
+    reason: str
+    into: uuid.UUID | None = None  # merged into / superseded by
+
+
+def _what(version: int, snapshot: dict[str, Any], reason: str) -> tuple[str, uuid.UUID | None]:
+    """The kind of change a version row records, and the card it points to."""
+    status = snapshot.get("status")
+    by = snapshot.get("superseded_by")
+    into = uuid.UUID(by) if isinstance(by, str) else None
+    if version == 1:
+        return "created", None
+    if status == CardStatus.superseded.value:
+        return ("merged" if reason.startswith("merged into") else "superseded"), into
+    if snapshot.get("merged"):
+        return "absorbed", None
+    if reason.startswith("restored"):
+        return "restored", None
+    named = {
+        CardStatus.archived.value: "archived",
+        CardStatus.review.value: "sent to review",
+        CardStatus.rejected.value: "rejected",
+        CardStatus.quarantined.value: "quarantined",
+        CardStatus.active.value: "activated",
+    }
+    return named.get(str(status), "changed"), None
+
+
+def changes_since(
+    *, engine: Engine, since: datetime, namespace: str | None = None, limit: int = 10000
+) -> list[Change]:
+    """Every change since `since` (UTC), oldest first, at most `limit`."""
+    with Session(engine) as session:
+        q = (
+            select(CardVersion, col(Card.namespace), col(Card.scenario))
+            .join(Card, col(Card.card_id) == col(CardVersion.card_id))
+            .where(col(CardVersion.created_at) >= since)
+        )
+        if namespace is not None:
+            q = q.where(col(Card.namespace) == namespace)
+        rows = session.execute(q.order_by(col(CardVersion.created_at)).limit(limit)).all()
+        out = []
+        for v, ns, scenario in rows:
+            what, into = _what(v.version, v.snapshot or {}, v.reason)
+            out.append(Change(v.created_at, v.card_id, ns, scenario, what, v.actor, v.reason, into))
+        out += _validated(session, since, namespace, limit)
+    out.sort(key=lambda c: (c.at, str(c.card_id)))
+    return out[:limit]
+
+
+def _validated(
+    session: Session, since: datetime, namespace: str | None, limit: int
+) -> list[Change]:
+    """Drafts that validation moved to active or review since then (no version of their own:
+    the card's last version is still the draft's)."""
+    q = select(Card).where(
+        col(Card.updated_at) >= since,
+        col(Card.status).in_([CardStatus.active.value, CardStatus.review.value]),
+    )
+    if namespace is not None:
+        q = q.where(col(Card.namespace) == namespace)
+    cards = list(session.execute(q.limit(limit)).scalars())
+    if not cards:
+        return []
+    last = {
+        (cid, ver): snap
+        for cid, ver, snap in session.execute(
+            select(
+                col(CardVersion.card_id), col(CardVersion.version), col(CardVersion.snapshot)
+            ).where(
+                tuple_(col(CardVersion.card_id), col(CardVersion.version)).in_(
+                    [(c.card_id, c.version) for c in cards]
+                )
+            )
+        ).all()
+    }
+    out = []
+    for c in cards:
+        snap = last.get((c.card_id, c.version))
+        if not snap or snap.get("status") != CardStatus.draft.value:
+            continue  # its last change has a version of its own, listed already
+        active = c.status == CardStatus.active.value
+        reason = (
+            f"passed validation (confidence {c.confidence:.2f})"
+            if active
+            else f"passed validation; confidence {c.confidence:.2f} is below the review threshold"
+        )
+        what = "activated" if active else "sent to review"
+        out.append(
+            Change(c.updated_at, c.card_id, c.namespace, c.scenario, what, "validator", reason)
+        )
+    return out
+

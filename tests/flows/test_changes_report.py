@@ -1,0 +1,74 @@
+"""The night's changes report: the nightly flow's `nightly-changes` artifact, the console's
+Changes page and `hindsight changes --since` list the same changes, each card with what
+happened to it (created, activated, sent to review, merged into what...) and why."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+
+from flows.changes import CHANGES_KEY
+from flows.nightly import nightly
+from flows.params import NightlyParams
+from memory_api.app import create_app
+from memory_core.changes import changes_since
+from memory_core.models.columns import utcnow
+from memory_core.serve.keys import create_key
+from memory_core.serve.service import MemoryService
+from tests.helpers.cli import hindsight
+from tests.helpers.data import REPO
+from tests.helpers.serve import LiveServer
+from tests.helpers.ui import signed_in
+
+
+def _artifact(flow_run_id) -> str:
+    with get_client(sync_client=True) as client:
+        found = client.read_artifacts(
+            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id]))
+        )
+    [md] = [a for a in found if a.key == CHANGES_KEY]
+    return str(md.data)
+
+
+def test_a_night_lists_what_changed_and_why(flow_env, settings, engine, env_for) -> None:
+    before = utcnow() - timedelta(seconds=1)
+    state = nightly(NightlyParams(input=[str(REPO / "examples")]), return_state=True)
+    assert state.is_completed(), state.message
+    changes = changes_since(engine=engine, since=before)
+    kinds = {c.what for c in changes}
+    assert "created" in kinds and kinds & {"activated", "sent to review"}, kinds
+    assert all(c.actor and c.reason for c in changes)
+    activated = [c for c in changes if c.what in ("activated", "sent to review")]
+    assert all(c.actor == "validator" for c in activated)
+    created = {c.card_id for c in changes if c.what == "created"}
+    assert {c.card_id for c in activated} <= created  # each decision names a card of tonight
+    # the artifact: every change, each card linked to its console page
+    text = _artifact(state.state_details.flow_run_id)
+    assert f"**{len(changes)} changes tonight**" in text
+    for c in changes[:5]:
+        assert f"/ui/cards/{c.card_id}" in text
+    # the CLI prints the same rows
+    listed = json.loads(
+        hindsight(env_for, "changes", "--since", before.isoformat(), "-f", "json").stdout
+    )
+    assert [(x["card_id"], x["what"]) for x in listed] == [
+        (str(c.card_id), c.what) for c in changes
+    ]
+    table = hindsight(env_for, "changes", "--since", before.isoformat()).stdout
+    assert f"{len([c for c in changes if c.what == 'created'])} created" in table
+    # and the console's page, for the namespace of the key
+    svc = MemoryService(engine=engine, settings=settings)
+    key = create_key(engine=engine, namespace="default", scopes=["read"])[1]
+    with LiveServer(create_app(svc)) as server, signed_in(server.url, key) as c:
+        page = c.get("/ui/changes", params={"since": before.isoformat()})
+        assert page.status_code == 200
+        assert f"({len(changes)})" in page.text
+        assert f"/ui/cards/{changes[0].card_id}" in page.text
+
+
+def test_changes_refuses_a_bad_date(env_for) -> None:
+    proc = hindsight(env_for, "changes", "--since", "yesterday-ish", check=False)
+    assert proc.returncode == 2 and "not an ISO date" in proc.stderr
