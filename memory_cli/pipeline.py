@@ -72,15 +72,13 @@ def nightly(
             if p != "-" and not Path(p).exists():
                 raise InvalidInput(f"no such file or folder: {p}", field="--input")
         settings, engine = load()
-        from flows.params import NightlyParams
-
-        params = NightlyParams(
-            input=[str(Path(p).resolve()) for p in input or []],
-            namespace=namespace,
-            task_type=task_type,
-        )
         with polled_progress("nightly", lambda: _progress(engine, None)):
-            summary, failed = stages.nightly(settings=settings, params=params)
+            summary, failed = stages.nightly(
+                settings=settings,
+                input=[str(Path(p).resolve()) for p in input or []],
+                namespace=namespace,
+                task_type=task_type,
+            )
         if fmt is Format.json:
             print_json(summary)
             _exit_if_failed(failed, fmt)

@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 
 
 if TYPE_CHECKING:
-    from flows.params import NightlyParams
     from flows.summary import NightlySummary
     from memory_core.consolidate.summary import ConsolidateSummary
     from memory_core.decay import DecayReport
@@ -77,11 +76,17 @@ def progress(
 def as_flow_run(settings: Settings) -> Iterator[None]:
     """Around a flow run from this process: Prefect's defaults, and a temporary server that
     does not start in time said in one line."""
-    from memory_cli.context import prefect_defaults, temporary_server
+    from memory_cli.context import temporary_server
 
-    prefect_defaults(settings.data_dir)
+    _prefect_defaults(settings)
     with temporary_server():
         yield
+
+
+def _prefect_defaults(settings: Settings) -> None:
+    from memory_cli.context import prefect_defaults
+
+    prefect_defaults(settings.data_dir)
 
 
 def validate(
@@ -92,10 +97,10 @@ def validate(
         from tasks.plain import validate_run
 
         return validate_run(namespace, settings, stage_log(), on_progress=on_progress)
-    from flows.validate import ValidateParams
-    from flows.validate import validate as validate_flow
+    with as_flow_run(settings):  # Prefect's settings before Prefect is imported
+        from flows.validate import ValidateParams
+        from flows.validate import validate as validate_flow
 
-    with as_flow_run(settings):
         return validate_flow(ValidateParams(namespace=namespace))
 
 
@@ -112,10 +117,10 @@ def consolidate(
         from tasks.plain_night import consolidate_all
 
         return consolidate_all(namespace, dry_run, settings, stage_log(), on_progress=on_progress)
-    from flows.consolidate import consolidate as consolidate_flow
-    from flows.params import ConsolidateParams
-
     with as_flow_run(settings):
+        from flows.consolidate import consolidate as consolidate_flow
+        from flows.params import ConsolidateParams
+
         return consolidate_flow(ConsolidateParams(namespace=namespace, dry_run=dry_run))
 
 
@@ -135,10 +140,10 @@ def decay(
 
         params = DecayParams(**settings.decay.model_dump(), dry_run=dry_run, now=now)
         return decay_all(params, namespace, settings, stage_log(), on_progress=on_progress)
-    from flows.decay import decay as decay_flow
-    from flows.params import DecayFlowParams
-
     with as_flow_run(settings):
+        from flows.decay import decay as decay_flow
+        from flows.params import DecayFlowParams
+
         return decay_flow(DecayFlowParams(namespace=namespace, dry_run=dry_run, now=now))
 
 
@@ -155,12 +160,12 @@ def retrospect(
         n = totals.dead_letters
         failed = RunFailure(f"{n} dead letters: see hindsight dead-letters list", []) if n else None
         return totals.model_dump(), failed
-    from flows.params import RetrospectParams
-    from flows.retrospect import RetrospectRun
-    from flows.retrospect import retrospect as retrospect_flow
-    from memory_cli.context import flush_prefect
-
     with as_flow_run(settings):
+        from flows.params import RetrospectParams
+        from flows.retrospect import RetrospectRun
+        from flows.retrospect import retrospect as retrospect_flow
+        from memory_cli.context import flush_prefect
+
         state = retrospect_flow(RetrospectParams(namespace=namespace), return_state=True)
         flush_prefect()
     summary = flow_summary(state, RetrospectRun)
@@ -175,13 +180,18 @@ def retrospect(
 
 
 def nightly(
-    *, settings: Settings, params: NightlyParams
+    *, settings: Settings, input: list[str], namespace: str | None, task_type: str | None
 ) -> tuple[NightlySummary, RunFailure | None]:
     """The night here, stage by stage (no Prefect API and no LLM: nothing to wait for), or as
     a flow run (its run, artifacts and Retry in that server's UI)."""
+    here = in_process(settings, needs_llm_tasks=bool(settings.llm.base_url))
+    if not here:  # Prefect reads its settings when it is imported: set them first
+        _prefect_defaults(settings)
+    from flows.params import NightlyParams
     from flows.summary import NightlySummary, verdict
 
-    if in_process(settings, needs_llm_tasks=bool(settings.llm.base_url)):
+    params = NightlyParams(input=input, namespace=namespace, task_type=task_type)
+    if here:
         from flows.night import plain_steps, run_night
 
         summary = run_night(params, settings, plain_steps(stage_log()))

@@ -122,4 +122,3 @@ def _validated(
             Change(c.updated_at, c.card_id, c.namespace, c.scenario, what, "validator", reason)
         )
     return out
-

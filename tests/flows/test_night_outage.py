@@ -19,6 +19,7 @@ from flows.stages import run_summary
 from memory_core.models.card import Card
 from memory_core.models.drafts import view_of
 from memory_core.models.trajectory import Trajectory
+from memory_core.retrospect.dead_letters import list_dead_letters
 from memory_core.retrospect.rule_extractor import RuleExtractor
 from memory_core.status import trajectory_counts
 from tests.helpers.data import REPO
@@ -59,11 +60,16 @@ def test_outage_costs_llm_cards_never_rule_cards(llm_env, engine, monkeypatch) -
     assert summary.validation.evaluated == len(expected) and summary.validation.activated > 0
     assert summary.consolidation.cards_seen > 0 and summary.decay.run_id is not None
     assert summary.outcome.failures == []
-    facts = [d for d in summary.outcome.dead_letters if d.startswith("facts of ")]
-    assert facts and all("LLMTransient" in d for d in facts)  # conversations wait for facts
-    named = [d for d in summary.outcome.dead_letters if not d.startswith("facts of ")]
-    assert len(named) == len(parked)  # keys may hold colons (sha256:...): match by prefix
-    assert all(any(d.startswith(f"{r.key}: ") for d in named) for r in parked)
+    # one line a run, whichever of its parts were parked ("key: error; facts: error")
+    facts = [d for d in summary.outcome.dead_letters if "facts: " in d]
+    assert facts and all("LLMTransient" in d.split("facts: ")[1] for d in facts)
+    run = str(state.state_details.flow_run_id)
+    parked_runs = list_dead_letters(engine=engine, run_id=run, limit=None)
+    assert len(summary.outcome.dead_letters) == len(parked_runs)  # runs, not parts
+    # keys may hold colons (sha256:...): match by prefix
+    assert all(
+        any(d.startswith(f"{r.key}: ") for d in summary.outcome.dead_letters) for r in parked
+    )
     # the run is red with what to do, and its summary is on its page, dead letters named
     n = len(summary.outcome.dead_letters)
     assert (
@@ -72,6 +78,9 @@ def test_outage_costs_llm_cards_never_rule_cards(llm_env, engine, monkeypatch) -
     arts = _artifacts(state.state_details.flow_run_id)
     rows = {r["metric"]: r["value"] for r in json.loads(arts[SUMMARY_KEY].data)}
     assert rows["dead letters"] == n and rows["cards created"] >= len(expected)
+    # the failed calls are counted, with why (the summary said "LLM calls 0" before)
+    assert rows["LLM calls failed"] >= len(parked), rows
+    assert "LLMTransient" in rows["LLM failures, by error"]
     text = arts[DEAD_LETTER_KEY].data
     assert all(r.key in text for r in parked) and "retry this flow run" in text.lower()
 

@@ -227,6 +227,8 @@ def test_retry_in_the_ui_recovers_the_night(
                 for r in list_dead_letters(engine=engine, run_id=str(run.id))
             )
             assert parts >= parked
+            runs_parked = len(list_dead_letters(engine=engine, run_id=str(run.id), limit=None))
+            assert int(message.split()[0]) == runs_parked
             rules_only = _cards(settings)
             assert any(k == "experience" for k, _, _ in rules_only)
             [first] = _summary_rows(run.id)
@@ -254,8 +256,9 @@ def test_retry_in_the_ui_recovers_the_night(
             assert trajectory_counts(engine=engine) == {"done": 12}
             rows = _summary_rows(run.id)
             assert len(rows) == 2, rows
-            assert rows[-1]["re-driven by this retry"] == parts
-            assert rows[-1]["recovered by this retry"] == parts
+            # dead letters are counted by run everywhere: the message, the summary, the Retry
+            assert rows[-1]["re-driven by this retry"] == runs_parked
+            assert rows[-1]["recovered by this retry"] == runs_parked
             assert rows[-1]["dead letters"] == 0
             # what failed stays visible: the first attempt's failed llm-extract task runs
             failed = failed_task_runs(run.id, expect=parked)
