@@ -41,10 +41,12 @@ def test_a_night_lists_what_changed_and_why(flow_env, settings, engine, env_for)
     kinds = {c.what for c in changes}
     assert "created" in kinds and kinds & {"activated", "sent to review"}, kinds
     assert all(c.actor and c.reason for c in changes)
-    activated = [c for c in changes if c.what in ("activated", "sent to review")]
-    assert all(c.actor == "validator" for c in activated)
+    # validation's decisions (no version of their own) and the serving gate's after them
+    decided = [c for c in changes if c.what in ("activated", "sent to review")]
+    assert {c.actor for c in decided} <= {"validator", "gate"}
+    assert any(c.actor == "validator" for c in decided)
     created = {c.card_id for c in changes if c.what == "created"}
-    assert {c.card_id for c in activated} <= created  # each decision names a card of tonight
+    assert {c.card_id for c in decided} <= created  # each decision names a card of tonight
     # the artifact: every change, each card linked to its console page
     text = _artifact(state.state_details.flow_run_id)
     assert f"**{len(changes)} changes tonight**" in text
