@@ -66,13 +66,17 @@ def rejected_cmd(
 ) -> None:
     """LLM answers rejected for their content (not dead letters: a retry would get the same
     answer), with the reason; json adds the raw answer."""
-    from dataclasses import asdict
+    from dataclasses import asdict, replace
 
+    from memory_core.redact import redact
     from memory_core.retrospect.dead_letters import list_rejections
 
     with fail_on_errors():
         _, engine = load()
-        rows = list_rejections(engine=engine, namespace=namespace, limit=limit)
+        rows = [  # redacted as the console shows them: a model's answer is derived text
+            replace(r, key=redact(r.key), reason=redact(r.reason), raw=redact(r.raw))
+            for r in list_rejections(engine=engine, namespace=namespace, limit=limit)
+        ]
         if fmt is Format.json:
             print_json([{**asdict(r), "trajectory_id": str(r.trajectory_id)} for r in rows])
             return
