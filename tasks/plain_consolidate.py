@@ -66,7 +66,7 @@ def consolidate_run(
         dry_run=dry_run,
         on_progress=on_progress,
     )
-    synced = _sync_index(namespace, settings, embedder, log) if embedder and not dry_run else ""
+    synced = sync_index(namespace, settings, embedder, log) if embedder and not dry_run else ""
     log.info(
         "%s: %d cards, %d merges absorbing %d, %d facts superseded (%s)",
         namespace,
@@ -86,7 +86,7 @@ def consolidate_run(
     return report
 
 
-def _sync_index(namespace: str, settings: Settings, embedder: Embedder, log: Log) -> str:
+def sync_index(namespace: str | None, settings: Settings, embedder: Embedder, log: Log) -> str:
     """The index is derived data: after the merges, it holds exactly the served cards."""
     from memory_core.errors import IndexUnavailable, InvalidInput
     from memory_core.index.factory import open_index

@@ -95,6 +95,14 @@ def gate_run(namespace: str | None, settings: Settings, log: Log = _log) -> Gate
         report.to_active,
         report.runs,
     )
+    if report.to_review or report.to_active:
+        # consolidate left the vector index holding exactly the served cards; the cards the
+        # gate moved in or out of service would otherwise be stale or missing until next night
+        from tasks.plain_consolidate import embedder_for, sync_index
+
+        embedder = embedder_for(settings)
+        if embedder is not None:
+            log.info("index after the gate: %s", sync_index(namespace, settings, embedder, log))
     return report
 
 
