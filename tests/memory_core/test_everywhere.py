@@ -209,3 +209,18 @@ async def test_mcp_refuses_a_card_for_every_state_with_the_rule(settings, engine
             "store_memory_card", {**card, "preconditions": [], "applies_everywhere": True}
         )
         assert not ok.is_error and ok.structured_content["provenance"]["applies_everywhere"]
+
+
+def test_the_console_shows_a_card_for_every_state_as_such(settings, engine) -> None:
+    from memory_api.app import create_app
+    from memory_core.serve.service import MemoryService
+    from tests.helpers.ui import signed_in
+
+    keys = keys_for(engine, namespace="default")
+    admin = _key(engine, ["admin"])
+    everywhere = store_card(engine=engine, principal=admin, card=_card([], True), via="api")
+    picked = store_card(engine=engine, principal=admin, card=_card(["step > 3"]), via="api")
+    app = create_app(MemoryService(engine=engine, settings=settings))
+    with LiveServer(app) as server, signed_in(server.url, keys["read"]) as c:
+        assert "Applies everywhere" in c.get(f"/ui/cards/{everywhere.card_id}").text
+        assert "Applies everywhere" not in c.get(f"/ui/cards/{picked.card_id}").text
