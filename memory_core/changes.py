@@ -19,6 +19,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
 from memory_core.models.card import Card, CardStatus, CardVersion
+from memory_core.redact import redact
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,9 @@ def changes_since(
         out = []
         for v, ns, scenario in rows:
             what, into = _what(v.version, v.snapshot or {}, v.reason)
-            out.append(Change(v.created_at, v.card_id, ns, scenario, what, v.actor, v.reason, into))
+            # redacted: the report becomes a Prefect artifact, a console page and CLI output
+            text, why = redact(scenario), redact(v.reason)
+            out.append(Change(v.created_at, v.card_id, ns, text, what, v.actor, why, into))
         out += _validated(session, since, namespace, limit)
     out.sort(key=lambda c: (c.at, str(c.card_id)))
     return out[:limit]
@@ -119,6 +122,8 @@ def _validated(
         )
         what = "activated" if active else "sent to review"
         out.append(
-            Change(c.updated_at, c.card_id, c.namespace, c.scenario, what, "validator", reason)
+            Change(
+                c.updated_at, c.card_id, c.namespace, redact(c.scenario), what, "validator", reason
+            )
         )
     return out
