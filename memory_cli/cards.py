@@ -101,7 +101,7 @@ def show(card_id: str, namespace: NamespaceOpt = None, fmt: FormatOpt = Format.t
         table(f"card {card.card_id}", ["field", "value"], [[k, v] for k, v in fields.items()])
         if card.backtest is not None:
             b = card.backtest
-            verdict = "served" if b.serve else "waits in review"
+            verdict = "passes the gate" if b.serve else "waits in review"
             console.print(
                 f"backtest: {verdict}: {b.reason}\n  {b.groups} task group(s), {b.checked} later "
                 f"runs checked, {b.fired} warnings fired, {b.right} right, {b.wrong} wrong"
