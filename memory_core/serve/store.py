@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
+import time
+import weakref
 from typing import Any
 
 from sqlalchemy import select
@@ -38,6 +41,32 @@ def operator_signature(card: CardIn) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:40]
 
 
+# What a namespace's states take (memory_core.cards.known_values) reads up to 5,000 learnt cards:
+# 0.1-0.2 s of CPU, on every card written, was most of a write's cost. It changes when the
+# stages learn (an operator's own cards add nothing to it), so a write reuses the value read
+# within the last KNOWN_VALUES_S; a card negating a value learnt in those seconds is refused
+# as holding on every state until then, with the rule named.
+KNOWN_VALUES_S = 10.0
+_KNOWN: weakref.WeakKeyDictionary[Engine, dict[str, tuple[float, frozenset[str]]]] = (
+    weakref.WeakKeyDictionary()
+)
+_KNOWN_LOCK = threading.Lock()
+
+
+def _known_values(engine: Engine, namespace: str) -> frozenset[str]:
+    """known_values of the namespace, read at most once every KNOWN_VALUES_S per engine."""
+    now = time.monotonic()
+    with _KNOWN_LOCK:
+        hit = _KNOWN.get(engine, {}).get(namespace)
+    if hit is not None and now - hit[0] < KNOWN_VALUES_S:
+        return hit[1]
+    with Session(engine) as session:
+        found = known_values(session, namespace)
+    with _KNOWN_LOCK:
+        _KNOWN.setdefault(engine, {})[namespace] = (now, found)
+    return found
+
+
 def store_card(
     *,
     engine: Engine,
@@ -65,9 +94,7 @@ def store_card(
         )
     ]
     if not card.applies_everywhere:
-        with Session(engine) as session:
-            used = known_values(session, principal.namespace)
-        why = holds_everywhere(sources, used=used)
+        why = holds_everywhere(sources, used=_known_values(engine, principal.namespace))
         if why:  # a card on every state reaches every query: only when its writer says so
             raise InvalidPrecondition(why, field="preconditions")
     normalised = card.model_copy(update={"preconditions": sources})
