@@ -3,7 +3,7 @@
 Learns as bench/lessons.py does (the nightly stages, rules, default settings, `info` dropped)
 and prints every active card: its key (pattern, tool, failure modes, preconditions; never the
 card id, which differs each run), confidence, supporting task groups and action steps. The
-key is what tests/memory_core/retrospect/data/labelled_cards.json labels by reading.
+key is what tests/memory_core/retrospect/labelled_cards.json labels by reading.
 
     python bench/lessons_cards.py data/tau-bench-airline/trajectories.json [--out JSON]
 """
@@ -22,16 +22,22 @@ sys.path.insert(0, str(REPO))
 
 from bench.lessons_learn import _learn  # noqa: E402
 
+FIX_NOTE = "this call succeeded"
+
 
 def card_key(card: Any) -> str:
-    """Pattern, failure modes and preconditions: the same lesson has the same key every run."""
+    """Pattern, failure modes, preconditions and whether it gives a fix (a step that succeeded)
+    or only a caution: the same lesson has the same key every run."""
     modes = sorted(str(m.get("mode", "")) for m in card.failure_modes)
     pattern = str(card.provenance.get("pattern", ""))
-    return json.dumps([pattern, modes, sorted(card.preconditions)], ensure_ascii=False)
+    fix = any(str(a.get("note", "")).startswith(FIX_NOTE) for a in card.action_sequence)
+    return json.dumps([pattern, modes, sorted(card.preconditions), fix], ensure_ascii=False)
 
 
-def active_cards(engine: Any, namespace: str) -> list[dict[str, Any]]:
-    """Every active card of the namespace, as a reader sees it."""
+def active_cards(
+    engine: Any, namespace: str, statuses: tuple[str, ...] = ("active",)
+) -> list[dict[str, Any]]:
+    """Every card of the namespace in these statuses, as a reader sees it."""
     from sqlmodel import Session, col, select
 
     from memory_core.models.card import Card, CardEvidence
@@ -39,7 +45,9 @@ def active_cards(engine: Any, namespace: str) -> list[dict[str, Any]]:
     out = []
     with Session(engine) as s:
         cards = s.exec(
-            select(Card).where(col(Card.namespace) == namespace, col(Card.status) == "active")
+            select(Card).where(
+                col(Card.namespace) == namespace, col(Card.status).in_(list(statuses))
+            )
         ).all()
         for c in cards:
             ev = s.exec(select(CardEvidence).where(col(CardEvidence.card_id) == c.card_id)).all()
@@ -51,6 +59,7 @@ def active_cards(engine: Any, namespace: str) -> list[dict[str, Any]]:
             out.append(
                 {
                     "key": card_key(c),
+                    "status": c.status,
                     "scenario": c.scenario,
                     "confidence": round(c.confidence, 3),
                     "supporting_groups": len(groups),

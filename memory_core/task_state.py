@@ -35,6 +35,10 @@ CONDITION_KEYS = (
     "step",
 )
 
+# a bracketed list (an unclosed one cut at the line's end too), and a run of masked items: how
+# many suggestions an error lists is not part of what the error is
+_LIST = re.compile(r"\[[^\[\]]*(?:\]|$)")
+_MASK_RUN = re.compile(r"<(?:s|n|id|list)>(?:\s*,\s*<(?:s|n|id|list)>)+")
 _QUOTED = re.compile(r"""("[^"]*"|'[^']*'|`[^`]*`)""")
 _UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I)
 _NUMBER = re.compile(r"(?<![\w<])[-+]?\d+(?:[.,]\d+)*(?![\w>])")
@@ -71,13 +75,16 @@ def _mask_number(m: re.Match[str]) -> str:
 
 
 def normalise_error(text: str) -> str:
-    """A stable signature of an error message: ids, numbers and quoted values masked, lower case."""
+    """A stable signature of an error message: ids, numbers, quoted values and lists masked,
+    lower case."""
     first = text.strip().splitlines()[0] if text.strip() else ""
     first = _ERROR_PREFIX.sub("", first)
+    first = _LIST.sub("<list>", first)
     first = _QUOTED.sub("<s>", first)
     first = _UUID.sub("<id>", first)
     first = _ID_TOKEN.sub("<id>", first)
     first = _NUMBER.sub(_mask_number, first)
+    first = _MASK_RUN.sub("<list>", first)
     return " ".join(first.casefold().split())[:MAX_SIGNATURE_CHARS]
 
 

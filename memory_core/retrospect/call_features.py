@@ -96,13 +96,28 @@ def _pattern(text: str) -> tuple[str, str] | None:
     return None
 
 
+KEY_KINDS = frozenset({"word", "bool", "pattern"})
+
+
+def keyable(atom: Atom) -> bool:
+    """An enumerated choice, a flag or an identifier's kind (a prefix and digits): what may
+    key a lesson; never a size, a sign, a fixed-length code or a date (one task's values)."""
+    if atom.kind not in KEY_KINDS:
+        return False
+    return atom.kind != "pattern" or atom.expr.endswith('[0-9]+$")')
+
+
 def atoms(args: dict[str, Any] | None) -> list[Atom]:
     """Every feature of a call's arguments as an atom (keys that are not identifiers skipped)."""
+    from memory_core.retrospect.placeholders import is_placeholder
+
     out: list[Atom] = []
     for key in sorted(args or {}):
         if not _KEY.match(key):
             continue
         value = (args or {})[key]
+        if is_placeholder(value):
+            continue  # a withheld or masked value: no call passes it
         ref = f"args.{key}"
         out.append(Atom(RANK["key"], f"has({ref})", f"{key} given", "key", key))
         if isinstance(value, bool):

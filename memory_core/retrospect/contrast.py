@@ -41,9 +41,9 @@ from memory_core.task_state import CONDITION_KEYS, states_before_calls
 
 PRODUCER = "contrast"
 MAX_ATOMS = 2
-CATEGORICAL = frozenset(
-    {"word", "bool", "size"}
-)  # argument features a caution keeps (the most specific first)
+# argument features a caution keeps (the most specific first): a list's size is one task's
+# count, never a key
+CATEGORICAL = frozenset({"word", "bool"})
 GROUP_TEXT_CHARS = 500
 MAX_GROUP_CHARS = 255  # trajectory.task_group
 TASK_ID_KEYS = ("task_id", "task", "instance_id", "question_id")
@@ -102,8 +102,13 @@ def contrast_group(
     default_task_type: str = "default",
     skip_tainted: bool = True,
     tainted_of: Callable[[TrajectoryView], Collection[int]] | None = None,
+    keeps: Callable[[str, Atom | None], bool] | None = None,
 ) -> list[DraftCard]:
     """Cautions separating the failed runs of one task from its successful runs.
+
+    `keeps(tool, atom)` says whether an argument feature (None: the call itself) may key a
+    caution (one that separates across tasks: memory_core.retrospect.keys); without it,
+    every feature may.
 
     With skip_tainted, a failed run's calls made on an instruction from untrusted text (a
     tool result, a later user turn: memory_core.screen.taint) teach nothing, judged on that
@@ -140,12 +145,14 @@ def contrast_group(
             if c.error or c.index in tainted:
                 continue  # an error teaches through its own warning card
             tool = c.tool or ""
-            mine = atoms(c.args)
+            mine = [a for a in atoms(c.args) if keeps is None or keeps(tool, a)]
             order: tuple[str, ...] = ()
             if tool not in win_calls:
                 # no success made this call at all: keep only choices that recur across tasks
-                # (words, flags, list sizes), not the identifiers of this task
+                # (words, flags), not the identifiers of this task
                 chosen = sorted(a for a in mine if a.kind in CATEGORICAL)[:MAX_ATOMS]
+                if not chosen and keeps is not None and not keeps(tool, None):
+                    continue  # "at all": calling the tool must itself mark failures elsewhere
             else:
                 # what the successful calls never had, but not an identifier's shape: that two
                 # runs' ids differ in length or letters is this task's accident, not a lesson

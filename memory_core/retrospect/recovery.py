@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory_core.models.trajectory import Step
-from memory_core.retrospect.call_features import atoms, changed
+from memory_core.retrospect.call_features import atoms, changed, keyable
 from memory_core.task_state import error_signature
 
 
@@ -56,13 +56,12 @@ class Recovery:
 
 
 def separating(failed: Step, rec: Recovery) -> list[str]:
-    """The argument feature the failed call had and its successful retry had not (the most
-    specific one), so the warning fires on calls like the failed one, not on every call."""
+    """The candidate keys: the argument features the failed call had and its successful retry
+    had not (memory_core.retrospect.keys keeps at most one, if it separates across tasks)."""
     if rec.retry is None:
         return []
     ok = {a.expr for a in atoms(rec.retry.args)}
-    differ = sorted(a for a in atoms(failed.args) if a.kind != "key" and a.expr not in ok)
-    return [differ[0].expr] if differ else []
+    return [a.expr for a in sorted(atoms(failed.args)) if keyable(a) and a.expr not in ok]
 
 
 def find_recovery(calls: list[Step], i: int, sig: str, *, max_actions: int) -> Recovery:

@@ -59,19 +59,25 @@ class RuleExtractor:
                 continue
             seen[(call.tool, sig)] = self._warning(trajectory, base, call, states[i], sig, rec)
             drafts.append(seen[(call.tool, sig)])
-            if rec.retry is not None:
+            if rec.retry is not None and trajectory.outcome is Outcome.success:
+                # a recovery is a fix: only a run that then succeeded shows one
                 drafts.append(self._recovery_card(trajectory, base, call, states[i + 1], sig, rec))
         if trajectory.outcome is Outcome.success and base and calls:
             drafts.append(self._success_path(trajectory, base, calls, states[0]))
         return drafts
 
-    def _actions(self, failed: Step, rec: Recovery) -> list[ActionStep]:
-        if rec.retry is None:
+    def _actions(self, failed: Step, rec: Recovery, *, fixed: bool) -> list[ActionStep]:
+        """A fix (what preceded the retry, the retry as it succeeded) only from a run that then
+        succeeded; otherwise a caution: the failed call, and no step to take instead."""
+        if rec.retry is None or not fixed:
+            note = "this call failed before: check its inputs before calling; " + (
+                "a retry succeeded only in a run that failed anyway, so no fix is known"
+                if rec.retry is not None
+                else "no run showed what works"
+            )
             return [
                 ActionStep(
-                    tool=failed.tool or "",
-                    params_template=params_template(failed.args),
-                    note="this call failed before: check its inputs before calling",
+                    tool=failed.tool or "", params_template=params_template(failed.args), note=note
                 )
             ]
         steps = [
@@ -138,11 +144,14 @@ class RuleExtractor:
         rec: Recovery,
     ) -> DraftCard:
         recovered = rec.retry is not None
+        fixed = recovered and t.outcome is Outcome.success
         # the error itself is observed, whatever the run's end: the warning is confirmed
         evidence = [self._evidence(t, state, call, sig, rec, confirms=True)]
-        handling = rec.handling()
-        if recovered and t.outcome is not Outcome.success:
-            handling += " (unconfirmed: the run failed anyway)"
+        handling = (
+            rec.handling()
+            if fixed or not recovered
+            else "caution: no fix is known (a retry succeeded only in a run that failed anyway)"
+        )
         return DraftCard(
             provenance={"producer": self.name, "confirmed": True},
             pattern="pre_call_warning",
@@ -150,13 +159,20 @@ class RuleExtractor:
             preconditions=[
                 *base,
                 f"tool == {cel_string(call.tool or '')}",
+                # candidates: the retrospect stage keeps the one that separates across tasks
                 *separating(call, rec),
             ],
-            action_sequence=self._actions(call, rec),
+            action_sequence=self._actions(call, rec, fixed=fixed),
             expected_outcome=f"{call.tool} succeeds",
             actual_outcome=(
                 f'failed with "{sig}"; '
-                + (f"recovered: {rec.handling()}" if recovered else "not recovered")
+                + (
+                    f"recovered: {rec.handling()}"
+                    if fixed
+                    else "a retry succeeded, but the run failed anyway"
+                    if recovered
+                    else "not recovered"
+                )
                 + f"; run outcome: {t.outcome.value}"
             ),
             failure_modes=[FailureMode(mode=sig, handling=handling)],
@@ -187,7 +203,7 @@ class RuleExtractor:
                 f"last_tool == {cel_string(call.tool or '')}",
                 f"last_error == {cel_string(sig)}",
             ],
-            action_sequence=self._actions(call, rec),
+            action_sequence=self._actions(call, rec, fixed=confirmed),
             expected_outcome=f"{call.tool} succeeds on retry",
             actual_outcome=f"{rec.handling()}; run outcome: {t.outcome.value}"
             + ("" if confirmed else " (unconfirmed: seen only in a run that failed)"),

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import update
@@ -22,8 +22,10 @@ from sqlmodel import Session, col, select
 from memory_core.db import session_scope
 from memory_core.models.drafts import DraftCard, TrajectoryView
 from memory_core.models.trajectory import Outcome, Step, Trajectory, TrajectoryStatus
+from memory_core.retrospect.call_features import Atom
 from memory_core.retrospect.contradict import contradicting
 from memory_core.retrospect.contrast import contrast_group, task_group
+from memory_core.retrospect.keys import CallTable
 from memory_core.retrospect.view_cache import VIEWS
 
 GROUP_KEY = "hindsight_task_group"
@@ -32,10 +34,15 @@ T = Trajectory
 
 
 def contrast_batch(
-    *, engine: Engine, rows: Sequence[Trajectory], screen: bool = True
+    *,
+    engine: Engine,
+    rows: Sequence[Trajectory],
+    screen: bool = True,
+    tables: Mapping[str, CallTable] | None = None,
 ) -> dict[uuid.UUID, list[DraftCard]]:
     """Contrast drafts for the task groups of a batch, each attached to one run of the batch
-    (with the screen, calls made on an injected order teach nothing)."""
+    (with the screen, calls made on an injected order teach nothing; with a namespace's call
+    table, a caution is keyed only on features that separate across tasks)."""
     keys: dict[uuid.UUID, tuple[str, str]] = {}
     for row in rows:
         key = task_group(extra=row.extra or {}, steps=[Step.model_validate(s) for s in row.steps])
@@ -77,6 +84,7 @@ def contrast_batch(
                 group=key,
                 skip_tainted=screen,
                 tainted_of=VIEWS.tainted,
+                keeps=_keeps(tables.get(namespace)) if tables is not None else None,
             )
             if found:
                 holder = min(mine, key=str)  # a run of this batch carries the group's cards
@@ -94,6 +102,14 @@ def contrast_batch(
             holder = min((r.id for r in rows if r.namespace == namespace), key=str)
             out[holder].extend(extra)
     return dict(out)
+
+
+def _keeps(table: CallTable | None) -> Callable[[str, Atom | None], bool]:
+    if table is None:
+        return lambda tool, atom: False
+    return lambda tool, atom: (
+        table.tool_separates(tool) if atom is None else table.separates(tool, atom, signature=None)
+    )
 
 
 def siblings_of(namespace: str, group: str) -> tuple[Any, ...]:

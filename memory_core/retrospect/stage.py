@@ -20,6 +20,8 @@ from memory_core.models.columns import utcnow
 from memory_core.models.drafts import DraftCard, Extraction, Extractor, view_of
 from memory_core.models.trajectory import Step, Trajectory, TrajectoryStatus
 from memory_core.retrospect.claims import claim_batch, release
+from memory_core.retrospect.keys import generalise_warnings, stored_tables
+from memory_core.retrospect.placeholders import without_placeholders
 from memory_core.retrospect.siblings import contrast_batch
 from memory_core.retrospect.summary import BatchResult
 from memory_core.screen.gate import untaint
@@ -133,6 +135,8 @@ def finish_batch(
             for rid, steps in runs:
                 x = extractions[rid]
                 x.drafts = untaint(x.drafts, [Step.model_validate(s) for s in steps])
+        for x in extractions.values():  # a withheld or masked value keys nothing
+            x.drafts = without_placeholders(x.drafts)
         if extractions:  # a task's trials count once for a lesson (memory_core.cards.confidence)
             named = session.execute(
                 select(col(T.id), col(T.task_group)).where(
@@ -202,7 +206,11 @@ def process_batch(
             log.error("trajectory %s failed extraction: %s", row.id, failed[row.id])
     # lessons no single run shows: what the failed runs of a task did that its successes did not
     ok = [r for r in rows if r.id in extractions]
-    for rid, drafts in contrast_batch(engine=engine, rows=ok, screen=screen).items():
+    # a key must separate failing from succeeding calls across the namespace's tasks
+    tables = stored_tables(engine, {r.namespace for r in ok})
+    for r in ok:
+        generalise_warnings(extractions[r.id].drafts, tables[r.namespace])
+    for rid, drafts in contrast_batch(engine=engine, rows=ok, screen=screen, tables=tables).items():
         extractions[rid].drafts.extend(drafts)
     return finish_batch(
         engine=engine,

@@ -98,3 +98,19 @@ def test_real_calculator_result_is_not_an_error() -> None:
     t = parse_record(record, name="r", namespace="n", task_type="default")
     (call,) = [s for s in t.steps if s.type == "tool_call"]
     assert call.observation == "408.0" and call.error is None
+
+
+def test_a_list_of_suggestions_is_one_signature_however_long() -> None:
+    from memory_core.task_state import error_signature
+
+    def err(n: int) -> str:
+        names = ", ".join(f"'Name {i}'" for i in range(n))
+        return f"Could not find [Foo Bar]. Similar: [{names}]."
+
+    ten = error_signature(err(10), {"entity": "Foo Bar"})
+    assert ten == error_signature(err(7), {"entity": "Foo Bar"})
+    assert ten == error_signature(err(3).replace("Foo Bar", "Baz Qux"), {"entity": "Baz Qux"})
+    assert ten == "could not find <list>. similar: <list>."
+    assert error_signature("Error: ids 12, 17, 40 are unknown") == "ids <list> are unknown"
+    # a list cut at the line's end is still a list
+    assert error_signature("Error: similar: ['a', 'b', 'c") == "similar: <list>"

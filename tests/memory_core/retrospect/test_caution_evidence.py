@@ -14,7 +14,9 @@ from memory_core.validate.stage import validate_drafts
 from tests.helpers.pipeline import retrospect_all
 
 FRIDAY = "Please move my trip to Friday"
+MONDAY = "Move my booking to Monday"
 UPGRADE = "Upgrade me please"
+UPGRADE_TOO = "Could you upgrade my seat"
 
 
 def _ev(supports: bool, outcome: str, group: str | None) -> RunEvidence:
@@ -67,40 +69,50 @@ def _ingest(engine, runs) -> None:
     ingest(engine=engine, records=records, namespace="default", task_type="default")
 
 
+def _two_tasks(trials: int) -> list[dict[str, object]]:
+    """Two tasks whose successes chose "economy" and whose failed trials chose "business": a
+    feature seen in one task only keys no caution (memory_core.retrospect.keys)."""
+    runs = []
+    for task, user in (("f", FRIDAY), ("m", MONDAY)):
+        for i in range(trials):
+            runs.append(_run(f"{task}ok{i}", "success", "economy", user))
+            runs.append(_run(f"{task}bad{i}", "failure", "business", user))
+    return runs
+
+
 def test_a_caution_counts_task_groups_on_both_sides(engine) -> None:
-    # one task: two successes chose "economy", two failed trials chose "business"
-    _ingest(
-        engine,
-        [
-            _run("a", "success", "economy", FRIDAY),
-            _run("b", "success", "economy", FRIDAY),
-            _run("c", "failure", "business", FRIDAY),
-            _run("e", "failure", "business", FRIDAY),
-        ],
-    )
+    _ingest(engine, _two_tasks(trials=2))
     retrospect_all(engine)
     card, ev = _caution(engine)
     assert card.preconditions == ['tool == "change_trip"', 'args.cabin == "business"']
-    groups = {e.result["role"]: e.result.get("group") for e in ev}
-    assert groups["supports"] and groups["supports"].startswith("text:")
-    assert card.confidence == round(2 / 3, 6)  # one task behind it, not two runs (0.75)
-    # two successful trials of another task make the same call: one group against it
-    _ingest(engine, [_run("d", "success", "business", UPGRADE)])
-    _ingest(engine, [_run("f", "success", "business", UPGRADE)])
+    supporting = {e.result.get("group") for e in ev if e.result["role"] == "supports"}
+    assert len(supporting) == 2 and all(g.startswith("text:") for g in supporting)
+    assert card.confidence == round(3 / 4, 6)  # two tasks behind it, not four runs (5/6)
+    # two successful trials of each of two other tasks make the same call: two groups against
+    for user in (UPGRADE, UPGRADE_TOO):
+        _ingest(engine, [_run(f"{user}-{i}", "success", "business", user) for i in range(2)])
     retrospect_all(engine)
     card, ev = _caution(engine)
     against = [e.result for e in ev if e.result["role"] == "contradicts"]
-    assert len(against) == 2 and len({r["group"] for r in against}) == 1
-    assert card.confidence == UNCONFIRMED_CAP  # 1 task for, 1 against: not favoured
+    assert len(against) == 4 and len({r["group"] for r in against}) == 2
+    assert card.confidence == UNCONFIRMED_CAP  # 2 tasks for, 2 against: not favoured
+
+
+def test_a_feature_of_one_task_keys_no_caution(engine) -> None:
+    _ingest(engine, [r for r in _two_tasks(trials=2) if str(r["id"]).startswith("f")])
+    retrospect_all(engine)
+    with Session(engine) as s:
+        cards = s.execute(select(Card)).scalars().all()
+    assert not [c for c in cards if c.provenance["pattern"] == "contrast_caution"]
 
 
 def test_a_caution_its_evidence_does_not_favour_waits_for_review(engine) -> None:
     _ingest(
         engine,
         [
-            _run("a", "success", "economy", FRIDAY),
-            _run("c", "failure", "business", FRIDAY),
+            *_two_tasks(trials=1),
             _run("d", "success", "business", UPGRADE),
+            _run("g", "success", "business", UPGRADE_TOO),
         ],
     )
     retrospect_all(engine)
@@ -112,19 +124,19 @@ def test_a_caution_its_evidence_does_not_favour_waits_for_review(engine) -> None
 def test_an_active_caution_that_later_runs_contradict_goes_back_to_review(engine) -> None:
     from memory_core.models.card import CardVersion
 
-    _ingest(
-        engine,
-        [
-            _run("a", "success", "economy", FRIDAY),
-            _run("c", "failure", "business", FRIDAY),
-        ],
-    )
+    _ingest(engine, _two_tasks(trials=1))
     retrospect_all(engine)
     validate_drafts(engine=engine, reports_dir=None, review_below=0.5)
     card, _ = _caution(engine)
-    assert card.status == "active"  # one task for it, none against: 2/3
-    # a later night: a successful run of another task made the same call
-    _ingest(engine, [_run("d", "success", "business", UPGRADE)])
+    assert card.status == "active"  # two tasks for it, none against: 3/4
+    # a later night: successful runs of two other tasks made the same call
+    _ingest(
+        engine,
+        [
+            _run("d", "success", "business", UPGRADE),
+            _run("g", "success", "business", UPGRADE_TOO),
+        ],
+    )
     retrospect_all(engine)
     card, _ = _caution(engine)
     assert (card.status, card.confidence) == ("review", UNCONFIRMED_CAP)
@@ -139,7 +151,7 @@ def test_an_active_caution_that_later_runs_contradict_goes_back_to_review(engine
             .first()
         )
     assert last is not None and last.version == card.version
-    assert "no longer favours" in last.reason and last.snapshot["contradicting"] == 1
+    assert "no longer favours" in last.reason and last.snapshot["contradicting"] == 2
 
 
 def _failing(rid: str, user: str) -> dict[str, object]:

@@ -8,7 +8,6 @@ from collections import defaultdict
 from sqlalchemy import select
 from sqlmodel import Session
 
-from memory_core.cards.confidence import UNCONFIRMED_CAP
 from memory_core.ingest.store import ingest, iter_sources
 from memory_core.models.card import Card, CardEvidence
 from memory_core.models.trajectory import Step, Trajectory
@@ -62,14 +61,26 @@ def test_task_group_rule() -> None:
 
 
 def test_a_silent_failure_becomes_a_selective_caution(engine) -> None:
-    # two successes chose "economy"; the failure (no tool error at all) chose "business"
+    # two tasks: the successes chose "economy"; the failures (no tool error at all) "business"
+    monday = "Move my booking to Monday"
     _ingest(
-        engine, [("a", _run("a", "success", "economy")), ("b", _run("b", "success", "economy"))]
+        engine,
+        [
+            ("a", _run("a", "success", "economy")),
+            ("b", _run("b", "success", "economy")),
+            ("m", _run("m", "success", "economy", user=monday)),
+        ],
     )
     retrospect_all(engine)
     assert _cards(engine)[0] == []  # nothing to contrast with yet
-    # the failed sibling arrives in a later batch: the stored successes are read back
-    _ingest(engine, [("c", _run("c", "failure", "business"))])
+    # the failed siblings arrive in a later batch: the stored successes are read back
+    _ingest(
+        engine,
+        [
+            ("c", _run("c", "failure", "business")),
+            ("n", _run("n", "failure", "business", user=monday)),
+        ],
+    )
     retrospect_all(engine)
     cards, by_card = _cards(engine)
     [caution] = [c for c in cards if c.provenance["pattern"] == "contrast_caution"]
@@ -78,11 +89,15 @@ def test_a_silent_failure_becomes_a_selective_caution(engine) -> None:
         runs = {t.key: t for t in s.execute(select(Trajectory)).scalars()}
     key_of = {t.id: k for k, t in runs.items()}
     roles = {key_of[e.trajectory_id]: e.result["role"] for e in by_card[caution.card_id]}
-    assert roles == {"c": "supports", "a": "contrast", "b": "contrast"}
-    assert set(by_card[caution.card_id][0].result["contrast"]["successful_runs"]) == {
-        str(runs["a"].id),
-        str(runs["b"].id),
+    assert roles == {
+        "c": "supports",
+        "n": "supports",
+        "a": "contrast",
+        "b": "contrast",
+        "m": "contrast",
     }
+    [of_c] = [e for e in by_card[caution.card_id] if key_of[e.trajectory_id] == "c"]
+    assert set(of_c.result["contrast"]["successful_runs"]) == {str(runs["a"].id), str(runs["b"].id)}
     # it fires on a call like the failed one, not on every call of the tool
     compiled = [compile_precondition(p) for p in caution.preconditions]
     for cabin, fires in (("business", True), ("economy", False)):
@@ -96,8 +111,17 @@ def test_a_silent_failure_becomes_a_selective_caution(engine) -> None:
     [again] = [c for c in cards if c.card_id == caution.card_id]
     assert again.confidence < before
     assert sorted(e.result["role"] for e in by_card[caution.card_id]) == [
-        "contradicts", "contrast", "contrast", "supports"
+        "contradicts", "contrast", "contrast", "contrast", "supports", "supports"
     ]  # fmt: skip
+
+
+def test_a_feature_of_one_task_keys_no_caution(engine) -> None:
+    _ingest(
+        engine, [("a", _run("a", "success", "economy")), ("c", _run("c", "failure", "business"))]
+    )
+    retrospect_all(engine)
+    cards, _ = _cards(engine)
+    assert not [c for c in cards if c.provenance["pattern"] == "contrast_caution"]
 
 
 def test_an_identifier_of_another_shape_is_no_lesson(engine) -> None:
@@ -151,7 +175,7 @@ def test_tau_contrast_cards_are_grounded_and_idempotent(engine) -> None:
     assert card_fingerprint(engine) == before
 
 
-def test_recoveries_in_failed_runs_stay_unconfirmed(engine) -> None:
+def test_a_fix_comes_only_from_a_run_that_succeeded(engine) -> None:
     _ingest(engine, iter_sources([str(tau_path())]))
     retrospect_all(engine)
     cards, by_card = _cards(engine)
@@ -160,12 +184,21 @@ def test_recoveries_in_failed_runs_stay_unconfirmed(engine) -> None:
     recoveries = [c for c in cards if c.provenance["pattern"] == "error_recovery"]
     assert recoveries
     for card in recoveries:
-        confirmed = any(outcome[e.trajectory_id] == "success" for e in by_card[card.card_id])
-        assert card.provenance["confirmed"] is confirmed or confirmed
-        if not confirmed:
-            assert card.confidence <= UNCONFIRMED_CAP and "unconfirmed" in card.actual_outcome
+        assert any(outcome[e.trajectory_id] == "success" for e in by_card[card.card_id])
         # what worked: the call that succeeded and how its arguments changed
         step = card.action_sequence[-1]
         assert step["note"].startswith("this call succeeded")
         assert all(e.result["succeeded_with"]["tool"] for e in by_card[card.card_id])
+    # a warning whose every retry succeeded only in runs that failed anyway is a caution: it
+    # names the failed call and no step to take instead
+    warnings = [c for c in cards if c.provenance["pattern"] == "pre_call_warning"]
+    cautions = [
+        c
+        for c in warnings
+        if all(outcome[e.trajectory_id] == "failure" for e in by_card[c.card_id])
+    ]
+    assert cautions
+    for card in cautions:
+        assert len(card.action_sequence) == 1
+        assert not card.action_sequence[0]["note"].startswith("this call succeeded")
     assert uuid.UUID(str(recoveries[0].card_id))

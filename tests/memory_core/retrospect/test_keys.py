@@ -1,0 +1,109 @@
+"""Keys that generalise, and no placeholder in a lesson (pure functions, no database)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from memory_core.models.card import ActionStep, EvidenceTriple, FailureMode
+from memory_core.models.drafts import DraftCard, TrajectoryView
+from memory_core.models.trajectory import Outcome, Step
+from memory_core.retrospect.call_features import atoms, keyable
+from memory_core.retrospect.keys import generalise_warnings, table_of
+from memory_core.retrospect.placeholders import without_placeholders
+from memory_core.screen.values import PLACEHOLDER
+
+ERR = "Error: seat limit reached"
+
+
+def _run(outcome: str, calls: list[tuple[dict[str, Any], str | None]]) -> TrajectoryView:
+    steps = [
+        Step(index=i, type="tool_call", tool="book", args=args, error=error,
+             observation=error or "ok")
+        for i, (args, error) in enumerate(calls)
+    ]  # fmt: skip
+    return TrajectoryView(uuid.uuid4(), "ns", "default", None, Outcome(outcome), steps)
+
+
+def _atom(args: dict[str, Any], kind: str):
+    [a] = [a for a in atoms(args) if a.kind == kind]
+    return a
+
+
+def test_sizes_signs_codes_and_dates_are_never_keys() -> None:
+    args = {"legs": [1, 2], "n": 3, "code": "ABC123", "day": "2024-05-01"}
+    found = [a for a in atoms(args) if a.kind != "key"]
+    assert {a.kind for a in found} == {"size", "sign", "pattern"} and len(found) == 4
+    assert not any(keyable(a) for a in found)
+    assert keyable(_atom({"pay": "gift_card_12"}, "pattern"))
+    assert keyable(_atom({"cabin": "business"}, "word"))
+    assert not [a for a in atoms({"q": PLACEHOLDER, "r": "[REDACTED:token]", "s": "<n>"})]
+
+
+def test_a_feature_keys_a_warning_only_when_it_separates_across_tasks() -> None:
+    def task(cabin_bad: str, pay_bad: str, pay_ok: str) -> list[TrajectoryView]:
+        bad = {"cabin": cabin_bad, "pay": pay_bad}
+        ok = {"cabin": cabin_bad, "pay": pay_ok}
+        return [_run("success", [(bad, ERR), (ok, None)]), _run("success", [(ok, None)])]
+
+    # two tasks: the retry dropped the gift card each time, the cabin stayed
+    runs = [(v, "t1") for v in task("business", "gift_card_1", "credit_card_1")]
+    runs += [(v, "t2") for v in task("economy", "gift_card_2", "credit_card_2")]
+    table = table_of(runs)
+    gift = _atom({"pay": "gift_card_1"}, "pattern")
+    assert table.separates("book", gift, signature="seat limit reached")
+    # the same in one task only: no key
+    one = table_of(runs[:2])
+    assert not one.separates("book", gift, signature="seat limit reached")
+    # one identifier seen again in two tasks is not a kind of identifier
+    same = table_of([(v, g) for v, g in ((task("x", "gift_card_1", "c_1")[0], "t1"),
+                                         (task("x", "gift_card_1", "c_1")[0], "t2"))])  # fmt: skip
+    assert not same.separates("book", gift, signature="seat limit reached")
+    # a warning drafted with candidate keys keeps only the one that separates
+    draft = DraftCard(
+        pattern="pre_call_warning",
+        scenario="s",
+        preconditions=['tool == "book"', 'args.cabin == "business"',
+                       'args.pay.matches("^gift_card_[0-9]+$")'],
+        action_sequence=[ActionStep(tool="book")],
+        expected_outcome="",
+        actual_outcome="",
+        failure_modes=[FailureMode(mode="seat limit reached")],
+        confidence=0.5,
+        evidence=[EvidenceTriple(
+            trajectory_id=uuid.uuid4(), step=0, condition={},
+            action={"tool": "book", "args": {"cabin": "business", "pay": "gift_card_1"}},
+            result={"error_signature": "seat limit reached"})],
+    )  # fmt: skip
+    generalise_warnings([draft], table)
+    assert draft.preconditions == ['tool == "book"', 'args.pay.matches("^gift_card_[0-9]+$")']
+    generalise_warnings([draft], one)
+    assert draft.preconditions == ['tool == "book"']
+
+
+def test_no_placeholder_keys_a_lesson_or_shows_in_a_step() -> None:
+    def draft(pattern: str, pre: str) -> DraftCard:
+        return DraftCard(
+            pattern=pattern, scenario="s", preconditions=['tool == "find"', pre],
+            action_sequence=[ActionStep(tool="find", params_template={"q": PLACEHOLDER},
+                                        note=f"query: {PLACEHOLDER}")],
+            expected_outcome="", actual_outcome="", failure_modes=[], confidence=0.5,
+            evidence=[],
+        )  # fmt: skip
+
+    withheld = f"args.q == {PLACEHOLDER!r}".replace("'", '"')
+    kept = without_placeholders(
+        [
+            draft("pre_call_warning", withheld),
+            draft("contrast_caution", withheld),
+            draft("contrast_caution", 'args.q == "<n>"'),
+            draft("contrast_caution", 'args.q == "[REDACTED:password]"'),
+            draft("error_recovery", 'last_error == "total is <n>"'),  # a signature, kept
+        ]
+    )
+    assert [d.pattern for d in kept] == ["pre_call_warning", "error_recovery"]
+    assert kept[0].preconditions == ['tool == "find"']
+    assert kept[1].preconditions == ['tool == "find"', 'last_error == "total is <n>"']
+    for d in kept:
+        text = str(d.preconditions) + str([s.model_dump() for s in d.action_sequence])
+        assert "withheld" not in text
