@@ -30,6 +30,7 @@ def _learn(
     """With llm_url (a scripted server): the rules, then the LLM path (per-run prompts and
     the contrast prompt), as HINDSIGHT_LLM__MODE=after_rules does; `cost` adds up its calls."""
     from memory_core import db
+    from memory_core.backtest.stage import run_gate
     from memory_core.consolidate.stage import consolidate
     from memory_core.ingest.store import ingest
     from memory_core.retrospect.claims import worker_id
@@ -66,6 +67,7 @@ def _learn(
                 cost[name] = cost.get(name, 0) + getattr(done, name)
     validate_drafts(engine=engine, reports_dir=None, review_below=settings.review.below)
     consolidate(engine=engine, namespace="bench", rules=settings.consolidate)
+    run_gate(engine=engine, rules=settings.gate, namespace="bench")  # as the nightly serves
     return engine
 
 
