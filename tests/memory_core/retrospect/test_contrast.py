@@ -146,7 +146,7 @@ def test_tau_contrast_cards_are_grounded_and_idempotent(engine) -> None:
     with Session(engine) as s:
         runs = {t.id: t for t in s.execute(select(Trajectory)).scalars()}
     cautions = [c for c in cards if c.provenance["pattern"] == "contrast_caution"]
-    assert len(cautions) >= 5
+    assert cautions  # few: a feature keys one only when it separates across tasks
     for card in cautions:
         compiled = [compile_precondition(p) for p in card.preconditions]
         assert any(p.startswith("tool == ") for p in card.preconditions)

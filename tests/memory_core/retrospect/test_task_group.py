@@ -15,7 +15,7 @@ from memory_core.ingest.store import ingest
 from memory_core.models.card import Card
 from memory_core.models.columns import utcnow
 from memory_core.models.trajectory import Trajectory
-from memory_core.retrospect import siblings
+from memory_core.retrospect import keys, siblings
 from memory_core.retrospect.contrast import fit_group
 from tests.helpers.pipeline import retrospect_all
 
@@ -63,6 +63,8 @@ def test_ingest_fills_the_column_and_the_migration_backfills_it(settings, engine
 
 def test_the_contrast_reads_the_newest_runs_of_a_group(engine, monkeypatch) -> None:
     monkeypatch.setattr(siblings, "GROUP_RUNS", 4)
+    # one task here: let a feature of one task key a caution (the window is what is tested)
+    monkeypatch.setattr(keys, "MIN_GROUPS", 1)
     old = [("o1", _run("o1", "failure", "business")), ("o2", _run("o2", "success", "economy"))]
     ingest(engine=engine, records=old, namespace="default", task_type="default")
     with Session(engine) as s, s.begin():  # stored a day before the others
