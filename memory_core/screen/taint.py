@@ -14,6 +14,7 @@ operator's) is trusted.
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -94,18 +95,21 @@ def instructed_by(steps: Sequence[Step]) -> dict[int, int]:
     trusted_words = " ".join(
         words_of(s.text or "") for s in steps if s.type == "message" and s.role == "system"
     )
-    # (position, step index, standing, texts) of untrusted steps; a user's turn stands
-    recent: list[tuple[int, int, bool, list[_Text]]] = []
+    # (position, step index, texts) of untrusted steps: a tool's for WINDOW steps, a user's
+    # turn for the rest of the run
+    recent: deque[tuple[int, int, list[_Text]]] = deque()
+    said: list[tuple[int, int, list[_Text]]] = []
     called: set[str] = set()
     out: dict[int, int] = {}
     for pos, step in enumerate(steps):
+        while recent and pos - recent[0][0] > WINDOW:
+            recent.popleft()
         if step.type == "tool_call" and step.tool:
             vals = _values(step.args)
             tool_words = words_of(step.tool)
             fresh = step.tool not in called and tool_words not in trusted_words
-            for p, at, standing, ts in reversed(recent):
-                if not standing and pos - p > WINDOW:
-                    continue
+            # the latest message that named it is the one credited
+            for _, at, ts in sorted([*recent, *said], key=lambda r: r[0], reverse=True):
                 named = [t.words for t in ts if t.names(step.tool, tool_words)]
                 if named and (fresh or any(v in w for w in named for v in vals)):
                     out[step.index] = at
@@ -113,7 +117,7 @@ def instructed_by(steps: Sequence[Step]) -> dict[int, int]:
             called.add(step.tool)
         texts = _untrusted(step)
         if texts:
-            recent.append((pos, step.index, step.type == "message", texts))
+            (said if step.type == "message" else recent).append((pos, step.index, texts))
     return out
 
 
