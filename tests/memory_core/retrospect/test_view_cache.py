@@ -15,10 +15,12 @@ from memory_core.text_memo import MAX_KEPT_CHARS, text_memo
 
 
 def _old_names(raw: str, words: str, tool: str) -> bool:
-    """The rule as it was written before the memo (one regex per text and call)."""
+    """The rule written as one regex per text and call (as before the memo); a tool named by a
+    plain word of prose is named only inside an order."""
     from memory_core.screen.detect import directive
 
-    if re.search(rf"(?<![a-z0-9_]){re.escape(tool.lower())}(?![a-z0-9_])", raw):
+    plain = re.fullmatch(r"[a-z]+|[A-Z][a-z]+", tool)
+    if not plain and re.search(rf"(?<![a-z0-9_]){re.escape(tool.lower())}(?![a-z0-9_])", raw):
         return True
     return words_of(tool) in words and directive(raw) is not None
 
