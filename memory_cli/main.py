@@ -21,6 +21,7 @@ from memory_cli import facts as facts_cmd
 from memory_cli import index as index_cmd
 from memory_cli import keys as keys_cmd
 from memory_cli import memory as memory_cmd
+from memory_cli import namespace as namespace_cmd
 from memory_cli import pipeline, watchdog
 from memory_cli import replay as replay_cmd
 from memory_cli import review as review_cmd
@@ -205,6 +206,7 @@ app.command("changes", rich_help_panel=_REVIEW)(changes_cmd.changes)
 app.command("serve", rich_help_panel=_SERVE)(serve_cmd.serve)
 app.command("mcp", rich_help_panel=_SERVE)(serve_cmd.mcp)
 app.add_typer(keys_cmd.app, name="keys", rich_help_panel=_SERVE)
+app.add_typer(namespace_cmd.app, name="namespace", rich_help_panel=_OPS)
 app.command("up", rich_help_panel=_OPS)(up_cmd.up)
 app.command("deploy", rich_help_panel=_OPS)(up_cmd.deploy)
 app.add_typer(db_cmd.app, name="db", rich_help_panel=_OPS)
@@ -229,6 +231,7 @@ _ORDER += [
     "serve",
     "mcp",
     "keys",
+    "namespace",
     "up",
     "deploy",
     "db",

@@ -5,7 +5,16 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from memory_api.responses import document_answers
-from memory_api.routes import cards, effects, facts, health, review, trajectories, uses
+from memory_api.routes import (
+    cards,
+    effects,
+    facts,
+    health,
+    namespaces,
+    review,
+    trajectories,
+    uses,
+)
 
 # health first, then /v1/cards/recent before /v1/cards/{card_id} (cards.py keeps that order)
 ROUTERS: tuple[APIRouter, ...] = (
@@ -16,6 +25,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     facts.router,
     review.router,
     trajectories.router,
+    namespaces.router,
 )
 for _router in ROUTERS:
     document_answers(_router)  # every error answer in the OpenAPI schema

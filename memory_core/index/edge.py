@@ -37,6 +37,8 @@ class EdgeIndex:
         self._lock = _take_lock(path / "lock")
         try:
             shard_dir = path / "shard"
+            if not shard_dir.exists() and (path / "shard.new").exists():  # a rewrite's swap
+                os.rename(path / "shard.new", shard_dir)
             if recreate and shard_dir.exists():
                 shutil.rmtree(shard_dir)
             self._shard = _open_shard(shard_dir, dim)
@@ -103,6 +105,35 @@ class EdgeIndex:
             out.update(_uuid(r.id) for r in records)
             if offset is None:
                 return out
+
+    def rewrite(self) -> None:
+        """Write the shard afresh from its live points: a deleted point's payload stays in the
+        engine's log and segments until then. Built beside the old one and swapped in by
+        renames; a crash between them leaves `shard.new`, taken up by the next open."""
+        points: list[qe.Point] = []
+        offset: qe.PointId | None = None
+        while True:
+            records, offset = self._shard.scroll(
+                qe.ScrollRequest(
+                    offset=offset, limit=SCROLL_PAGE, with_payload=True, with_vector=True
+                )
+            )
+            points += [qe.Point(r.id, r.vector, r.payload) for r in records]  # type: ignore[arg-type]
+            if offset is None:
+                break
+        cur, new, old = self.path / "shard", self.path / "shard.new", self.path / "shard.old"
+        shutil.rmtree(new, ignore_errors=True)
+        fresh = _open_shard(new, self.dim)
+        for start in range(0, len(points), SCROLL_PAGE):
+            fresh.update(qe.UpdateOperation.upsert_points(points[start : start + SCROLL_PAGE]))
+        fresh.flush()
+        fresh.close()
+        self._shard.close()
+        shutil.rmtree(old, ignore_errors=True)
+        os.rename(cur, old)
+        os.rename(new, cur)
+        shutil.rmtree(old)
+        self._shard = _open_shard(cur, self.dim)
 
     def close(self) -> None:
         """Flush the shard and release the lock (safe to call twice)."""

@@ -20,6 +20,7 @@ from memory_core.models.card import (
 from memory_core.models.card_change import CardChange
 from memory_core.models.embedding import CardEmbedding
 from memory_core.models.llm_answer import LLMAnswer
+from memory_core.models.namespace_deletion import NamespaceDeletion
 from memory_core.models.trajectory import (
     Outcome,
     Step,
@@ -49,6 +50,7 @@ __all__ = [
     "EvidenceTriple",
     "FailureMode",
     "LLMAnswer",
+    "NamespaceDeletion",
     "Outcome",
     "Step",
     "Trajectory",

@@ -179,6 +179,15 @@ class SnapshotCache(FeedCatchUp):
                 release(gone)
                 self.evictions += 1
 
+    def drop(self, namespace: str) -> None:
+        """Forget a deleted namespace's snapshot: its feed went with it, so none catches up."""
+        with self._lock:
+            gone = self._snapshots.pop(namespace, None)
+            self._pending.pop(namespace, None)
+            self._must_reload.discard(namespace)
+        if gone is not None:
+            release(gone)
+
     def cached(self) -> tuple[int, int]:
         """Namespaces and cards held now."""
         with self._lock:
