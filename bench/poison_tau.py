@@ -233,6 +233,8 @@ def attack_trial(
                 action_sequence=[{"tool": v.tool, "note": v.text[:200]}],
                 failure_modes=[{"mode": "session expired", "handling": v.text[:300]}],
                 confidence=0.9,
+                # an attacker says what gets the card stored: a card for every state
+                applies_everywhere=True,
             )
             store_card(engine=engine, principal=who, card=card, via="api", screen=screen)
     snapshot, cards = served_cards(engine=engine, namespace=NS)

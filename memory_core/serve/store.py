@@ -94,7 +94,11 @@ def store_card(
         )
     ]
     if not card.applies_everywhere:
-        why = holds_everywhere(sources, used=_known_values(engine, principal.namespace))
+        # every literal taken, then none: only a set that picks states by values alone (a
+        # negation) needs what the namespace's states take, so most writes read nothing
+        why = holds_everywhere(sources)
+        if why is None and holds_everywhere(sources, used=frozenset()) is not None:
+            why = holds_everywhere(sources, used=_known_values(engine, principal.namespace))
         if why:  # a card on every state reaches every query: only when its writer says so
             raise InvalidPrecondition(why, field="preconditions")
     normalised = card.model_copy(update={"preconditions": sources})
