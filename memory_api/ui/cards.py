@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from memory_api.ui.history import timeline
 from memory_api.ui.session import COOKIE, SESSION_S
 from memory_api.ui.web import Console, ConsoleRoute
 from memory_core.cards.filters import MAX_LIMIT, SORTS, CardFilter
@@ -30,6 +31,7 @@ audit = logging.getLogger("hindsight.audit")
 STATUSES = [s.value for s in CardStatus]
 LOGIN_COOKIE = "hs_login"
 VERDICTS = [(v.value, LABELS[v]) for v in Verdict]
+HISTORY_PAGE = 50  # versions on one card page
 
 
 def _float(params: Any, name: str) -> float | None:
@@ -63,18 +65,6 @@ def _variables(expression: str) -> list[str]:
         return sorted(compile_stored(expression).variables)
     except InvalidPrecondition:
         return []
-
-
-def timeline(history: list[Any]) -> list[dict[str, Any]]:
-    """Each version with the fields it changed: before and after."""
-    out: list[dict[str, Any]] = []
-    prev: dict[str, Any] = {}
-    for h in history:
-        snap = h.snapshot or {}
-        changed = [(k, prev.get(k), v) for k, v in snap.items() if prev and prev.get(k) != v]
-        out.append({"entry": h, "changed": changed, "first": not prev})
-        prev = {**prev, **snap}
-    return list(reversed(out))  # newest first
 
 
 def router(console: Console) -> APIRouter:
@@ -176,11 +166,12 @@ def router(console: Console) -> APIRouter:
         )
 
     @r.get("/cards/{card_id}", response_class=HTMLResponse)
-    def card(request: Request, card_id: uuid.UUID) -> Response:
+    def card(request: Request, card_id: uuid.UUID, versions: int = 0) -> Response:
         user = console.user(request)
         user.principal.require("read")
         c = svc.get_card(principal=user.principal, card_id=card_id)
-        history = svc.history(principal=user.principal, card_id=card_id)
+        entries, folded = timeline(svc.history(principal=user.principal, card_id=card_id))
+        skip = max(versions, 0)
         uses = browse.recent_uses(
             engine=svc.engine, namespace=user.principal.namespace, card_id=card_id
         )
@@ -192,7 +183,12 @@ def router(console: Console) -> APIRouter:
             # judged by the namespace's configured rules (as the decay stage does) in get_card
             effect=c.effect,
             uses=uses,
-            timeline=timeline(history),
+            timeline=entries[skip : skip + HISTORY_PAGE],
+            versions_total=len(entries),
+            versions_skip=skip,
+            versions_next=skip + HISTORY_PAGE if skip + HISTORY_PAGE < len(entries) else None,
+            versions_prev=max(skip - HISTORY_PAGE, 0) if skip else None,
+            outcomes_folded=folded,
             preconditions=[(p, _variables(p)) for p in c.preconditions],
         )
 

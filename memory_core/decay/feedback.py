@@ -251,30 +251,44 @@ def _record(
                 f"feedback: {outcome} ({sign}{step:g}), "
                 f"confidence {before:.2f} -> {card.confidence:.2f}"
             )
-        card.version += 1
         card.updated_at = now
         session.add(card)
-        session.add(
-            CardVersion(
-                card_id=card.card_id,
-                version=card.version,
-                snapshot={
-                    "outcome": outcome,
-                    "use_id": str(use.id),
-                    "status": card.status,
-                    "confidence": card.confidence,
-                    "confidence_before": before,
-                    "consecutive_failures": card.consecutive_failures,
-                    **({"held_for_measure": True} if held else {}),
-                },
-                reason=reason,
-                actor=actor,
-                created_at=now,
-            )
-        )
+        # an outcome is a counter and a line of the use log, not a version: only a change of
+        # status (sent to review) or the first hold of a streak is the card's history
+        if review or (held and not _was_held(session, card)):
+            card.version += 1
+            session.add(_version(card, use.id, outcome, before, held, reason, actor, now))
         fb = _result(card, use.id, result, before, recorded=True, review=review)
         fb.held_for_measure = held
         return fb, use.query_id
+
+
+def _version(
+    card: Card,
+    use_id: uuid.UUID,
+    outcome: str,
+    before: float,
+    held: bool,
+    reason: str,
+    actor: str,
+    now: datetime,
+) -> CardVersion:
+    return CardVersion(
+        card_id=card.card_id,
+        version=card.version,
+        snapshot={
+            "outcome": outcome,
+            "use_id": str(use_id),
+            "status": card.status,
+            "confidence": card.confidence,
+            "confidence_before": before,
+            "consecutive_failures": card.consecutive_failures,
+            **({"held_for_measure": True} if held else {}),
+        },
+        reason=reason,
+        actor=actor,
+        created_at=now,
+    )
 
 
 def _was_held(session: Session, card: Card) -> bool:

@@ -76,7 +76,7 @@ def _in_review(session: Session, namespace: str, card_id: uuid.UUID) -> Card:
     return card
 
 
-def _record(session: Session, card: Card, *, reason: str, actor: str) -> None:
+def _record(session: Session, card: Card, *, reason: str, actor: str, fields: list[str]) -> None:
     card.version += 1
     card.updated_at = utcnow()
     session.add(card)
@@ -84,7 +84,9 @@ def _record(session: Session, card: Card, *, reason: str, actor: str) -> None:
         CardVersion(
             card_id=card.card_id,
             version=card.version,
-            snapshot=card_snapshot(card.model_dump()),
+            # the fields this actor changed: the history's diff shows these, not what uses
+            # and feedback moved since the previous version
+            snapshot={**card_snapshot(card.model_dump()), "changed_fields": fields},
             reason=reason,
             actor=actor,
         )
@@ -115,6 +117,7 @@ def decide(
             card,
             reason=f"{verb} in review" + (f": {reason}" if reason else ""),
             actor=actor,
+            fields=["status"],
         )
         return card
 
@@ -161,5 +164,6 @@ def edit(
             reason=f"edited in review: {', '.join(sorted(changes))}"
             + (f"; quarantined: {'; '.join(injected)}" if injected else ""),
             actor=actor,
+            fields=sorted(changes) + (["status", "provenance"] if injected else []),
         )
         return card

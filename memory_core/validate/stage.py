@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
 
@@ -45,6 +46,51 @@ def _set_status(session: Session, ids: Sequence[uuid.UUID], status: CardStatus) 
             .values(status=status.value, updated_at=now)
         )
         moved += cast(CursorResult[Any], result).rowcount
+    return moved
+
+
+def _decided(
+    session: Session,
+    ids: Sequence[uuid.UUID],
+    status: CardStatus,
+    confidence: dict[uuid.UUID, float],
+    review_below: float,
+    now: datetime,
+) -> int:
+    """Move these drafts to status, each with a version by the validator saying why."""
+    versions: dict[uuid.UUID, int] = {}
+    for i in range(0, len(ids), _CHUNK):
+        rows = session.execute(
+            select(col(Card.card_id), col(Card.version)).where(
+                col(Card.card_id).in_(ids[i : i + _CHUNK]),
+                col(Card.status) == CardStatus.draft.value,
+            )
+        )
+        versions.update({k: v for k, v in rows.tuples()})
+    moved = _set_status(session, list(versions), status)
+    if not versions:
+        return moved
+    session.execute(update(Card), [{"card_id": k, "version": v + 1} for k, v in versions.items()])
+    why = (
+        f"passed validation, confidence at least {review_below:g}: active"
+        if status is CardStatus.active
+        else f"passed validation, confidence below {review_below:g}: waits in review"
+    )
+    session.execute(
+        insert(CardVersion),
+        [
+            {
+                "id": new_id(),
+                "card_id": k,
+                "version": v + 1,
+                "snapshot": {"status": status.value, "confidence": confidence[k]},
+                "reason": why,
+                "actor": "validator",
+                "created_at": now,
+            }
+            for k, v in versions.items()
+        ],
+    )
     return moved
 
 
@@ -121,8 +167,9 @@ def validate_drafts(
                     reason="regenerated after failing: " + "; ".join(failures[card.card_id]),
                 )
             )
-        activated = _set_status(session, active, CardStatus.active)
-        in_review = _set_status(session, review, CardStatus.review)
+        confidence = {uuid.UUID(c.card_id): c.confidence for c in passing}
+        activated = _decided(session, active, CardStatus.active, confidence, review_below, now)
+        in_review = _decided(session, review, CardStatus.review, confidence, review_below, now)
         versions = {uuid.UUID(c.card_id): c.version for c in rejected}
         _set_status(session, list(versions), CardStatus.rejected)
         if versions:
