@@ -65,6 +65,8 @@ def test_no_server_errors_and_every_answer_documented(served) -> None:
     schema = schemathesis.openapi.from_url(f"{url}/openapi.json")
     headers = {"Authorization": f"Bearer {key}"}
     operations = [r.ok() for r in schema.get_all_operations()]
+    # deleting the namespace takes the key with it: last, so every other operation has it
+    operations.sort(key=lambda op: (op.method.upper(), op.path) == ("DELETE", "/v1/namespace"))
     assert len(operations) >= 15
     tried: list[str] = []
     for op in operations:
