@@ -17,7 +17,7 @@ from pydantic import Field, ValidationError
 
 from memory_core.decay.feedback import Feedback
 from memory_core.effects.cards import judged_all
-from memory_core.errors import HindsightError
+from memory_core.errors import HindsightError, InvalidInput
 from memory_core.facts.search import FactHit
 from memory_core.facts.store import FactIn
 from memory_core.models.card import ActionStep, CardPublic, FailureMode
@@ -239,5 +239,22 @@ def create_mcp(
     def memory_forget(ctx: Context, fact_id: uuid.UUID) -> CardPublic:
         """Forget a fact that is wrong or must not be kept (write keys only)."""
         return call(ctx, lambda who: service.forget_fact(principal=who, fact_id=fact_id))
+
+    @mcp.tool(annotations=ToolAnnotations(destructive_hint=True, open_world_hint=False))
+    def namespace_delete(
+        ctx: Context,
+        confirm: Annotated[str, Field(description="the key's namespace, typed out")],
+    ) -> dict[str, Any]:
+        """Delete this key's whole namespace: every card, fact, trajectory, use and key (admin
+        keys only; `confirm` must name the namespace). Nothing of it can be read afterwards."""
+
+        def run(who: Principal) -> dict[str, Any]:
+            who.require("admin")
+            if confirm != who.namespace:
+                raise InvalidInput("confirm must be this key's namespace", field="confirm")
+            out = service.delete_namespace(principal=who)
+            return {"namespace": who.namespace, "rows": out.rows, "vectors": out.vectors}
+
+        return call(ctx, run)
 
     return mcp

@@ -8,7 +8,6 @@ from pydantic import BaseModel
 
 from memory_api.routes.deps import Caller, ServiceDep
 from memory_core.namespaces.counts import namespace_counts
-from memory_core.namespaces.delete import delete_namespace
 
 router = APIRouter(tags=["namespace"])
 
@@ -56,16 +55,9 @@ def namespace_show(who: Caller, service: ServiceDep) -> NamespaceOut:
 @router.delete("/v1/namespace")
 async def namespace_delete(who: Caller, service: ServiceDep) -> DeletionOut:
     """Delete the key's namespace and all it holds, the key included (admin scope)."""
-    who.require("admin")
 
     def run() -> DeletionOut:
-        out = delete_namespace(
-            engine=service.engine,
-            settings=service.settings,
-            namespace=who.namespace,
-            actor=who.actor,
-        )
-        service.snapshots.drop(who.namespace)  # served from memory no longer
+        out = service.delete_namespace(principal=who)
         return DeletionOut(
             namespace=who.namespace, rows=out.rows, files=out.files, vectors=out.vectors
         )

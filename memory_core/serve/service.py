@@ -15,6 +15,7 @@ from sqlalchemy.engine import Engine
 from memory_core.db import READ_ONLY
 from memory_core.effects.holdout import split_arms
 from memory_core.models.columns import row_id, utcnow
+from memory_core.namespaces.delete import Deletion, delete_namespace
 from memory_core.serve.agent_state import as_ingested, unread
 from memory_core.serve.answer import Answer, Hit, RowsNotInMemory, card_hits, plain_json
 from memory_core.serve.effect_ops import EffectOperations
@@ -255,3 +256,15 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
         return CheckActionResult(
             tool=request.tool, warnings=warnings, cards=cards, query_id=answer.query_id
         )
+
+    def delete_namespace(self, *, principal: Principal) -> Deletion:
+        """Delete the key's namespace and all it holds, the key included (admin scope)."""
+        principal.require("admin")
+        out = delete_namespace(
+            engine=self.engine,
+            settings=self.settings,
+            namespace=principal.namespace,
+            actor=principal.actor,
+        )
+        self.snapshots.drop(principal.namespace)  # its feed went with it: none catches up
+        return out

@@ -18,12 +18,13 @@ from mcp.client.streamable_http import streamable_http_client
 
 from memory_api.mcp_http import mcp_http_app
 from memory_api.mcp_server import create_mcp
+from memory_core.namespaces.counts import namespace_counts
 from memory_core.serve.keys import create_key
 from memory_core.serve.schemas import QueryRequest
 from memory_core.serve.service import MemoryService
 from tests.helpers.serve import LiveServer, add_card, keys_for
 
-WRITE_TOOLS = {"store_memory_card", "memory_write", "memory_forget"}
+WRITE_TOOLS = {"store_memory_card", "memory_write", "memory_forget", "namespace_delete"}
 ALL_TOOLS = WRITE_TOOLS | {
     "query_memory_cards",
     "check_action",
@@ -124,6 +125,7 @@ async def test_tool_auth_scopes_and_namespaces(settings, engine) -> None:
         },
         "memory_write": {"key": "k", "value": "v"},
         "memory_forget": {"fact_id": str(other.card_id)},
+        "namespace_delete": {"confirm": "team-a"},
     }
     async with Client(create_mcp(svc)) as client:  # no key at all
         for name, args in calls.items():
@@ -149,6 +151,24 @@ async def test_tool_auth_scopes_and_namespaces(settings, engine) -> None:
     ) as client:
         names = {t.name for t in (await client.list_tools()).tools}
         assert names == ALL_TOOLS - WRITE_TOOLS
+    svc.close()
+
+
+@pytest.mark.anyio
+async def test_an_admin_key_deletes_its_namespace_once_confirmed(settings, engine) -> None:
+    svc = MemoryService(engine=engine, settings=settings)
+    keys = keys_for(engine)
+    add_card(engine, scenario="a only", preconditions=[])
+    add_card(engine, namespace="team-b", scenario="b only", preconditions=[])
+    async with Client(create_mcp(svc, principal=svc.authenticate(keys["admin"]))) as client:
+        r = await client.call_tool("namespace_delete", {"confirm": "team-b"})
+        assert r.is_error and "confirm must be this key's namespace" in r.content[0].text
+        assert namespace_counts(engine, "team-a")[0].cards == {"active": 1}
+        gone = _data(await client.call_tool("namespace_delete", {"confirm": "team-a"}))
+        assert gone["namespace"] == "team-a" and gone["rows"]["card"] == 1
+        assert gone["rows"]["api_key"] == 4  # read, write, admin and write-only
+    assert namespace_counts(engine, "team-a") == []
+    assert namespace_counts(engine, "team-b")[0].cards == {"active": 1}
     svc.close()
 
 
