@@ -172,6 +172,11 @@ def router(console: Console) -> APIRouter:
         c = svc.get_card(principal=user.principal, card_id=card_id)
         entries, folded = timeline(svc.history(principal=user.principal, card_id=card_id))
         skip = max(versions, 0)
+        runs = browse.runs_of(
+            engine=svc.engine,
+            namespace=user.principal.namespace,
+            trajectory_ids=[e.trajectory_id for e in c.evidence],
+        )
         uses = browse.recent_uses(
             engine=svc.engine, namespace=user.principal.namespace, card_id=card_id
         )
@@ -183,6 +188,7 @@ def router(console: Console) -> APIRouter:
             # judged by the namespace's configured rules (as the decay stage does) in get_card
             effect=c.effect,
             uses=uses,
+            runs=runs,
             timeline=entries[skip : skip + HISTORY_PAGE],
             versions_total=len(entries),
             versions_skip=skip,

@@ -32,6 +32,9 @@ templates.env.filters["pretty"] = lambda v: json.dumps(v, indent=2, sort_keys=Tr
 # text from stored rows (card lists, facts, charts) redacted as the service's answers are:
 # a row written before redaction, or by another tool, shows no secret on a page
 templates.env.filters["redacted"] = lambda v: redact(str(v)) if v else v
+# JSON as text for a person: the page escapes it as HTML (tojson's \u003c escapes are for
+# scripts, which these pages have none of)
+templates.env.filters["json"] = lambda v: json.dumps(v, ensure_ascii=False, default=str)
 templates.env.filters["short"] = lambda v: str(v)[:8]
 templates.env.filters["when"] = lambda v: v.strftime("%Y-%m-%d %H:%M") if v else "never"
 

@@ -253,3 +253,42 @@ def expiring_facts(*, engine: Engine, namespace: str, limit: int = 50) -> list[C
                 .limit(limit)
             ).scalars()
         )
+
+
+@dataclass
+class EvidenceRun:
+    """A run a card's evidence cites: key (redacted), outcome, task group, and the page step
+    of each of its tool calls (evidence counts calls; a chat run's page counts messages)."""
+
+    key: str
+    outcome: str
+    task_type: str
+    call_steps: list[int]
+
+
+def runs_of(
+    *, engine: Engine, namespace: str, trajectory_ids: Sequence[uuid.UUID]
+) -> dict[uuid.UUID, EvidenceRun]:
+    """The runs behind a card's evidence table, by id."""
+    if not trajectory_ids:
+        return {}
+    with read_session(engine) as session:
+        rows = session.execute(
+            select(Trajectory).where(
+                col(Trajectory.namespace) == namespace,
+                col(Trajectory.id).in_(list(set(trajectory_ids))[:1000]),
+            )
+        ).scalars()
+        return {
+            t.id: EvidenceRun(
+                redact(t.key),
+                t.outcome,
+                t.task_type,
+                [
+                    int(x.get("index", n))
+                    for n, x in enumerate(t.steps)
+                    if x.get("type") == "tool_call" and x.get("tool")
+                ],
+            )
+            for t in rows
+        }

@@ -86,7 +86,7 @@ def test_curator_walks_the_console(browser, site) -> None:
     page.get_by_role("link", name="search answers 429 on big pages").click()
     assert page.get_by_text("reads retry_count").is_visible()
     _shot(page, "card", keep)
-    page.get_by_role("link", name="step 6").click()
+    page.get_by_role("link", name="call 6").click()
     assert page.locator('[aria-current="step"]').inner_text().startswith("step 6")
 
     # try a state: the card held, its checks, the prompt block

@@ -1,0 +1,90 @@
+"""A card's evidence as a person reads it: a table of runs and calls whose links land on the
+cited call of the run's page, whatever the input format; actions shown as text."""
+
+from __future__ import annotations
+
+import html
+import re
+
+import pytest
+
+from memory_api.app import create_app
+from memory_core.db import session_scope
+from memory_core.ingest.store import ingest
+from memory_core.models.card import Card, CardEvidence
+from memory_core.models.trajectory import Trajectory
+from memory_core.serve.service import MemoryService
+from tests.helpers.serve import LiveServer, add_card
+from tests.helpers.ui import seed, signed_in
+
+
+@pytest.fixture
+def ui(settings, engine):
+    svc = MemoryService(engine=engine, settings=settings)
+    seeded = seed(engine)
+    with LiveServer(create_app(svc)) as server:
+        yield server, seeded
+
+
+def _call(name: str, args: str, cid: str) -> dict:
+    return {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
+        ],
+    }
+
+
+def test_evidence_of_a_chat_run_links_the_cited_call_and_actions_read_as_text(ui, engine) -> None:
+    server, s = ui
+    messages = [
+        {"role": "system", "content": "you help"},
+        {"role": "user", "content": "find my order"},
+        _call("search", '{"q": "order"}', "c1"),
+        {"role": "tool", "tool_call_id": "c1", "content": "nothing"},
+        {"role": "assistant", "content": "let me look it up"},
+        _call("lookup", '{"order_id": "<string>"}', "c2"),
+        {"role": "tool", "tool_call_id": "c2", "content": "Error: order not found"},
+    ]
+    report = ingest(
+        engine=engine,
+        records=[("t0", {"id": "chat-run-7", "messages": messages})],
+        namespace="team-a",
+        task_type="orders",
+        max_observation_chars=2000,
+    )
+    assert report.stored == 1, report
+    card = add_card(engine, scenario="lookup of an unknown order", tool="lookup")
+    with session_scope(engine) as session:
+        run = next(t for t in session.query(Trajectory).all() if t.key == "chat-run-7")
+        calls = [x["index"] for x in run.steps if x.get("type") == "tool_call" and x.get("tool")]
+        assert len(calls) == 2 and calls[1] != 1  # the page counts more than the calls
+        row = session.get(Card, card.card_id)
+        row.action_sequence = [{"tool": "lookup", "params_template": {"order_id": "<string>"}}]
+        row.evidence_count = 1
+        session.add(row)
+        session.add(
+            CardEvidence(
+                card_id=card.card_id,
+                trajectory_id=run.id,
+                step=1,  # the run's second tool call
+                action={"tool": "lookup", "args": {"order_id": "<string>"}},
+                result={"error": "order not found", "outcome": "failure", "role": "supports"},
+            )
+        )
+        run_id = run.id
+    with signed_in(server.url, s.keys["read"]) as c:
+        page = c.get(f"/ui/cards/{card.card_id}").text
+        link = f"/ui/trajectories/{run_id}?step={calls[1]}#step-{calls[1]}"
+        assert f'href="{link}"' in page
+        row = re.search(r'<table class="evidence">.*?</table>', page, re.S).group(0)
+        text = html.unescape(re.sub(r"<[^>]+>", " ", row))
+        assert "chat-run-7" in text and "supports" in text and "orders" in text
+        assert '"order_id": "<string>"' in text and "error: order not found" in text
+        at = page.find("\\u003c")
+        assert at < 0, page[at - 300 : at + 100]
+        assert "&lt;string&gt;" in page
+        target = c.get(link).text
+    # the step the link lands on is the call the evidence cites
+    assert re.search(rf'id="step-{calls[1]}"[^>]*>.*?lookup', target, re.S), target[-3000:]
