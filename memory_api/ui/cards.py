@@ -166,11 +166,16 @@ def router(console: Console) -> APIRouter:
         )
 
     @r.get("/cards/{card_id}", response_class=HTMLResponse)
-    def card(request: Request, card_id: uuid.UUID, versions: int = 0) -> Response:
+    def card(request: Request, card_id: str, versions: int = 0) -> Response:
         user = console.user(request)
         user.principal.require("read")
-        c = svc.get_card(principal=user.principal, card_id=card_id)
-        entries, folded = timeline(svc.history(principal=user.principal, card_id=card_id))
+        full = browse.card_by_prefix(
+            engine=svc.engine, namespace=user.principal.namespace, value=card_id
+        )
+        if str(full) != card_id:  # a prefix, as the tables show ids: the card's own address
+            return RedirectResponse(f"/ui/cards/{full}", status_code=303)
+        c = svc.get_card(principal=user.principal, card_id=full)
+        entries, folded = timeline(svc.history(principal=user.principal, card_id=full))
         skip = max(versions, 0)
         runs = browse.runs_of(
             engine=svc.engine,
@@ -178,7 +183,7 @@ def router(console: Console) -> APIRouter:
             trajectory_ids=[e.trajectory_id for e in c.evidence],
         )
         uses = browse.recent_uses(
-            engine=svc.engine, namespace=user.principal.namespace, card_id=card_id
+            engine=svc.engine, namespace=user.principal.namespace, card_id=full
         )
         return console.render(
             request,

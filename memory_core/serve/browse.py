@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import String, and_, cast, func, or_, select
 from sqlalchemy.engine import Engine
 from sqlmodel import col
 
@@ -292,3 +292,38 @@ def runs_of(
             )
             for t in rows
         }
+
+
+def card_by_prefix(*, engine: Engine, namespace: str, value: str) -> uuid.UUID:
+    """The one card of this namespace whose id is `value` or starts with it (tables show 8
+    characters); a clear error when none or several do."""
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        pass
+    prefix = value.strip().lower().replace("-", "")
+    if len(prefix) < 4 or any(ch not in "0123456789abcdef" for ch in prefix):
+        raise InvalidInput(
+            f"{value!r} is not a card id: give the id or at least its first 4 hex characters",
+            field="card_id",
+        )
+    # PostgreSQL prints a uuid with dashes, SQLite stores 32 hex digits: compare without dashes
+    as_hex = func.replace(func.lower(cast(col(Card.card_id), String)), "-", "")
+    with read_session(engine) as session:
+        found = list(
+            session.execute(
+                select(col(Card.card_id))
+                .where(col(Card.namespace) == namespace, as_hex.like(f"{prefix}%"))
+                .order_by(col(Card.card_id))
+                .limit(6)
+            ).scalars()
+        )
+    if not found:
+        raise NotFound(f"no card of namespace {namespace!r} has an id starting with {value!r}")
+    if len(found) > 1:
+        shown = ", ".join(str(f) for f in found[:5]) + (", ..." if len(found) > 5 else "")
+        raise InvalidInput(
+            f"{value!r} is ambiguous: cards {shown} start with it; give more characters",
+            field="card_id",
+        )
+    return found[0] if isinstance(found[0], uuid.UUID) else uuid.UUID(str(found[0]))

@@ -88,3 +88,18 @@ def test_evidence_of_a_chat_run_links_the_cited_call_and_actions_read_as_text(ui
         target = c.get(link).text
     # the step the link lands on is the call the evidence cites
     assert re.search(rf'id="step-{calls[1]}"[^>]*>.*?lookup', target, re.S), target[-3000:]
+
+
+def test_a_card_address_takes_the_id_prefix_the_tables_show(ui) -> None:
+    server, s = ui
+    held, foreign = s.cards["held"].card_id, s.cards["foreign"].card_id
+    with signed_in(server.url, s.keys["read"]) as c:
+        r = c.get(f"/ui/cards/{str(held)[:8]}")
+        assert r.status_code == 303 and r.headers["location"] == f"/ui/cards/{held}"
+        assert c.get(r.headers["location"]).status_code == 200
+        # another namespace's card is not found by its prefix either
+        r = c.get(f"/ui/cards/{str(foreign)[:8]}")
+        assert r.status_code == 404 and "text/html" in r.headers["content-type"]
+        r = c.get("/ui/cards/zz")
+        assert r.status_code in (400, 422) and "not a card id" in r.text
+        assert "text/html" in r.headers["content-type"]
