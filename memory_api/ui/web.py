@@ -74,6 +74,7 @@ class Console:
         user = self.sessions.user(request.cookies.get(COOKIE))
         if user is None:
             raise SignInNeeded
+        request.state.console_user = user  # a refusal's page keeps the navigation
         return user
 
     async def form(self, request: Request, user: ConsoleUser) -> dict[str, str]:
@@ -98,7 +99,11 @@ def error_page(request: Request, status: int, message: str) -> HTMLResponse:
     page = templates.TemplateResponse(
         request,
         "error.html",
-        {"user": None, "status": status, "message": message},
+        {
+            "user": getattr(request.state, "console_user", None),
+            "status": status,
+            "message": message,
+        },
         status_code=status,
     )
     page.headers["Content-Security-Policy"] = CSP

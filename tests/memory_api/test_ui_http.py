@@ -105,7 +105,11 @@ def test_read_keys_see_but_do_not_decide(ui) -> None:
     server, s = ui
     with signed_in(server.url, s.keys["read"]) as c:
         token = csrf_of(c.get("/ui/try").text)
-        assert c.get("/ui/review").status_code == 403
+        # the navigation offers only what the key may do; a refusal's page keeps it
+        assert 'href="/ui/review"' not in c.get("/ui/cards").text
+        refused = c.get("/ui/review")
+        assert refused.status_code == 403 and 'aria-label="Console"' in refused.text
+        assert 'href="/ui/review"' not in refused.text
         r = c.post(
             f"/ui/review/{s.cards['review'].card_id}/decide",
             data={"csrf": token, "decision": "approve"},
