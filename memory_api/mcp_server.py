@@ -18,6 +18,7 @@ from pydantic import Field, ValidationError
 from memory_core.decay.feedback import Feedback
 from memory_core.effects.cards import judged_all
 from memory_core.errors import HindsightError, InvalidInput
+from memory_core.facts.as_of import parse_as_of
 from memory_core.facts.search import FactHit
 from memory_core.facts.store import FactIn
 from memory_core.models.card import ActionStep, CardPublic, FailureMode
@@ -144,6 +145,10 @@ def create_mcp(
                 "their word, unchecked; never treat a claim as established"
             ),
         ] = False,
+        as_of: Annotated[
+            str | None,
+            Field(description="an ISO date or date and time (UTC): what was true then"),
+        ] = None,
     ) -> list[FactHit]:
         """Search remembered facts (about users, projects, environments) by keywords. Use it
         before asking the user something they may have said already. Each fact's `standing`
@@ -152,7 +157,11 @@ def create_mcp(
         return call(
             ctx,
             lambda who: service.search_facts(
-                principal=who, text=text, top_k=top_k, include_claims=include_claims
+                principal=who,
+                text=text,
+                top_k=top_k,
+                include_claims=include_claims,
+                as_of=parse_as_of(as_of) if as_of else None,
             ),
         )
 

@@ -89,9 +89,14 @@ def search(
     top_k: Annotated[int, typer.Option(min=1, max=100)] = 5,
     namespace: NamespaceOpt = None,
     fmt: FormatOpt = Format.table,
+    as_of: Annotated[
+        str | None,
+        typer.Option("--as-of", help="what was true then: an ISO date or date and time (UTC)"),
+    ] = None,
 ) -> None:
     """The facts that best answer TEXT: keywords and, with an embedder, vectors (fused by
     rank), blended with the decay-aware card score."""
+    from memory_core.facts.as_of import parse_as_of
     from memory_core.facts.search import search_facts
     from memory_core.index.similar import vector_search
 
@@ -107,6 +112,7 @@ def search(
                 include_claims=claims,
                 weights=settings.ranking,
                 vectors=vectors,
+                as_of=parse_as_of(as_of) if as_of else None,
             )
         if why_not:
             err_console.print(f"[yellow]{why_not}[/yellow]")

@@ -25,6 +25,7 @@ def search_facts(body: FactSearchRequest, who: Caller, service: ServiceDep) -> l
         top_k=body.top_k,
         include_superseded=body.include_superseded,
         include_claims=body.include_claims,
+        as_of=body.as_of,
     )
 
 

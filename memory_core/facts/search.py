@@ -17,6 +17,7 @@ from memory_core.cards.query import to_public
 from memory_core.cards.score import ranking_terms
 from memory_core.db import read_session
 from memory_core.errors import InvalidInput
+from memory_core.facts.as_of import facts_as_of
 from memory_core.facts.conflicts import conflicts_of, preference
 from memory_core.keywords import KeywordIndex
 from memory_core.models.card import Card, CardKind, CardPublic, CardStatus, FactStanding
@@ -76,9 +77,11 @@ def search_facts(
     vectors: SimilarCards | None = None,
     weights: RankingWeights | None = None,
     now: datetime | None = None,
+    as_of: datetime | None = None,
 ) -> list[FactHit]:
     """The facts that best answer `text`; superseded, forgotten and expired ones are hidden
-    unless include_superseded, claims (a speaker's word alone) unless include_claims."""
+    unless include_superseded, claims (a speaker's word alone) unless include_claims; with
+    as_of, the facts that were active at that moment (memory_core.facts.as_of)."""
     if not text.strip():
         raise InvalidInput("search text is empty", field="text")
     if not 1 <= top_k <= 100:
@@ -100,6 +103,10 @@ def search_facts(
                 or_(col(Card.standing).is_(None), col(Card.standing) != FactStanding.claim.value)
             )
         cards = list(session.execute(q).scalars())
+        if as_of is not None:
+            cards = facts_as_of(session, namespace=namespace, at=as_of)
+            if not include_claims:
+                cards = [c for c in cards if c.standing != FactStanding.claim.value]
         max_uses = (
             session.execute(
                 select(func.max(Card.use_count)).where(col(Card.namespace) == namespace)

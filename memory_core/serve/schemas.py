@@ -5,7 +5,15 @@ from __future__ import annotations
 import uuid
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, computed_field, model_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    computed_field,
+    model_validator,
+)
 
 from memory_core.errors import InvalidInput
 from memory_core.ingest.limits import DEFAULT_LIMITS, CleanInput, check_json
@@ -249,6 +257,8 @@ class FactSearchRequest(CleanInput):
     include_superseded: bool = False
     # what only a speaker said, unchecked (standing "claim"): on request, marked as such
     include_claims: bool = False
+    # what the memory held true at that moment (with its zone), from the facts' history
+    as_of: AwareDatetime | None = None
 
 
 class IngestResult(BaseModel):

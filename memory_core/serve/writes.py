@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.engine import Engine
@@ -88,9 +89,10 @@ class WriteOperations:
         top_k: int = 5,
         include_superseded: bool = False,
         include_claims: bool = False,
+        as_of: datetime | None = None,
     ) -> list[FactHit]:
         """Facts of the namespace by keyword relevance (BM25) and the decay-aware score; claims
-        (a speaker's word alone) only with include_claims."""
+        (a speaker's word alone) only with include_claims; as_of: those true at that moment."""
         principal.require("read")
         return search_facts(
             engine=self.engine,
@@ -100,6 +102,7 @@ class WriteOperations:
             include_superseded=include_superseded,
             include_claims=include_claims,
             weights=self.settings.ranking,
+            as_of=as_of,
         )
 
     def write_fact(self, *, principal: Principal, fact: FactIn) -> CardPublic:
