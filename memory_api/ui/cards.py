@@ -32,6 +32,7 @@ STATUSES = [s.value for s in CardStatus]
 LOGIN_COOKIE = "hs_login"
 VERDICTS = [(v.value, LABELS[v]) for v in Verdict]
 HISTORY_PAGE = 50  # versions on one card page
+USES_PAGE = 20  # uses on one card page
 
 
 def _float(params: Any, name: str) -> float | None:
@@ -166,7 +167,7 @@ def router(console: Console) -> APIRouter:
         )
 
     @r.get("/cards/{card_id}", response_class=HTMLResponse)
-    def card(request: Request, card_id: str, versions: int = 0) -> Response:
+    def card(request: Request, card_id: str, versions: int = 0, uses: int = 0) -> Response:
         user = console.user(request)
         user.principal.require("read")
         full = browse.card_by_prefix(
@@ -182,9 +183,11 @@ def router(console: Console) -> APIRouter:
             namespace=user.principal.namespace,
             trajectory_ids=[e.trajectory_id for e in c.evidence],
         )
-        uses = browse.recent_uses(
-            engine=svc.engine, namespace=user.principal.namespace, card_id=full
+        ns, at = user.principal.namespace, max(uses, 0)
+        used = browse.recent_uses(
+            engine=svc.engine, namespace=ns, card_id=full, limit=USES_PAGE, skip=at
         )
+        uses_total = browse.use_total(engine=svc.engine, namespace=ns, card_id=full)
         return console.render(
             request,
             "card.html",
@@ -192,7 +195,11 @@ def router(console: Console) -> APIRouter:
             card=c,
             # judged by the namespace's configured rules (as the decay stage does) in get_card
             effect=c.effect,
-            uses=uses,
+            uses=used,
+            uses_total=uses_total,
+            uses_skip=at,
+            uses_next=at + USES_PAGE if at + USES_PAGE < uses_total else None,
+            uses_prev=max(at - USES_PAGE, 0) if at else None,
             runs=runs,
             timeline=entries[skip : skip + HISTORY_PAGE],
             versions_total=len(entries),

@@ -105,17 +105,30 @@ def list_page(
 
 
 def recent_uses(
-    *, engine: Engine, namespace: str, card_id: uuid.UUID, limit: int = 20
+    *, engine: Engine, namespace: str, card_id: uuid.UUID, limit: int = 20, skip: int = 0
 ) -> list[CardUse]:
-    """The last uses of a card, newest first."""
+    """The uses of a card, newest first: `limit` of them after the newest `skip`."""
     with read_session(engine) as session:
         return list(
             session.execute(
                 select(CardUse)
                 .where(col(CardUse.card_id) == card_id, col(CardUse.namespace) == namespace)
-                .order_by(col(CardUse.used_at).desc())
+                .order_by(col(CardUse.used_at).desc(), col(CardUse.id))
+                .offset(max(skip, 0))
                 .limit(limit)
             ).scalars()
+        )
+
+
+def use_total(*, engine: Engine, namespace: str, card_id: uuid.UUID) -> int:
+    """How many uses (served or withheld) a card has in the use log."""
+    with read_session(engine) as session:
+        return int(
+            session.execute(
+                select(func.count())
+                .select_from(CardUse)
+                .where(col(CardUse.card_id) == card_id, col(CardUse.namespace) == namespace)
+            ).scalar_one()
         )
 
 

@@ -4,13 +4,15 @@ outcomes are the use log's, not versions; a long history is paged."""
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 import pytest
 
 from memory_api.app import create_app
 from memory_core.db import session_scope
 from memory_core.decay.feedback import record_feedback
-from memory_core.models.card import Card, CardVersion
+from memory_core.models.card import Card, CardUse, CardVersion
+from memory_core.models.columns import utcnow
 from memory_core.serve.service import MemoryService
 from memory_core.validate.review import edit
 from memory_core.validate.stage import validate_drafts
@@ -116,3 +118,29 @@ def test_an_old_store_s_outcome_versions_fold_into_the_use_log_and_history_pages
     # the first outcome moved the status draft -> active: shown, under the key that sent it
     first_outcome = _versions(older)[-2]
     assert "key:r" in first_outcome and "<td>status</td>" in first_outcome
+
+
+def test_a_card_s_uses_are_paged(ui, engine) -> None:
+    server, s = ui
+    card = add_card(engine, scenario="search answers 502")
+    with session_scope(engine) as session:
+        for i in range(45):
+            session.add(
+                CardUse(
+                    card_id=card.card_id,
+                    namespace="team-a",
+                    used_at=utcnow() - timedelta(minutes=i),
+                    outcome="success" if i % 2 else None,
+                    arm="withheld" if i % 3 == 0 else "served",
+                    context={"state": {"tool": "search", "n": i}},
+                )
+            )
+    with signed_in(server.url, s.keys["read"]) as c:
+        first = c.get(f"/ui/cards/{card.card_id}").text
+        last = c.get(f"/ui/cards/{card.card_id}?uses=40").text
+    uses = re.findall(r'<ul class="uses">(.*?)</ul>', first, re.S)[0]
+    assert "Uses (45)" in first and uses.count("<li>") == 20 and "older uses" in first
+    assert "withheld" in uses and re.search(r"&#34;n&#34;: 0[,}]", uses)  # the newest first
+    rest = re.findall(r'<ul class="uses">(.*?)</ul>', last, re.S)[0]
+    assert rest.count("<li>") == 5 and re.search(r"&#34;n&#34;: 44[,}]", rest)
+    assert "newer uses" in last
