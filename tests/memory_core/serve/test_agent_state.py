@@ -79,7 +79,9 @@ def test_raw_tool_errors_of_the_airline_runs_find_the_cards_of_their_signature(e
         }
         assert not keyed & {m.entry.card_id for m in as_sent.matches}
         served += bool(keyed)
-    assert served >= 3  # cards keyed on the error itself, found from the raw text
+    # cards keyed on the error itself (recoveries a successful retry confirmed), found from the
+    # raw text: two distinct errors of these runs have one
+    assert served >= 2
 
 
 def test_error_like_fields_and_the_check_before_a_call(engine) -> None:
