@@ -60,17 +60,14 @@ def _up(tmp_path: Path) -> list[str]:
     return ["up", "--prefect-port", ports[0], "--port", ports[1], "--mcp-port", ports[2]]
 
 
-# what each command starts, and the child that shows it is all running: the nightly always
-# runs as a flow (Prefect's temporary server); retrospect too once an LLM is configured (a
-# stage command alone runs in process and starts none); `up` starts the Prefect server, a
-# worker, the API and the MCP server
+# what each command starts, and the child that shows it is all running: with an LLM
+# configured the nightly and retrospect run as flows (Prefect's temporary server; without one
+# they run in process and start none); `up` starts the Prefect server, a worker, the API and
+# the MCP server
+LLM = {"HINDSIGHT_LLM__BASE_URL": "http://127.0.0.1:9/v1", "HINDSIGHT_LLM__MODEL": "m"}
 KILLED = {
-    "nightly": (lambda tmp: ["nightly"], {}, "uvicorn"),
-    "retrospect with an LLM": (
-        lambda tmp: ["retrospect"],
-        {"HINDSIGHT_LLM__BASE_URL": "http://127.0.0.1:9/v1", "HINDSIGHT_LLM__MODEL": "m"},
-        "uvicorn",
-    ),
+    "nightly with an LLM": (lambda tmp: ["nightly"], LLM, "uvicorn"),
+    "retrospect with an LLM": (lambda tmp: ["retrospect"], LLM, "uvicorn"),
     "up": (_up, {}, "worker start"),
 }
 
