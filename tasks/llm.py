@@ -17,6 +17,7 @@ from prefect.client.schemas.objects import State
 from prefect.concurrency.sync import concurrency
 from prefect.runtime import flow_run, task_run
 from pydantic import BaseModel
+from sqlalchemy.exc import OperationalError
 from sqlmodel import Session
 
 from memory_core.errors import LLMTransient, NotFound
@@ -181,7 +182,22 @@ def claim_refs(
 
 def transient_only(_task: object, _run: object, state: State) -> bool:
     """Retry timeouts, 429, 5xx and connection errors; never 4xx or invalid answers."""
-    return isinstance(state.result(raise_on_failure=False), LLMTransient)
+    error = state.result(raise_on_failure=False)
+    return isinstance(error, LLMTransient) or _database_unreachable(error)
+
+
+def _database_unreachable(error: object) -> bool:
+    """A connection the database refused or dropped (server full, restarting): a retry can
+    succeed. SQLite's operational errors (a missing table) are not connection errors."""
+    if not isinstance(error, OperationalError):
+        return False
+    if error.connection_invalidated:
+        return True
+    try:
+        import psycopg
+    except ImportError:  # psycopg is a dependency; without it no PostgreSQL URL connects
+        return False
+    return isinstance(error.orig, psycopg.OperationalError)
 
 
 def _extract_name() -> str:
