@@ -9,7 +9,7 @@ about 0.95) and another literal in its preconditions, as a second run of the sam
 would; different lessons of one tool sit at cosine ~0.7 (hard negatives). Vectors are stored
 the way the stage stores them, so the run embeds nothing (embedding itself: ~260 texts/s with
 MiniLM on 2 cores).
-Writes bench/results/consolidate.json and consolidate.png.
+Writes bench/results/consolidate_BACKEND.json and consolidate_BACKEND.png.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ differences of the same writes, with a paired bootstrap interval.
 
     python bench/lessons_diagnose.py data/tau-bench-airline/trajectories.json
         [--work /tmp/lessons-diag] [--out bench/results/lessons_diagnosis.json]
-        [--before bench/results/lessons_diagnosis_before.json]
+        [--before PREVIOUS_DIAGNOSIS.json]
 """
 
 from __future__ import annotations
