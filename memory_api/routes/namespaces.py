@@ -4,32 +4,12 @@ from __future__ import annotations
 
 from anyio import to_thread
 from fastapi import APIRouter
-from pydantic import BaseModel
 
 from memory_api.routes.deps import Caller, ServiceDep
+from memory_core.namespaces.answers import DeletionOut, NamespaceOut
 from memory_core.namespaces.counts import namespace_counts
 
 router = APIRouter(tags=["namespace"])
-
-
-class NamespaceOut(BaseModel):
-    """A namespace's cards and facts by status, trajectories, dead letters and live keys."""
-
-    namespace: str
-    cards: dict[str, int]
-    facts: dict[str, int]
-    trajectories: int
-    dead_letters: int
-    keys: int
-
-
-class DeletionOut(BaseModel):
-    """What a deletion removed: rows by table, snapshot files, index points."""
-
-    namespace: str
-    rows: dict[str, int]
-    files: int
-    vectors: int
 
 
 @router.get("/v1/namespace")

@@ -1,0 +1,1 @@
+"""Hindsight for agents: `hindsight.client` talks to a running Hindsight API."""

@@ -1,0 +1,196 @@
+"""The asyncio client: the same operations as `Client`, awaited."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Any, TypeVar
+
+import httpx
+
+from hindsight.client import calls
+from hindsight.client.base import client_options, read_answer, request_args
+from hindsight.client.errors import TransportError
+from hindsight.client.retry import RetryPolicy
+from memory_core.decay.feedback import Feedback
+from memory_core.effects.outcomes import QueryOutcome
+from memory_core.effects.report import EffectsReport
+from memory_core.facts.search import FactHit
+from memory_core.facts.store import FactIn
+from memory_core.models.card import CardPublic
+from memory_core.namespaces.answers import DeletionOut, NamespaceOut
+from memory_core.serve.schemas import (
+    CardIn,
+    CheckActionRequest,
+    CheckActionResult,
+    FactSearchRequest,
+    FeedbackRequest,
+    HistoryEntry,
+    IngestResult,
+    OutcomeRequest,
+    PinRequest,
+    QueryRequest,
+    QueryResult,
+    RejectRequest,
+)
+
+T = TypeVar("T")
+CardRef = uuid.UUID | str
+
+
+class AsyncClient:
+    """The async Hindsight API client: `AsyncClient(url, api_key)`, an async context manager."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        timeout: float | httpx.Timeout | None = None,
+        retry: RetryPolicy | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.retry = retry or RetryPolicy()
+        self._http = httpx.AsyncClient(
+            **client_options(base_url, api_key, timeout), transport=transport
+        )
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connections."""
+        await self._http.aclose()
+
+    async def call(self, call: calls.Call[T]) -> T:
+        """Send one call, retrying transient failures as the policy says; its typed answer."""
+        idempotent = call.route.idempotent
+        retry = 0
+        while True:
+            try:
+                response = await self._http.request(**request_args(call))
+            except httpx.TransportError as exc:
+                pause = self.retry.after_error(exc, retry=retry, idempotent=idempotent)
+                if pause is None:
+                    raise TransportError(f"{call.route.method} {call.path}: {exc!r}") from exc
+            else:
+                pause = self.retry.after_answer(response, retry=retry, idempotent=idempotent)
+                if pause is None:
+                    return read_answer(call, response)
+            await asyncio.sleep(pause)
+            retry += 1
+
+    async def healthz(self) -> dict[str, Any]:
+        """The process is up."""
+        return await self.call(calls.healthz())
+
+    async def readyz(self) -> dict[str, Any]:
+        """The database answers (ServerError `database_unavailable` when it does not)."""
+        return await self.call(calls.readyz())
+
+    async def query_cards(self, request: QueryRequest) -> QueryResult:
+        """Cards whose preconditions hold on the task state, best first."""
+        return await self.call(calls.query_cards(request))
+
+    async def check_action(self, request: CheckActionRequest) -> CheckActionResult:
+        """Before a tool call: the warnings of the cards keyed on it."""
+        return await self.call(calls.check_action(request))
+
+    async def list_cards(
+        self,
+        *,
+        status: Sequence[str] = (),
+        kind: str | None = None,
+        q: str | None = None,
+        min_confidence: float | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> list[CardPublic]:
+        """Cards of the key's namespace, most recently updated first."""
+        return await self.call(
+            calls.list_cards(
+                status=status,
+                kind=kind,
+                q=q,
+                min_confidence=min_confidence,
+                limit=limit,
+                offset=offset,
+            )
+        )
+
+    async def store_card(self, card: CardIn) -> CardPublic:
+        """Store a card (write scope)."""
+        return await self.call(calls.store_card(card))
+
+    async def recent_cards(self, *, limit: int = 10) -> list[CardPublic]:
+        """The most recently changed active cards."""
+        return await self.call(calls.recent_cards(limit=limit))
+
+    async def get_card(self, card_id: CardRef) -> CardPublic:
+        """One card with its evidence."""
+        return await self.call(calls.get_card(card_id))
+
+    async def card_history(self, card_id: CardRef) -> list[HistoryEntry]:
+        """Every version of a card."""
+        return await self.call(calls.card_history(card_id))
+
+    async def feedback(self, card_id: CardRef, request: FeedbackRequest) -> Feedback:
+        """The outcome of a task that used a card (+0.05 success, -0.1 failure)."""
+        return await self.call(calls.feedback(card_id, request))
+
+    async def report_outcome(self, query_id: CardRef, request: OutcomeRequest) -> QueryOutcome:
+        """The outcome of the run that made a query (its `query_id`)."""
+        return await self.call(calls.report_outcome(query_id, request))
+
+    async def pin_card(self, card_id: CardRef, request: PinRequest) -> CardPublic:
+        """Pin or unpin a card (admin)."""
+        return await self.call(calls.pin_card(card_id, request))
+
+    async def effects(self, *, limit: int = 200) -> EffectsReport:
+        """Cards by measured effect, worst first."""
+        return await self.call(calls.effects(limit=limit))
+
+    async def search_facts(self, request: FactSearchRequest) -> list[FactHit]:
+        """Facts by keyword relevance."""
+        return await self.call(calls.search_facts(request))
+
+    async def write_fact(self, fact: FactIn) -> CardPublic:
+        """Remember a fact (write scope)."""
+        return await self.call(calls.write_fact(fact))
+
+    async def forget_fact(self, fact_id: CardRef) -> CardPublic:
+        """Forget a fact (write scope)."""
+        return await self.call(calls.forget_fact(fact_id))
+
+    async def review_queue(self, *, limit: int = 100) -> list[CardPublic]:
+        """Cards waiting for a person (admin)."""
+        return await self.call(calls.review_queue(limit=limit))
+
+    async def approve(self, card_id: CardRef) -> CardPublic:
+        """Approve a card in review (admin)."""
+        return await self.call(calls.approve(card_id))
+
+    async def reject(self, card_id: CardRef, request: RejectRequest) -> CardPublic:
+        """Reject a card in review, with the reason (admin)."""
+        return await self.call(calls.reject(card_id, request))
+
+    async def ingest(
+        self, records: Mapping[str, Any] | Sequence[Mapping[str, Any]]
+    ) -> IngestResult:
+        """Hand in trajectories for the nightly run (write scope); stored once by key."""
+        return await self.call(calls.ingest(records))
+
+    async def namespace_show(self) -> NamespaceOut:
+        """The key's namespace counts (admin)."""
+        return await self.call(calls.namespace_show())
+
+    async def namespace_delete(self) -> DeletionOut:
+        """Delete the key's namespace and all it holds, the key included (admin)."""
+        return await self.call(calls.namespace_delete())
