@@ -14,12 +14,14 @@ from flows.params import RetrospectParams
 from flows.stages import count_dead_letters, final_state, redrive_if_retry, stage
 from flows.summary import RunOutcome
 from memory_core.errors import LLMTransient
+from memory_core.heartbeat import Heartbeat, Liveness
 from memory_core.models.drafts import Extraction
 from memory_core.retrospect.claims import worker_id
 from memory_core.retrospect.summary import RetrospectSummary
 from memory_core.settings import Settings
 from tasks.llm import ClaimRef, claim_refs, ensure_llm_limit, finish_refs, llm_extract
 from tasks.retrospect import retrospect_batch
+from tasks.runtime import engine_for
 
 
 def run_retrospect(params: RetrospectParams, settings: Settings) -> RetrospectSummary:
@@ -68,10 +70,22 @@ def _within_budget(
 def _run_llm(params: RetrospectParams, settings: Settings) -> RetrospectSummary:
     """One llm-extract task per trajectory, in parallel; a batch finishes in one transaction."""
     ensure_llm_limit(settings)
+    summary, worker = RetrospectSummary(), worker_id()
+    # the claims live as long as this loop beats for them: the LLM calls of a batch may take
+    # longer than the silence that frees a dead worker's runs
+    every = Liveness.of(settings.retrospect).every
+    with Heartbeat(engine=engine_for(settings), worker=worker, every=every):
+        _llm_batches(params, settings, summary, worker)
+    return summary
+
+
+def _llm_batches(
+    params: RetrospectParams, settings: Settings, summary: RetrospectSummary, worker: str
+) -> None:
     extract = llm_extract.with_options(
         retries=len(settings.llm.retry_delays_s), retry_delay_seconds=settings.llm.retry_delays_s
     )
-    summary, worker, spent = RetrospectSummary(), worker_id(), 0
+    spent = 0
     while params.max_batches is None or summary.batches < params.max_batches:
         n = summary.batches + 1
         claimed = claim_refs(n, params.namespace, worker, settings)
@@ -102,7 +116,6 @@ def _run_llm(params: RetrospectParams, settings: Settings) -> RetrospectSummary:
                 "trajectories wait for the next run"
             )
             break
-    return summary
 
 
 class RetrospectRun(RetrospectSummary):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -13,6 +13,9 @@ from memory_cli import stages
 from memory_cli.card_table import show_cards_table
 from memory_cli.context import fail_on_errors, load
 from memory_cli.output import Format, console, literal, polled_progress, print_json, table
+
+if TYPE_CHECKING:
+    from memory_core.settings import Settings
 
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
 
@@ -28,23 +31,32 @@ def retrospect(
         with polled_progress("retrospect", lambda: _progress(engine, namespace)):
             summary, failed = stages.retrospect(settings=settings, namespace=namespace)
         _show_summary(summary, fmt)
-        _say_held(engine, namespace, fmt)
+        _say_held(engine, settings, namespace, fmt)
         _exit_if_failed(failed, fmt)
 
 
-def _say_held(engine: object, namespace: str | None, fmt: Format) -> None:
+def _say_held(engine: object, settings: Settings, namespace: str | None, fmt: Format) -> None:
     """Runs another live worker holds are not "nothing to do": say how many, whose, until when
-    (a dead worker's claims on this host were given back already, and retrospected here)."""
+    (a dead worker's claims, by its process on this host or its heartbeat, were given back
+    already, and retrospected here)."""
+    from datetime import timedelta
+
     from memory_core.leases import held_claims
 
     if fmt is Format.json:
         return
-    for h in held_claims(engine=engine, namespace=namespace):  # type: ignore[arg-type]
+    stale_s = settings.retrospect.stale_after_seconds
+    for h in held_claims(
+        engine=engine,  # type: ignore[arg-type]
+        namespace=namespace,
+        stale_after=timedelta(seconds=stale_s),
+    ):
+        beat = f", its last heartbeat at {h.beat:%H:%M:%S} UTC" if h.beat else ""
         console.print(
             literal(
                 f"{h.runs} trajectories are claimed by a running worker ({h.owner}) until "
-                f"{h.until:%Y-%m-%d %H:%M:%S} UTC: it finishes them; if it stopped, they "
-                "return to the queue then"
+                f"{h.until:%Y-%m-%d %H:%M:%S} UTC{beat}: it finishes them; if it stops, they "
+                f"return to the queue {stale_s:g} s after its last heartbeat"
             ),
             style="yellow",
             soft_wrap=True,
@@ -126,7 +138,7 @@ def nightly(
             f"{ns_opt} --state {shlex.quote(json.dumps(state))} --explain",
             soft_wrap=True,
         )
-        _say_held(engine, None, fmt)
+        _say_held(engine, settings, None, fmt)
         _exit_if_failed(failed, fmt)
 
 

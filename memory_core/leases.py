@@ -20,7 +20,7 @@ import os
 import socket
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import TypeVar
@@ -29,6 +29,8 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
 
 T = TypeVar("T")
+# as memory_core.settings_groups.RetrospectSettings.stale_after_seconds by default
+STALE_AFTER = timedelta(seconds=90)
 
 
 def lease_key(*, stage: str, namespace: str) -> int:
@@ -123,9 +125,10 @@ def card_namespaces(*, engine: Engine) -> list[str]:
 
 
 # Trajectory claims (status "processing", lease_owner, lease_until) are rows, not locks: a
-# worker killed mid-batch leaves them until lease_until. Its owner id names its host and
-# process ("host:pid:nonce", retrospect.claims.worker_id), so a claim whose process is
-# provably gone (this host, no such process) is given back at once instead.
+# worker killed mid-batch would leave them until lease_until. Two proofs that a holder is gone
+# give them back at once instead: its heartbeat stopped (memory_core.heartbeat: any host), or
+# its owner id ("host:pid:nonce", retrospect.claims.worker_id) names this host and a process
+# that no longer exists (no need to wait for the heartbeat to go stale).
 
 
 def owner_gone(owner: str, *, host: str | None = None) -> bool:
@@ -146,42 +149,53 @@ def owner_gone(owner: str, *, host: str | None = None) -> bool:
     return False
 
 
-def release_dead_claims(*, engine: Engine, namespace: str | None = None) -> int:
-    """Give back the live-looking claims whose worker process is gone; how many runs."""
-    from sqlalchemy import select, update
+def release_dead_claims(
+    *, engine: Engine, namespace: str | None = None, stale_after: timedelta = STALE_AFTER
+) -> int:
+    """Give back the live-looking claims whose worker is gone (its process, on this host) or
+    silent (no heartbeat for stale_after, any host); how many runs."""
+    from sqlalchemy import or_, select, update
     from sqlmodel import col
 
     from memory_core.db import session_scope
+    from memory_core.heartbeat import stale
     from memory_core.models.columns import utcnow
     from memory_core.models.trajectory import Trajectory, TrajectoryStatus
 
-    t, processing = Trajectory, TrajectoryStatus.processing.value
-    held = (col(t.status) == processing) & (col(t.lease_until) >= utcnow())
+    t, processing, now = Trajectory, TrajectoryStatus.processing.value, utcnow()
+    held = (col(t.status) == processing) & (col(t.lease_until) >= now)
     if namespace is not None:
         held = held & (col(t.namespace) == namespace)
     with session_scope(engine) as session:
         owners = session.execute(select(col(t.lease_owner)).where(held).distinct()).scalars()
         gone = [o for o in owners if o and owner_gone(o)]
-        if not gone:
-            return 0
         result = session.execute(
             update(t)
-            .where(col(t.lease_owner).in_(gone), col(t.status) == processing)
-            .values(status=TrajectoryStatus.pending.value, lease_owner=None, lease_until=None)
+            .where(held, or_(col(t.lease_owner).in_(gone), stale(now, stale_after)))
+            .values(
+                status=TrajectoryStatus.pending.value,
+                lease_owner=None,
+                lease_until=None,
+                lease_heartbeat=None,
+            )
+            .execution_options(synchronize_session=False)
         )
         return int(result.rowcount)  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
 class HeldClaims:
-    """Runs a live worker holds: whose, how many, until when (UTC)."""
+    """Runs a live worker holds: whose, how many, until when (UTC), and its last heartbeat."""
 
     owner: str
     runs: int
     until: datetime
+    beat: datetime | None = None
 
 
-def held_claims(*, engine: Engine, namespace: str | None = None) -> list[HeldClaims]:
+def held_claims(
+    *, engine: Engine, namespace: str | None = None, stale_after: timedelta = STALE_AFTER
+) -> list[HeldClaims]:
     """The claims other workers hold now, by worker (after giving back the dead ones')."""
     from sqlalchemy import func, select
     from sqlmodel import Session, col
@@ -189,10 +203,15 @@ def held_claims(*, engine: Engine, namespace: str | None = None) -> list[HeldCla
     from memory_core.models.columns import utcnow
     from memory_core.models.trajectory import Trajectory, TrajectoryStatus
 
-    release_dead_claims(engine=engine, namespace=namespace)
+    release_dead_claims(engine=engine, namespace=namespace, stale_after=stale_after)
     t = Trajectory
     q = (
-        select(col(t.lease_owner), func.count(), func.max(col(t.lease_until)))
+        select(
+            col(t.lease_owner),
+            func.count(),
+            func.max(col(t.lease_until)),
+            func.max(col(t.lease_heartbeat)),
+        )
         .where(
             col(t.status) == TrajectoryStatus.processing.value,
             col(t.lease_until) >= utcnow(),
@@ -203,4 +222,4 @@ def held_claims(*, engine: Engine, namespace: str | None = None) -> list[HeldCla
         q = q.where(col(t.namespace) == namespace)
     with Session(engine) as session:
         rows = session.execute(q).all()
-    return [HeldClaims(str(o), int(n), u) for o, n, u in rows]
+    return [HeldClaims(str(o), int(n), u, b) for o, n, u, b in rows]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 
 class LLMSettings(BaseModel):
@@ -110,6 +110,19 @@ class RetrospectSettings(BaseModel):
     """trajectories claimed per batch"""
     lease_seconds: float = Field(default=300.0, gt=0)
     """a claimed batch returns to the pool after this (a crashed worker)"""
+    heartbeat_seconds: float = Field(default=30.0, gt=0)
+    """a worker refreshes the heartbeat of the runs it holds this often"""
+    stale_after_seconds: float = Field(default=90.0, gt=0)
+    """a claim whose heartbeat is older than this is given back at once, on any host"""
+
+    @model_validator(mode="after")
+    def _silence_outlasts_beats(self) -> RetrospectSettings:
+        if self.stale_after_seconds <= self.heartbeat_seconds:
+            raise ValueError(
+                "retrospect.stale_after_seconds must exceed retrospect.heartbeat_seconds "
+                "(3 times it is usual), or a live worker loses its claims between two beats"
+            )
+        return self
 
 
 class GateSettings(BaseModel):

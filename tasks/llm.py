@@ -21,6 +21,7 @@ from sqlalchemy.exc import OperationalError
 from sqlmodel import Session
 
 from memory_core.errors import LLMTransient, NotFound
+from memory_core.heartbeat import Liveness
 from memory_core.models.drafts import Extraction, Extractor, view_of
 from memory_core.models.trajectory import Trajectory
 from memory_core.retrospect.claims import claim_batch
@@ -146,6 +147,7 @@ def claim_refs(
         batch_size=settings.retrospect.batch_size,
         lease=timedelta(seconds=settings.retrospect.lease_seconds),
         namespace=namespace,
+        liveness=Liveness.of(settings.retrospect),
     )
     rules = build_rule_extractor(settings)
     done = (

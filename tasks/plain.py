@@ -121,6 +121,7 @@ def retrospect_rule_batch(
     run_id: str | None = None,
 ) -> BatchResult:
     """Claim up to batch_size trajectories, write their cards, and mark them done together."""
+    from memory_core.heartbeat import Liveness
     from memory_core.retrospect.rule_extractor import RuleExtractor
     from memory_core.retrospect.stage import retrospect_once
 
@@ -133,6 +134,7 @@ def retrospect_rule_batch(
         namespace=namespace,
         run_id=run_id,
         screen=settings.screen,
+        liveness=Liveness.of(settings.retrospect),
     )
     for err in result.errors:
         log.error("dead letter: %s", err)

@@ -96,6 +96,8 @@ class Trajectory(SQLModel, table=True):
     status: str = Field(default=TrajectoryStatus.pending.value, max_length=16)
     lease_owner: str | None = Field(default=None, max_length=64)
     lease_until: datetime | None = Field(default=None, sa_column=utc_column(nullable=True))
+    # refreshed by the holder while it works (memory_core.heartbeat): a silence frees the claim
+    lease_heartbeat: datetime | None = Field(default=None, sa_column=utc_column(nullable=True))
     attempts: int = 0
     error: str | None = None
     # when the rule drafts were written: an LLM failure then parks only the LLM part

@@ -15,6 +15,7 @@ from sqlmodel import Session, col
 from memory_core.cards.writer import write_drafts
 from memory_core.db import session_scope
 from memory_core.errors import LeaseLost
+from memory_core.heartbeat import Heartbeat, Liveness
 from memory_core.models.card import CardStatus
 from memory_core.models.columns import utcnow
 from memory_core.models.drafts import DraftCard, Extraction, Extractor, view_of
@@ -234,22 +235,30 @@ def retrospect_once(
     namespace: str | None = None,
     run_id: str | None = None,
     screen: bool = True,
+    liveness: Liveness = Liveness(),
 ) -> BatchResult:
-    """Claim and process one batch; an empty result means nothing was pending."""
+    """Claim and process one batch, beating while it works; an empty result means nothing
+    was pending."""
     rows = claim_batch(
-        engine=engine, worker=worker, batch_size=batch_size, lease=lease, namespace=namespace
+        engine=engine,
+        worker=worker,
+        batch_size=batch_size,
+        lease=lease,
+        namespace=namespace,
+        liveness=liveness,
     )
     if not rows:
         return BatchResult()
     try:
-        return process_batch(
-            engine=engine,
-            rows=rows,
-            extractor=extractor,
-            worker=worker,
-            run_id=run_id,
-            screen=screen,
-        )
+        with Heartbeat(engine=engine, worker=worker, every=liveness.every):
+            return process_batch(
+                engine=engine,
+                rows=rows,
+                extractor=extractor,
+                worker=worker,
+                run_id=run_id,
+                screen=screen,
+            )
     except LeaseLost:
         release(engine=engine, worker=worker)
         raise
