@@ -89,26 +89,9 @@ def rejected_cmd(
 
 def _count(engine: Engine, namespace: str | None) -> int:
     """Every dead letter (a full page may not be all of them): parked retrospection or facts."""
-    from sqlalchemy import func, or_, select
-    from sqlmodel import Session, col
+    from memory_core.retrospect.dead_letters import count_dead_letters
 
-    from memory_core.models.trajectory import Trajectory, TrajectoryStatus
-    from memory_core.retrospect.dead_letters import FACTS_DEAD_LETTER
-
-    q = (
-        select(func.count())
-        .select_from(Trajectory)
-        .where(
-            or_(
-                col(Trajectory.status) == TrajectoryStatus.dead_letter.value,
-                col(Trajectory.extra)[FACTS_DEAD_LETTER].as_string().is_not(None),
-            )
-        )
-    )
-    if namespace is not None:
-        q = q.where(col(Trajectory.namespace) == namespace)
-    with Session(engine) as session:
-        return int(session.execute(q).scalar_one())
+    return count_dead_letters(engine=engine, namespace=namespace)
 
 
 def _id_or_key(value: str, engine: Engine) -> str:

@@ -167,7 +167,9 @@ def router(console: Console) -> APIRouter:
         )
 
     @r.get("/cards/{card_id}", response_class=HTMLResponse)
-    def card(request: Request, card_id: str, versions: int = 0, uses: int = 0) -> Response:
+    def card(
+        request: Request, card_id: str, versions: int = 0, uses: int = 0, done: str | None = None
+    ) -> Response:
         user = console.user(request)
         user.principal.require("read")
         full = browse.card_by_prefix(
@@ -208,6 +210,9 @@ def router(console: Console) -> APIRouter:
             versions_prev=max(skip - HISTORY_PAGE, 0) if skip else None,
             outcomes_folded=folded,
             preconditions=[(p, _variables(p)) for p in c.preconditions],
+            notice={"pinned": "pinned", "unpinned": "unpinned", "restored": "restored"}.get(
+                done or ""
+            ),
         )
 
     @r.get("/trajectories/{trajectory_id}", response_class=HTMLResponse)

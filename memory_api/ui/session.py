@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from memory_core.db import read_session
 from memory_core.models.api_key import ApiKey
-from memory_core.serve.keys import Principal, hash_key
+from memory_core.serve.keys import Principal, hash_key, note_use
 from memory_core.serve.service import MemoryService
 
 COOKIE = "hs_console"
@@ -68,11 +68,18 @@ class Sessions:
             key = session.get(ApiKey, key_id)
             if key is not None:
                 session.expunge(key)
+        if key is not None and key.revoked_at is None:  # a console page is a use of the key
+            note_use(engine=self._service.engine, key=key)
         with self._lock:
             if len(self._cache) > 10_000:
                 self._cache.clear()
             self._cache[key_id] = (key, now + self._service.settings.serve.key_cache_s)
         return key
+
+    def forget(self) -> None:
+        """Drop cached key rows (after a revoke in this process: its sessions end at once)."""
+        with self._lock:
+            self._cache.clear()
 
     def sign_in(self, secret: str) -> str:
         """The cookie value for a valid key (Unauthorized from the key ring otherwise)."""

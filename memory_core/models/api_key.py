@@ -23,3 +23,5 @@ class ApiKey(SQLModel, table=True):
     name: str = Field(default="", max_length=128)
     created_at: datetime = Field(default_factory=utcnow, sa_column=utc_column())
     revoked_at: datetime | None = Field(default=None, sa_column=utc_column(nullable=True))
+    # when a server last checked the key (to within its key cache time): which keys are idle
+    last_used_at: datetime | None = Field(default=None, sa_column=utc_column(nullable=True))

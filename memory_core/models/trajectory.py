@@ -29,6 +29,7 @@ class TrajectoryStatus(StrEnum):
     processing = "processing"
     done = "done"
     dead_letter = "dead_letter"
+    discarded = "discarded"  # a dead letter an operator gave up on, with the reason in `extra`
 
 
 class Step(BaseModel):

@@ -100,15 +100,25 @@ def list_dead_letters(
     namespace: str | None = None,
     limit: int | None = 1000,
     run_id: str | None = None,
+    offset: int = 0,
 ) -> list[Trajectory]:
     """Trajectories with a parked part (all, or those one flow run parked), oldest first;
-    limit None: every one (what a flow run's count must see)."""
+    limit None: every one (what a flow run's count must see); offset: a later page."""
     q = select(T).where(or_(_retro_parked(run_id), _facts_parked(run_id)))
-    q = _matching(q, namespace, None).order_by(col(T.created_at))
+    q = _matching(q, namespace, None).order_by(col(T.created_at), col(T.id))
     if limit is not None:
         q = q.limit(limit)
+    if offset:
+        q = q.offset(offset)
     with Session(engine) as session:
         return list(session.execute(q).scalars())
+
+
+def count_dead_letters(*, engine: Engine, namespace: str | None = None) -> int:
+    """Every dead letter (a page may not be all of them): a run with a parked part."""
+    q = select(func.count()).select_from(T).where(or_(_retro_parked(None), _facts_parked(None)))
+    with Session(engine) as session:
+        return int(session.execute(_matching(q, namespace, None)).scalar_one())
 
 
 def _without_facts_dead_letter(engine: Engine) -> Any:

@@ -13,8 +13,9 @@ import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.engine import Engine
 from sqlmodel import col
 
@@ -26,6 +27,7 @@ from memory_core.models.columns import utcnow
 SCOPES = ("read", "write", "admin")
 KEY_PREFIX = "hs_"
 MAX_NAMESPACE = 128
+USE_EVERY_S = 60.0  # last use is recorded at most this often per key
 
 
 @dataclass(frozen=True)
@@ -97,16 +99,29 @@ def list_keys(*, engine: Engine, namespace: str | None = None) -> list[ApiKey]:
         return list(session.execute(q).scalars())
 
 
-def revoke_key(*, engine: Engine, key_id: uuid.UUID) -> ApiKey:
-    """Revoke a key (kept for audit); servers stop accepting it within their key cache time."""
+def revoke_key(*, engine: Engine, key_id: uuid.UUID, namespace: str | None = None) -> ApiKey:
+    """Revoke a key (kept for audit); servers stop accepting it within their key cache time.
+    With a namespace, a key of another namespace is not found (an admin key sees its own)."""
     with session_scope(engine) as session:
         key = session.get(ApiKey, key_id)
-        if key is None:
-            raise NotFound(f"no key {key_id}")
+        if key is None or (namespace is not None and key.namespace != namespace):
+            where = f" in namespace {namespace!r}" if namespace is not None else ""
+            raise NotFound(f"no key {key_id}{where}")
         if key.revoked_at is None:
             key.revoked_at = utcnow()
             session.add(key)
         return key
+
+
+def note_use(*, engine: Engine, key: ApiKey, now: datetime | None = None) -> None:
+    """Record that a key was used, at most once a minute: a server reads the key once per key
+    cache time anyway, so last use is right to within a minute or two at one small write per
+    key and minute, not one per request."""
+    now = now or utcnow()
+    if key.last_used_at is not None and (now - key.last_used_at).total_seconds() < USE_EVERY_S:
+        return
+    with session_scope(engine) as session:
+        session.execute(update(ApiKey).where(col(ApiKey.id) == key.id).values(last_used_at=now))
 
 
 class KeyRing:
@@ -137,6 +152,8 @@ class KeyRing:
                 if key is not None and key.revoked_at is None
                 else None
             )
+            if key is not None and principal is not None:
+                note_use(engine=self._engine, key=key)
             with self._lock:
                 if len(self._cache) > 10_000:  # random wrong keys must not grow it forever
                     self._cache.clear()
