@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from memory_core.db import read_session
 from memory_core.models.api_key import ApiKey
-from memory_core.serve.keys import Principal, hash_key, note_use
+from memory_core.serve.keys import Principal, hash_key
 from memory_core.serve.service import MemoryService
 
 COOKIE = "hs_console"
@@ -69,7 +69,7 @@ class Sessions:
             if key is not None:
                 session.expunge(key)
         if key is not None and key.revoked_at is None:  # a console page is a use of the key
-            note_use(engine=self._service.engine, key=key)
+            self._service.keys.note(key)
         with self._lock:
             if len(self._cache) > 10_000:
                 self._cache.clear()

@@ -11,12 +11,13 @@ import secrets
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import select, update
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import col
 
 from memory_core.db import read_session, session_scope
@@ -113,15 +114,11 @@ def revoke_key(*, engine: Engine, key_id: uuid.UUID, namespace: str | None = Non
         return key
 
 
-def note_use(*, engine: Engine, key: ApiKey, now: datetime | None = None) -> None:
-    """Record that a key was used, at most once a minute: a server reads the key once per key
-    cache time anyway, so last use is right to within a minute or two at one small write per
-    key and minute, not one per request."""
-    now = now or utcnow()
-    if key.last_used_at is not None and (now - key.last_used_at).total_seconds() < USE_EVERY_S:
-        return
+def record_last_use(*, engine: Engine, used: Mapping[uuid.UUID, datetime]) -> None:
+    """Write when each key was last used (one small transaction for all of them)."""
     with session_scope(engine) as session:
-        session.execute(update(ApiKey).where(col(ApiKey.id) == key.id).values(last_used_at=now))
+        for key_id, at in used.items():
+            session.execute(update(ApiKey).where(col(ApiKey.id) == key_id).values(last_used_at=at))
 
 
 class KeyRing:
@@ -131,6 +128,7 @@ class KeyRing:
         self._engine = engine
         self._cache_s = cache_s
         self._cache: dict[str, tuple[Principal | None, float]] = {}
+        self._used: dict[uuid.UUID, datetime] = {}  # last uses not yet written
         self._lock = threading.Lock()
 
     def verify(self, secret: str | None) -> Principal:
@@ -153,7 +151,7 @@ class KeyRing:
                 else None
             )
             if key is not None and principal is not None:
-                note_use(engine=self._engine, key=key)
+                self.note(key)
             with self._lock:
                 if len(self._cache) > 10_000:  # random wrong keys must not grow it forever
                     self._cache.clear()
@@ -161,6 +159,28 @@ class KeyRing:
         if principal is None:
             raise Unauthorized("unknown or revoked API key")
         return principal
+
+    def note(self, key: ApiKey, now: datetime | None = None) -> None:
+        """Queue a key's use for write_uses, at most once a minute per key: a check never
+        writes (it must not wait behind a writer), the use writer's thread does."""
+        now = now or utcnow()
+        if key.last_used_at is not None and (now - key.last_used_at).total_seconds() < USE_EVERY_S:
+            return
+        with self._lock:
+            self._used[key.id] = now
+
+    def write_uses(self) -> None:
+        """Write the queued last uses (kept for the next call when the database refuses)."""
+        with self._lock:
+            used, self._used = self._used, {}
+        if not used:
+            return
+        try:
+            record_last_use(engine=self._engine, used=used)
+        except SQLAlchemyError:
+            with self._lock:
+                self._used = {**used, **self._used}
+            raise
 
     def cached(self, secret: str | None) -> bool:
         """True when verifying this key needs no database read (a fresh cached answer)."""

@@ -65,6 +65,7 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
         self.snapshots.on_change = self.rows.refill
         self.uses = UseRecorder(engine=engine, flush_s=settings.serve.use_flush_s)
         self.keys = KeyRing(engine=engine, cache_s=settings.serve.key_cache_s)
+        self.uses.also.append(self.keys.write_uses)  # keys' last uses, off the request path
         self.inline = InlineGate(
             budget_s=settings.serve.inline_budget_ms / 1000,
             fresh_s=settings.serve.snapshot_refresh_s,

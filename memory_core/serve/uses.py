@@ -69,6 +69,9 @@ class UseRecorder:
         self.dropped = 0
         self.rejected = 0  # uses the database refused for their data (see flush)
         self.last_error: str | None = None
+        # other small writes this thread makes after each flush (a key's last use): the
+        # request that saw them must not write, so as never to wait behind a writer
+        self.also: list[Callable[[], None]] = []
 
     def start(self) -> None:
         """Start the background writer (idempotent)."""
@@ -83,6 +86,8 @@ class UseRecorder:
         if self._thread is not None:
             self._thread.join(timeout=10)
         self.flush()
+        for write in self.also:
+            write()
 
     @property
     def pending(self) -> int:
@@ -230,6 +235,11 @@ class UseRecorder:
             except SQLAlchemyError:
                 # kept in the queue and shown by readiness; the next tick retries
                 log.warning("writing card uses failed: %s", self.last_error)
+            for write in self.also:
+                try:
+                    write()
+                except SQLAlchemyError as exc:  # kept by the writer; the next tick retries
+                    log.warning("a write after the uses failed: %s", str(exc).splitlines()[0])
 
 
 def _use_rows(batch: list[Queued], b: dict[str, Callable[[Any], Any]]) -> Iterator[Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 
 import httpx
 import pytest
@@ -115,6 +116,13 @@ def test_keys_page_creates_once_lists_last_use_and_revokes(ui, engine) -> None:
     server, s = ui
     # a key used on the API shows its last use
     httpx.get(f"{server.url}/v1/cards", headers={"Authorization": f"Bearer {s.keys['read']}"})
+    read_id = _key_id(engine, "Ada read")
+    for _ in range(100):  # written by the use writer's thread, not by the request
+        with read_session(engine) as session:
+            used = session.get(ApiKey, read_id)
+            if used is not None and used.last_used_at is not None:
+                break
+        time.sleep(0.1)
     with signed_in(server.url, s.keys["admin"]) as c:
         page = c.get("/ui/keys").text
         assert page.count("<tr>") == 4  # the header and team-a's three keys, not team-b's
