@@ -1,7 +1,7 @@
 """api_key.last_used_at: when a server last checked the key, so an operator sees idle keys
 
 Revision ID: 0027
-Revises: 0020
+Revises: 0024
 Create Date: 2026-12-07 14:00:00
 """
 
@@ -13,7 +13,7 @@ from alembic import op
 from memory_core.models.columns import UTCDateTime
 
 revision: str = "0027"
-down_revision: str | None = "0020"
+down_revision: str | None = "0024"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
