@@ -1,5 +1,8 @@
 """The task state as an agent sends it, made comparable with what ingest derived: error texts
-signed by the same function ingest and replay use, and the names no card reads."""
+signed by the same function ingest and replay use, and the names no card reads.
+
+Layer: service.
+"""
 
 from __future__ import annotations
 

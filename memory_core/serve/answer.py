@@ -1,5 +1,8 @@
 """What a query answers before it is encoded, and its plain JSON encoding (no explain, no
-prompt): the served rows' JSON joined as they are, without model round trips."""
+prompt): the served rows' JSON joined as they are, without model round trips.
+
+Layer: retrieval.
+"""
 
 from __future__ import annotations
 

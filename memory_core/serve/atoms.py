@@ -6,6 +6,8 @@ top-level conjuncts count: `a == "x" && b > 1` needs `a == "x"` (and `b > 1`), w
 `a == "x" || b > 1` needs neither. Needs: equality alternatives (`==`, `in [...]`, and a `||`
 whose every branch needs an equality), numeric ranges, substrings (`contains`, `startsWith`,
 `endsWith`); beyond them every variable an expression reads must be in the state.
+
+Layer: needs.
 """
 
 from __future__ import annotations
@@ -15,11 +17,9 @@ from collections import Counter
 from collections.abc import Hashable, Iterable
 from collections.abc import Set as AbstractSet
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from memory_core.serve.entry import Entry
-    from memory_core.serve.index import Stats
+from memory_core.preconditions import CompiledPrecondition
 
 # (type tag, value): CEL never finds "3" equal to 3, nor true equal to 1
 AtomKey = tuple[str, Hashable]
@@ -208,7 +208,45 @@ class NeedsMemo:
         return found
 
 
-def card_needs(e: Entry, memo: NeedsMemo | None = None) -> list[Need]:
+class Conditioned(Protocol):
+    """What a card's needs are read from: its compiled preconditions (serve/entry.py)."""
+
+    @property
+    def compiled(self) -> tuple[CompiledPrecondition, ...]: ...
+
+
+class Stats:
+    """How many cards share each equality and each variable: what makes a need selective."""
+
+    def __init__(self) -> None:
+        self.atoms: Counter[tuple[str, AtomKey]] = Counter()
+
+    def add(self, card: Iterable[Need]) -> None:
+        """Count one card's equalities."""
+        for n in card:
+            if n[0] == "eq":
+                self.atoms.update(n[1])
+
+    def remove(self, card: Iterable[Need]) -> None:
+        """Uncount one card's equalities (it left the served set or changed)."""
+        for n in card:
+            if n[0] == "eq":
+                self.atoms.subtract(n[1])
+                for a in n[1]:
+                    if self.atoms[a] <= 0:
+                        del self.atoms[a]
+
+    def cost(self, need: Need) -> tuple[int, int]:
+        """(shape, cards sharing it): the lower, the fewer queries it lets through. An
+        equality beats a range, a range a substring, a substring a mere variable; among
+        equalities the rarest (its alternatives' cards summed) keeps candidate lists short."""
+        kind = need[0]
+        if kind == "eq":
+            return 0, sum(self.atoms[a] for a in need[1])
+        return {"window": 1, "substring": 2, "range": 3}.get(kind, 4), 0
+
+
+def card_needs(e: Conditioned, memo: NeedsMemo | None = None) -> list[Need]:
     """Every need of a card: its preconditions' needs, a window where a variable is bounded
     on both sides, then each variable it reads (memo: for a whole load)."""
     if memo is None:
@@ -236,7 +274,7 @@ def card_needs(e: Entry, memo: NeedsMemo | None = None) -> list[Need]:
 _NOT_YET: Need = ("not chosen yet",)
 
 
-def chosen_needs(entries: Iterable[Entry], stats: Stats) -> list[Need | None]:
+def chosen_needs(entries: Iterable[Conditioned], stats: Stats) -> list[Need | None]:
     """Each card's cheapest need (as index.choose), in the order of entries, once every
     card's equalities are counted in stats (the cards' texts' needs: what card_needs adds
     is no equality). Nothing is held per precondition tuple while the cards are counted: a

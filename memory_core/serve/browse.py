@@ -1,5 +1,8 @@
 """Reads for the console: keyset-paged card lists, a card's uses and evidence in context, and
-counts for pictures. Every function stays inside one namespace (the caller's key's)."""
+counts for pictures. Every function stays inside one namespace (the caller's key's).
+
+Layer: service.
+"""
 
 from __future__ import annotations
 

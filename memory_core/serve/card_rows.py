@@ -1,5 +1,8 @@
 """A snapshot's cards read from their rows: values by position, JSON parsed with orjson,
-precondition lists and texts shared within a load and across snapshots."""
+precondition lists and texts shared within a load and across snapshots.
+
+Layer: cards.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Reading the served cards and the change feed (migration 0013) from the database."""
+"""Reading the served cards and the change feed (migration 0013) from the database.
+
+Layer: cards.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""The service's holdout operations: a run's outcome for its query, pins, the effects report."""
+"""The service's holdout operations: a run's outcome for its query, pins, the effects report.
+
+Layer: service.
+"""
 
 from __future__ import annotations
 

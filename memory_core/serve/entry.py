@@ -1,4 +1,7 @@
-"""One active card as retrieval holds it in a snapshot (memory_core.serve.snapshot)."""
+"""One active card as retrieval holds it in a snapshot (memory_core.serve.snapshot).
+
+Layer: cards.
+"""
 
 from __future__ import annotations
 

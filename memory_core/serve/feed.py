@@ -9,6 +9,8 @@ a namespace that changed reads its changed cards, the others read nothing.
 A transaction can commit after a later-numbered one, so each read starts at the watermark as
 of LOOKBACK_S ago and skips the changes it handed out already: a change committed up to
 LOOKBACK_S late is still found.
+
+Layer: cache.
 """
 
 from __future__ import annotations

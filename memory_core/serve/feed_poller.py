@@ -9,6 +9,8 @@ query finds its snapshot current and a changed card is still served within the i
 It stops after IDLE_S without a query (the next query then catches up itself and starts it
 again), when the cache is closed, or when the cache is gone: a server left idle does
 not poll its database forever, and a test's cache takes its thread with it.
+
+Layer: cache.
 """
 
 from __future__ import annotations
@@ -17,22 +19,25 @@ import logging
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from sqlalchemy.exc import SQLAlchemyError
-
-if TYPE_CHECKING:
-    from memory_core.serve.snapshot_cache import SnapshotCache
 
 log = logging.getLogger(__name__)
 IDLE_S = 60.0  # no query this long: the thread ends
 _LIVE: weakref.WeakSet[FeedPoller] = weakref.WeakSet()  # every poller not collected yet
 
 
+class CatchesUp(Protocol):
+    """What the poller drives: a cache of snapshots (serve/snapshot_cache.py)."""
+
+    def catch_up_all(self, *, older_than_s: float) -> int: ...
+
+
 class FeedPoller:
     """Brings a cache's snapshots current every half refresh interval while it is queried."""
 
-    def __init__(self, cache: SnapshotCache, refresh_s: float) -> None:
+    def __init__(self, cache: CatchesUp, refresh_s: float) -> None:
         self._cache = weakref.ref(cache)
         self.every_s = refresh_s / 2
         self.queried_at = time.monotonic()

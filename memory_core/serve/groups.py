@@ -1,23 +1,24 @@
 """The index's candidate lists one by one, named, for the top k walk (serve/ordered.py): which
-lists a state reaches, which a card is filed in, and whether a state reaches a card."""
+lists a state reaches, which a card is filed in, and whether a state reaches a card.
+
+Layer: index.
+"""
 
 from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memory_core.serve.atoms import state_key
-from memory_core.serve.index import CardIndex, _bins, some
-
-if TYPE_CHECKING:
-    from memory_core.serve.snapshot import Entry
-
+from memory_core.serve.entry import Entry
+from memory_core.serve.index import CardIndex, some
+from memory_core.serve.index_changes import _bins
 
 # a bucket's name in CardIndex.groups: ("eq", var, key), ("win", var, bin), ("sub", var,
 # text), ("un",); None for a list made for one query (a range's slice, the `has` cards)
-Group = tuple[tuple[Any, ...] | None, list["Entry"]]
+Group = tuple[tuple[Any, ...] | None, list[Entry]]
 
 
 def groups(index: CardIndex, state: Mapping[str, Any]) -> list[Group]:

@@ -5,118 +5,35 @@ substring, or, failing those, a variable the state must have. Each card is filed
 its most selective need, so a query looks up the state's variables and evaluates only the
 cards filed under what the state satisfies. Lists are replaced, never changed in place: a
 reader in another thread keeps iterating the list it holds while a change is applied.
+
+Layer: index.
 """
 
 from __future__ import annotations
 
 import math
-import uuid
 from bisect import bisect_left, bisect_right
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from itertools import islice
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from memory_core.serve.atoms import AtomKey, Need, state_key
+from memory_core.serve.atoms import Need, state_key
 from memory_core.serve.atoms import NeedsMemo as NeedsMemo
+from memory_core.serve.atoms import Stats as Stats
 from memory_core.serve.atoms import card_needs as card_needs
 from memory_core.serve.atoms import chosen_needs as chosen_needs
-from memory_core.serve.index_changes import _bins as _bins
-from memory_core.serve.index_changes import add_many, remove_many
-
-if TYPE_CHECKING:
-    from memory_core.serve.snapshot import Entry
-
-
-# a named list replaced by a batch of changes: (the new list, the old, cards gone, cards added)
-Replaced = tuple[list["Entry"], list["Entry"], list["Entry"], list["Entry"]]
-MAX_BINS = 64  # a window wider than this many bins is filed as a one-sided range
-READERS_KEPT = 512  # cards kept per variable for explain's sample (it asks for 256)
+from memory_core.serve.entry import Entry
+from memory_core.serve.index_changes import READERS_KEPT as READERS_KEPT
+from memory_core.serve.index_changes import IndexLists, _bins, add_many, remove_many
+from memory_core.serve.index_changes import Replaced as Replaced
 
 
-class Stats:
-    """How many cards share each equality and each variable: what makes a need selective."""
-
-    def __init__(self) -> None:
-        self.atoms: Counter[tuple[str, AtomKey]] = Counter()
-
-    def add(self, card: Iterable[Need]) -> None:
-        """Count one card's equalities."""
-        for n in card:
-            if n[0] == "eq":
-                self.atoms.update(n[1])
-
-    def remove(self, card: Iterable[Need]) -> None:
-        """Uncount one card's equalities (it left the served set or changed)."""
-        for n in card:
-            if n[0] == "eq":
-                self.atoms.subtract(n[1])
-                for a in n[1]:
-                    if self.atoms[a] <= 0:
-                        del self.atoms[a]
-
-    def cost(self, need: Need) -> tuple[int, int]:
-        """(shape, cards sharing it): the lower, the fewer queries it lets through. An
-        equality beats a range, a range a substring, a substring a mere variable; among
-        equalities the rarest (its alternatives' cards summed) keeps candidate lists short."""
-        kind = need[0]
-        if kind == "eq":
-            return 0, sum(self.atoms[a] for a in need[1])
-        return {"window": 1, "substring": 2, "range": 3}.get(kind, 4), 0
-
-
-class CardIndex:
+class CardIndex(IndexLists):
     """Cards by the need they are filed under; `candidates` answers a task state."""
-
-    def __init__(self) -> None:
-        self.eq: dict[str, dict[AtomKey, list[Entry]]] = {}
-        # card needs value > bound ("above") or value < bound ("below"): sorted bounds + cards
-        self.above: dict[str, tuple[list[float], list[Entry]]] = {}
-        self.below: dict[str, tuple[list[float], list[Entry]]] = {}
-        self.substring: dict[str, dict[str, list[Entry]]] = {}
-        # lo <= value <= hi on one variable: fixed-width bins (the first window's width)
-        self.windows: dict[str, tuple[float, dict[int, list[Entry]]]] = {}
-        # big groups (every card reading `tool`) are dicts: a change is O(1), where copying a
-        # list of 90k cards per changed card cost seconds a minute under steady feedback;
-        # readers copy them in one C call (list(...)), which no other thread interleaves
-        self.has: dict[str, dict[uuid.UUID, Entry]] = {}
-        self.unindexed: list[Entry] = []  # reads no variable: evaluated on every query
-        # some cards reading each variable, where explain finds near misses: READERS_KEPT of
-        # them, not all (a dict entry per card and variable was ~75 MB at a million cards)
-        self.readers: dict[str, dict[uuid.UUID, Entry]] = {}
-        self.spread = 0  # cards filed under equalities of several variables (may repeat)
-        # the named lists the last batch of changes replaced, by id of the new list: (new, old,
-        # cards gone, cards added), so that an order of the old list is patched with what
-        # changed rather than by comparing the two whole lists (serve/list_orders.py)
-        self.replaced: dict[int, Replaced] = {}
-
-    def new_batch(self) -> None:
-        """Forget the lists earlier changes replaced (kept for one batch of changes)."""
-        self.replaced = {}
-
-    def _fit(self, need: Need | None) -> Need | None:
-        """A window too wide for its variable's bins becomes its lower bound (also needed)."""
-        if need is None or need[0] != "window":
-            return need
-        width = self.windows[need[1]][0] if need[1] in self.windows else need[3] - need[2]
-        if len(_bins(max(width, 1.0), need[2], need[3])) <= MAX_BINS:
-            return need
-        return ("range", need[1], ">=", need[2])
 
     def add(self, e: Entry, need: Need | None) -> None:
         """File a card under a need (None: evaluated on every query)."""
         add_many(self, [(e, need)])
-
-    def _read_by(self, e: Entry) -> None:
-        for c in e.compiled:
-            for var in c.variables:
-                kept = self.readers.setdefault(var, {})
-                if len(kept) < READERS_KEPT:
-                    kept[e.card_id] = e
-
-    def _window(self, need: Need) -> tuple[float, dict[int, list[Entry]]]:
-        width, bins = self.windows.setdefault(need[1], (max(need[3] - need[2], 1.0), {}))
-        return width, bins
 
     def _fill(self, filed: list[tuple[Entry, Need | None]]) -> None:
         """Build from scratch (no reader yet): appended in place, ranges sorted once."""

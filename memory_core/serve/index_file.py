@@ -1,6 +1,9 @@
 """The candidate index rebuilt from a saved snapshot (serve/snapshot_file.py): each card's need
 was chosen before, so filing it is a few appends to lists worked out once per distinct need
-(filing card by card through CardIndex._fill was a third of a load from the file)."""
+(filing card by card through CardIndex._fill was a third of a load from the file).
+
+Layer: index.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +14,8 @@ from dataclasses import dataclass, field
 
 from memory_core.serve.atoms import Need
 from memory_core.serve.entry import Entry
-from memory_core.serve.index import CardIndex, _bins
+from memory_core.serve.index import CardIndex
+from memory_core.serve.index_changes import _bins
 
 
 @dataclass

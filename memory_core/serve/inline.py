@@ -9,6 +9,8 @@ the GIL under load are not the query's); and only when every row it serves is in
 the caller hops after all). A namespace whose queries turn slow (a bigger snapshot, a costlier
 mix) goes back to worker threads within a few queries; one outlier among quick ones does not.
 Nothing here reads the database.
+
+Layer: snapshot.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 Keys are 32 random bytes, so a plain sha256 is enough (no password stretching needed): the
 hash of a guess is as hard to hit as the key itself.
+
+Layer: service.
 """
 
 from __future__ import annotations

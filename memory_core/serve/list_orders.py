@@ -1,20 +1,25 @@
 """The index's lists kept in order of their cards' score bounds for one epoch (the walk of
 serve/ordered.py reads them): ordering a list, patching one a few changed cards replaced, and
-moving touched cards to their new places."""
+moving touched cards to their new places.
+
+Layer: walk.
+"""
 
 from __future__ import annotations
 
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import Any, TypeAlias
 
+from memory_core.serve.entry import Entry, support_of
 from memory_core.serve.groups import homes
+from memory_core.serve.index_changes import Replaced
 from memory_core.serve.resort import resort_step
-from memory_core.serve.snapshot import support_of
 from memory_core.serve.topk import (
     UNBOUNDED,
     Bounds,
+    Walked,
     assumed_uses,
     base_bound,
     close_enough,
@@ -22,17 +27,13 @@ from memory_core.serve.topk import (
     support_bound,
 )
 
-if TYPE_CHECKING:
-    from memory_core.serve.index import Replaced
-    from memory_core.serve.snapshot import Entry, Snapshot
-
 # cards and their negated keys, ascending; the most support of each kind among them. The keys
 # are an array of doubles, which the garbage collector never walks: as a list of floats, each
 # query's fold copied a few lists of thousands into the young generation, and every collection
 # of it read each key's header (a cache miss each: 2-6 ms a collection at 100k cards, one
 # collection in ten queries)
 Keys: TypeAlias = "array[float]"  # a string: array is not subscriptable at run time in 3.11
-Order = tuple[list["Entry"], Keys, dict[str, int]]
+Order = tuple[list[Entry], Keys, dict[str, int]]
 
 
 def bound_of(e: Entry, b: Bounds, sup: float, spec: Callable[[int], float]) -> tuple[Any, ...]:
@@ -48,7 +49,7 @@ def bound_of(e: Entry, b: Bounds, sup: float, spec: Callable[[int], float]) -> t
 
 
 def order_of(
-    snap: Snapshot, name: Any, cards: list[Entry], b: Bounds, spec: Any, budget: list[int]
+    snap: Walked, name: Any, cards: list[Entry], b: Bounds, spec: Any, budget: list[int]
 ) -> Order:
     """The list's cards by bound (standing plus support), highest first, cached per epoch;
     a list replaced by a few cards changed is patched, not sorted again; after an epoch that
@@ -103,7 +104,7 @@ PATCH = 16  # a list with more cards changed than this is sorted again
 
 
 def _patch(
-    snap: Snapshot, cached: tuple[Any, ...], cards: list[Entry], b: Bounds, spec: Any
+    snap: Walked, cached: tuple[Any, ...], cards: list[Entry], b: Bounds, spec: Any
 ) -> Order | None:
     changed = _changes(snap.index.replaced, cached[0], cards)
     if changed is None:
@@ -180,7 +181,7 @@ def _find(entries: list[Entry], keys: Keys, e: Entry) -> int:
     return next((i for i, x in enumerate(entries) if x is e), -1)
 
 
-def fold(snap: Snapshot, b: Bounds, sup: float, spec: Any, limit: int) -> None:
+def fold(snap: Walked, b: Bounds, sup: float, spec: Any, limit: int) -> None:
     """Move the first `limit` touched cards to their places in the ordered lists, each list
     copied once (hold snap.order_lock). A list ordered in an earlier epoch that b loosens keeps
     its epoch: it is still ordered anew in steps (serve/resort.py)."""

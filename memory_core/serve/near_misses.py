@@ -1,7 +1,10 @@
 """Explain's near misses: the cards closest to applying to a state, found without listing every
 candidate. At 100k cards an explained query built the whole candidate list and a set of its
 ids (0.8 ms) and a Check per condition of 128 cards (0.6 ms) to keep ten of them; a plain
-query took 0.7 ms."""
+query took 0.7 ms.
+
+Layer: index.
+"""
 
 from __future__ import annotations
 

@@ -9,6 +9,8 @@ only once its count passes what its keys assume (entry.used; topk.HEADROOM): at 
 five uses a query, 1 card moved a query instead of 5. The result is exactly
 topk.top_matches' (the exhaustive ranking); when no card of the most evidence holds, the
 support term needs every candidate, and the walk hands over to top_matches.
+
+Layer: walk.
 """
 
 from __future__ import annotations
@@ -18,27 +20,25 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from heapq import heappop, heappush
 from itertools import chain
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memory_core.keywords import term_tuple
+from memory_core.serve.entry import Entry, support_of
 from memory_core.serve.groups import Group, covers, groups
+from memory_core.serve.index import CardIndex
 from memory_core.serve.list_orders import bound_of as _bound
 from memory_core.serve.list_orders import fold, order_of
 from memory_core.serve.resort import STEP
-from memory_core.serve.snapshot import support_of
 from memory_core.serve.topk import (
     SLACK,
+    Ranked,
     TopQuery,
+    Walked,
     epoch,
     loosens,
     top_matches,
 )
 from memory_core.serve.warm import start_warming
-
-if TYPE_CHECKING:
-    from memory_core.serve.index import CardIndex
-    from memory_core.serve.retrieval import Ranked
-    from memory_core.serve.snapshot import Entry, Snapshot
 
 # touched cards moved to their places by each query: a few, so no query pays for many (64 at
 # once was 4-12 ms, a query in 15 at 100k cards under feedback, most of the p99); more when
@@ -57,7 +57,7 @@ def candidate_count(index: CardIndex, lists: list[Group]) -> int:
 
 
 def lazy_top(
-    snap: Snapshot,
+    snap: Walked,
     state: Mapping[str, Any],
     *,
     q: TopQuery,

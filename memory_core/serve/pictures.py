@@ -1,4 +1,7 @@
-"""What the console's pictures draw: cards by status, confidence, uses per day, failure modes."""
+"""What the console's pictures draw: cards by status, confidence, uses per day, failure modes.
+
+Layer: service.
+"""
 
 from __future__ import annotations
 

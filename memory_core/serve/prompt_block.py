@@ -1,5 +1,8 @@
 """A prompt block of served cards: advice a planner prompt can hold, with text from tool results
-and users quoted as data with its origin, never an order."""
+and users quoted as data with its origin, never an order.
+
+Layer: service.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""The reading half of the service: one card, listings, recent cards, a card's history."""
+"""The reading half of the service: one card, listings, recent cards, a card's history.
+
+Layer: service.
+"""
 
 from __future__ import annotations
 

@@ -9,6 +9,8 @@ old order and spends at most its budget computing the new bounds of the lists it
 a list's last card is done it is sorted once and replaces the old order. A card changed since
 its new bound was computed (a use, feedback, a replacement) is bounded again when the list is
 finished, so the new order is exactly what a full sort would make.
+
+Layer: walk.
 """
 
 from __future__ import annotations
@@ -16,11 +18,10 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from memory_core.serve.snapshot import Entry, Snapshot
-    from memory_core.serve.topk import Bounds
+from memory_core.serve.entry import Entry
+from memory_core.serve.topk import Bounds, Walked
 
 Bound = tuple[int | None, float, float]  # Entry.bound
 STEP = 512  # new bounds computed per query across the lists it touches (~1 ms)
@@ -36,7 +37,7 @@ class Resort:
 
 
 def resort_step(
-    snap: Snapshot,
+    snap: Walked,
     name: Any,
     cards: list[Entry],
     b: Bounds,

@@ -4,6 +4,8 @@ The filter evaluates only the cards filed under a need the state satisfies (the 
 index); `explain` evaluates those with every check's verdict, plus a bounded sample of the
 cards filed under the state's variables whatever their values, where the near misses (one
 condition away) come from: an explanation costs a few queries, not a scan of every card.
+
+Layer: retrieval.
 """
 
 from __future__ import annotations
@@ -23,12 +25,15 @@ from memory_core.preconditions import (
     make_context,
     normalise_value,
 )
+from memory_core.serve.entry import Entry, support_of
 from memory_core.serve.groups import groups
 from memory_core.serve.near_misses import closest, first_failing, held_count
 from memory_core.serve.ordered import lazy_top
 from memory_core.serve.schemas import PreconditionCheck, Score
-from memory_core.serve.snapshot import Entry, Snapshot, support_of
+from memory_core.serve.snapshot import Snapshot
+from memory_core.serve.topk import Ranked as Ranked
 from memory_core.serve.topk import TopQuery, usable
+from memory_core.serve.topk import specificity as specificity
 from memory_core.settings import RankingWeights
 
 NEAR_MISS_SAMPLE = 128  # near-miss cards explain evaluates, at most
@@ -36,15 +41,6 @@ NEAR_MISS_SAMPLE = 128  # near-miss cards explain evaluates, at most
 # (memory_core.serve.ordered); bounded_from=EXHAUSTIVE scores every match instead
 BOUNDED_FROM = 0
 EXHAUSTIVE = 10**9
-
-
-@dataclass
-class Ranked:
-    """A card that applies, its score, and (explain) its checks."""
-
-    entry: Entry
-    score: Score
-    checks: list[Check] = field(default_factory=list)
 
 
 @dataclass
@@ -65,12 +61,6 @@ class Retrieval:
 
 
 TIE = 1e-3  # score resolution of the ranking: recency moves this much in about three hours
-
-
-def specificity(conditions: int) -> float:
-    """0 for a card on one condition (the tool alone), towards 1 the more conditions of the
-    state it was learned on it tests: a lesson about calls like this one tells more."""
-    return (conditions - 1) / conditions if conditions > 1 else 0.0
 
 
 def score_entry(

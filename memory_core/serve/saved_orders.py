@@ -9,6 +9,8 @@ rebuilt under its name, its keys are finite and ascending, and the keys of a sam
 cards bound them in that epoch; any other is dropped and a query sorts the list as before.
 Cards changed in place after their key was made are saved as `touched`, and moved into
 their places at the end of the load (fold_backlog).
+
+Layer: snapshot.
 """
 
 from __future__ import annotations
@@ -27,11 +29,10 @@ from pydantic import ValidationError
 from memory_core.serve.entry import Entry, touched
 from memory_core.serve.groups import named
 from memory_core.serve.list_orders import fold
-from memory_core.serve.retrieval import specificity
 from memory_core.serve.snapshot import Snapshot
 from memory_core.serve.snapshot_columns import Saved
 from memory_core.serve.snapshot_file import Body, Rejected, Section, json_section, numbers
-from memory_core.serve.topk import Bounds, base_bound, loosens, support_bound
+from memory_core.serve.topk import Bounds, base_bound, loosens, specificity, support_bound
 from memory_core.serve.warm import WARM_FROM
 from memory_core.settings import RankingWeights
 

@@ -1,4 +1,7 @@
-"""What the read API and the MCP tools accept and return: one set of models for both edges."""
+"""What the read API and the MCP tools accept and return: one set of models for both edges.
+
+Layer: shapes.
+"""
 
 from __future__ import annotations
 

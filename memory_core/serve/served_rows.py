@@ -1,6 +1,9 @@
 """Served cards' public rows as the API shows them, held per snapshot (Snapshot.rows): read
 once from the database, kept current with each use, and read again in the feed's thread when a
-change of the card dropped them (serve/feed_poller.py)."""
+change of the card dropped them (serve/feed_poller.py).
+
+Layer: snapshot.
+"""
 
 from __future__ import annotations
 

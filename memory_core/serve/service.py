@@ -1,5 +1,8 @@
 """The one service the read API and the MCP server call: every operation takes the caller's
-principal, checks its scope, and works only inside the principal's namespace."""
+principal, checks its scope, and works only inside the principal's namespace.
+
+Layer: service.
+"""
 
 from __future__ import annotations
 

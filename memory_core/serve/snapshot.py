@@ -5,6 +5,8 @@ most once per refresh interval, a query first applies the changes the process's 
 reader handed its namespace (serve/feed.py), re-reading those cards alone, whatever process
 changed them. A change is served
 within the interval at any size, without reloading the namespace (snapshot_cache.py).
+
+Layer: snapshot.
 """
 
 from __future__ import annotations

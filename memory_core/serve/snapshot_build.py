@@ -1,6 +1,9 @@
 """Building a snapshot without the garbage collector in the way: full collections paused
 while the rows are read, the result frozen out of later full passes, and the one cycle a
-dropped snapshot holds broken."""
+dropped snapshot holds broken.
+
+Layer: snapshot.
+"""
 
 from __future__ import annotations
 

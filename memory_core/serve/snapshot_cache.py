@@ -13,6 +13,8 @@ serve/snapshot_catchup.py; loading, eviction, reloads and saves here.
 Memory is bounded in cards: past `max_cards`, the least recently queried namespaces leave the
 cache (a query still holding one finishes on it; nothing refreshes or verifies it any more) and
 are loaded again on their next query. The namespace just loaded always stays, however big.
+
+Layer: cache.
 """
 
 from __future__ import annotations

@@ -1,7 +1,10 @@
 """Held snapshots kept current from the change feed (the catch-up half of
 serve/snapshot_cache.py): one read of the feed hands each namespace its changes, a namespace
 applies its own by reading those cards alone, and a periodic check compares what is served
-with the database's fingerprint, reloading only when they disagree."""
+with the database's fingerprint, reloading only when they disagree.
+
+Layer: cache.
+"""
 
 from __future__ import annotations
 

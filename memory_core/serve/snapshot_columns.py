@@ -1,7 +1,10 @@
 """A snapshot's cards as the sections of its file (serve/snapshot_file.py): packed columns of
 numbers, a card per position, and JSON tables they index into (precondition texts and lists,
 kinds, shared texts, timestamps, each card's filed need), so that a load neither parses
-preconditions nor chooses needs again, and parses each distinct timestamp once."""
+preconditions nor chooses needs again, and parses each distinct timestamp once.
+
+Layer: snapshot.
+"""
 
 from __future__ import annotations
 

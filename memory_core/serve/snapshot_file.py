@@ -7,6 +7,8 @@ names the format, the database, the namespace, the feed watermark the cards are 
 each section's name, type and length, and the body's length and CRC: a truncated or altered
 file is refused before a section is parsed. Sections are read one at a time, so a load never
 holds the whole body and its parsed form at once.
+
+Layer: snapshot.
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ every change since its watermark. The changes since are applied as to any held s
 the served set must agree with the database's fingerprint (count, newest update, version sum),
 and use counts, which change without a feed entry, are read again when their sum differs. Any
 doubt means a full load (and the file is written anew after it): a warning, never an error.
+
+Layer: snapshot.
 """
 
 from __future__ import annotations

@@ -1,6 +1,9 @@
 """A restored snapshot's use counts brought current: a use writes no change-feed entry, so
 the cards used since the file are read again, and every card's uses when the sums still
-differ (a use queued long before the file)."""
+differ (a use queued long before the file).
+
+Layer: snapshot.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Cards stored through the API or MCP: validated exactly like nightly drafts, marked as
-written by an operator (provenance comes from the key, never from the payload)."""
+written by an operator (provenance comes from the key, never from the payload).
+
+Layer: service.
+"""
 
 from __future__ import annotations
 

@@ -10,25 +10,28 @@ card left can enter the top k, nor tie with it. The result is exactly the exhaus
 
 The support term divides by the most evidence among all matches, so that is found first: the
 candidates with the most evidence are checked until one holds.
+
+Layer: walk.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
+import threading
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from itertools import count
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from memory_core.keywords import term_tuple
-from memory_core.serve.snapshot import support_of
+from memory_core.preconditions import Check
+from memory_core.serve.entry import Entry, support_of
+from memory_core.serve.index import CardIndex
+from memory_core.serve.schemas import Score
 from memory_core.settings import RankingWeights
-
-if TYPE_CHECKING:
-    from memory_core.serve.retrieval import Ranked
-    from memory_core.serve.snapshot import Entry, Snapshot
 
 REUSE = 1.25  # bounds assuming a most-used count this much below the snapshot's are renewed
 EPOCH = timedelta(hours=1)  # bounds computed this long ago are recomputed (recency decays)
@@ -52,6 +55,34 @@ class Bounds:
     serial: int = field(default_factory=count().__next__)
 
 
+class Walked(Protocol):
+    """What the ordered walk reads and keeps in a snapshot (serve/snapshot.py holds it): the
+    cards and their index, the epoch of their bounds, the lists ordered in it and the cards
+    changed in place since."""
+
+    namespace: str
+    entries: dict[uuid.UUID, Entry]
+    index: CardIndex
+    max_uses: int
+    bounds: Bounds | None
+    orders: dict[Any, Any]
+    orders_epoch: Bounds | None
+    resorts: dict[Any, Any]
+    touched: list[Entry]
+    order_lock: threading.Lock
+    warming: str | None
+    unplaced: set[Any]
+
+
+@dataclass
+class Ranked:
+    """A card that applies, its score, and (explain) its checks."""
+
+    entry: Entry
+    score: Score
+    checks: list[Check] = field(default_factory=list)
+
+
 @dataclass(frozen=True, slots=True)
 class TopQuery:
     """What a top-k walk ranks by: the kinds served, the time and weights, the query's words,
@@ -68,12 +99,18 @@ class TopQuery:
     tie: float
 
 
+def specificity(conditions: int) -> float:
+    """0 for a card on one condition (the tool alone), towards 1 the more conditions of the
+    state it was learned on it tests: a lesson about calls like this one tells more."""
+    return (conditions - 1) / conditions if conditions > 1 else 0.0
+
+
 def usable(w: RankingWeights) -> bool:
     """Every weight non-negative: the score then grows with each of its parts."""
     return min(w.confidence, w.recency, w.use_frequency, w.specificity, w.support) >= 0
 
 
-def epoch(snapshot: Snapshot, w: RankingWeights, now: datetime) -> Bounds:
+def epoch(snapshot: Walked, w: RankingWeights, now: datetime) -> Bounds:
     """The snapshot's current epoch, a new one when the weights, time or uses moved it."""
     b: Bounds | None = snapshot.bounds
     if (
@@ -152,7 +189,7 @@ def base_bound(e: Entry, b: Bounds, specificity: Callable[[int], float]) -> floa
 
 
 def top_matches(
-    candidates: Sequence[Entry], *, snapshot: Snapshot, q: TopQuery
+    candidates: Sequence[Entry], *, snapshot: Walked, q: TopQuery
 ) -> tuple[list[Ranked], int]:
     """(the best servable matches among the candidates as retrieval scores them, unsorted,
     with support; how many were checked): every match that can rank in the top k, and maybe

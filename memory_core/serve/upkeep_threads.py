@@ -1,6 +1,9 @@
 """Snapshot upkeep in daemon threads, one per key at a time: reloads, fingerprint checks,
 saves of snapshot files and feed pruning run off the query path, and a key already running is
-not started twice (a query finding a reload due every time would start one each)."""
+not started twice (a query finding a reload due every time would start one each).
+
+Layer: cache.
+"""
 
 from __future__ import annotations
 

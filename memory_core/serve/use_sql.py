@@ -6,6 +6,8 @@ Why many rows per statement: the driver gives the GIL back around every statemen
 it: each hand-back then waits out a switch interval (5 ms). Row by row, the writer wrote nothing
 for 16 s of a 4,000 req/s run at 5,000 cards while its queue grew (and every full collection
 walked the queue). A chunk of rows is one hand-back.
+
+Layer: service.
 """
 
 from __future__ import annotations

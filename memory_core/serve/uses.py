@@ -8,6 +8,8 @@ kept small: a query's uses are queued as one tuple, the values every use of a qu
 (namespace, time, context, query id) are converted for the database once per query, and the
 rows go to the driver a hundred to a statement (serve/use_sql.py: each statement hands the GIL
 back once, and under load each hand-back waits for the event loop).
+
+Layer: service.
 """
 
 from __future__ import annotations

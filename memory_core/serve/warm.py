@@ -10,6 +10,8 @@ move it in an order not yet there); otherwise the work is dropped and a query or
 as before.
 After every few milliseconds of work it sleeps as long, so queries get the interpreter at
 least half the time.
+
+Layer: walk.
 """
 
 from __future__ import annotations
@@ -19,15 +21,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from memory_core.serve.groups import named, named_lists
 from memory_core.serve.list_orders import sorted_order
-from memory_core.serve.topk import close_enough
-
-if TYPE_CHECKING:
-    from memory_core.serve.snapshot import Snapshot
-    from memory_core.serve.topk import Bounds
+from memory_core.serve.topk import Bounds, Walked, close_enough
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +34,7 @@ SLICE_S = 0.004  # work between pauses (CPU seconds of this thread)
 PAUSE_S = 0.004  # the query threads' turn
 
 
-def start_warming(snap: Snapshot, b: Bounds, spec: Callable[[int], float]) -> None:
+def start_warming(snap: Walked, b: Bounds, spec: Callable[[int], float]) -> None:
     """Order the snapshot's lists in a daemon thread (once per snapshot; big ones only)."""
     with snap.order_lock:
         if snap.warming is not None:
@@ -55,7 +52,7 @@ def start_warming(snap: Snapshot, b: Bounds, spec: Callable[[int], float]) -> No
 _ONE_AT_A_TIME = threading.Lock()  # many big namespaces loaded at once: ordered in turn
 
 
-def _run(snap: Snapshot, b: Bounds, spec: Callable[[int], float]) -> None:
+def _run(snap: Walked, b: Bounds, spec: Callable[[int], float]) -> None:
     with _ONE_AT_A_TIME:
         started = time.monotonic()
         made = warm(snap, b, spec)  # an error ends the thread with its traceback; queries order
@@ -72,7 +69,7 @@ def _run(snap: Snapshot, b: Bounds, spec: Callable[[int], float]) -> None:
     )
 
 
-def warm(snap: Snapshot, b: Bounds, spec: Callable[[int], float], pause_s: float = PAUSE_S) -> int:
+def warm(snap: Walked, b: Bounds, spec: Callable[[int], float], pause_s: float = PAUSE_S) -> int:
     """Order every named list of at least SMALL cards not ordered for epoch b yet (none, or
     a saved one too old to stand for it: list_orders.close_enough), for epoch b; how many
     orders were installed. Stops when the snapshot's epoch moves on or it is dropped."""

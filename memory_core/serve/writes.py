@@ -1,4 +1,7 @@
-"""The writing half of the service: feedback, stored cards, facts, ingest, the review queue."""
+"""The writing half of the service: feedback, stored cards, facts, ingest, the review queue.
+
+Layer: service.
+"""
 
 from __future__ import annotations
 
