@@ -107,6 +107,9 @@ class ServeSettings(BaseModel):
     )
     """Origin headers the MCP server over HTTP answers"""
     mcp_write_tools: bool = Field(default=True, description="offer the MCP tools that write")
+    prefect_ui_url: str | None = None
+    """the Prefect UI's address as the console's users reach it (e.g. http://127.0.0.1:4200):
+    each dead letter then links to the flow run that parked it (None: no links)"""
 
 
 class DecayTier(BaseModel):

@@ -1,29 +1,22 @@
-"""Console pages: try a state, dead letters (redrive), facts, and the overview pictures."""
+"""Console pages: try a state, the changes, facts, and the overview pictures."""
 
 from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import replace
 from typing import Any
 
 from anyio import to_thread
 from fastapi import APIRouter, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, Response
 from pydantic import ValidationError
 
 from memory_api.ui.web import Console, ConsoleRoute
 from memory_core.cards.query import example_state
 from memory_core.db import read_session
-from memory_core.errors import InvalidInput, NotFound
+from memory_core.errors import InvalidInput
 from memory_core.models.columns import utcnow
 from memory_core.redact import redact
-from memory_core.retrospect.dead_letters import (
-    dead_letter_error,
-    list_dead_letters,
-    list_rejections,
-    redrive,
-)
 from memory_core.serve import browse, pictures
 from memory_core.serve.schemas import QueryRequest
 
@@ -41,7 +34,7 @@ def bars(values: list[tuple[str, int]], *, width: int = 520, bar: int = 22) -> d
 
 
 def router(console: Console) -> APIRouter:
-    """The pages that try, redrive, search facts and draw."""
+    """The pages that try, list changes, search facts and draw."""
     r = APIRouter(prefix="/ui", route_class=ConsoleRoute, include_in_schema=False)
     svc = console.service
 
@@ -109,34 +102,6 @@ def router(console: Console) -> APIRouter:
         )
         return console.render(request, "try.html", user, result=result, error=None, **page)
 
-    @r.get("/dead-letters", response_class=HTMLResponse)
-    def dead_letters(request: Request, done: str | None = None) -> Response:
-        user = console.user(request)
-        user.principal.require("read")
-        rows = list_dead_letters(engine=svc.engine, namespace=user.principal.namespace, limit=200)
-        # each parked part's error: a run's facts part can wait with its cards long written
-        # (redacted: a model's answer quoted in an error is text derived from the run)
-        errors = {t.id: redact(dead_letter_error(t) or "") for t in rows}
-        keys = {t.id: redact(t.key) for t in rows}
-        # answers refused for their content: no dead letters (a retry gets the same answer);
-        # their reason and raw answer are derived from the run too: redacted
-        rejected = [
-            replace(x, key=redact(x.key), reason=redact(x.reason), raw=redact(x.raw))
-            for x in list_rejections(
-                engine=svc.engine, namespace=user.principal.namespace, limit=200
-            )
-        ]
-        return console.render(
-            request,
-            "dead_letters.html",
-            user,
-            rows=rows,
-            errors=errors,
-            keys=keys,
-            rejected=rejected,
-            notice=done,
-        )
-
     @r.get("/changes", response_class=HTMLResponse)
     def changes(request: Request, since: str | None = None) -> Response:
         user = console.user(request)
@@ -157,18 +122,6 @@ def router(console: Console) -> APIRouter:
             engine=svc.engine, since=when, namespace=user.principal.namespace, limit=2000
         )
         return console.render(request, "changes.html", user, rows=rows, since=when)
-
-    @r.post("/dead-letters/{trajectory_id}/redrive")
-    async def redrive_one(request: Request, trajectory_id: uuid.UUID) -> Response:
-        user = console.user(request)
-        await console.form(request, user)
-        user.principal.require("write")
-        n = redrive(engine=svc.engine, ids=[str(trajectory_id)], namespace=user.principal.namespace)
-        if n == 0:
-            raise NotFound(
-                f"no dead letter {trajectory_id} in namespace {user.principal.namespace!r}"
-            )
-        return RedirectResponse(f"/ui/dead-letters?done=redriven+{trajectory_id}", status_code=303)
 
     @r.get("/facts", response_class=HTMLResponse)
     def facts(request: Request, q: str = "", fact: uuid.UUID | None = None) -> Response:

@@ -115,7 +115,8 @@ def test_curator_walks_the_console(browser, site) -> None:
     # dead letters: redrive
     page.goto(f"{base}/ui/dead-letters")
     _shot(page, "dead-letters", keep)
-    page.get_by_role("button", name="Redrive traj-dead").click()
+    page.get_by_label("Select traj-dead").check()
+    page.get_by_role("button", name="Redrive selected").click()
     page.wait_for_url("**done=redriven**")
     assert page.get_by_text("No dead letters.").is_visible()
 
