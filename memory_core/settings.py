@@ -156,7 +156,7 @@ class DecayRules(BaseModel):
     """unused this long: to the archive"""
     cap: int = Field(default=5000, ge=0, description="active cards per namespace")
     use_retention_days: float = Field(default=30.0, ge=0)
-    """use rows older than this are deleted (the card keeps its counts); 0 keeps all"""
+    """use and query log rows older than this are deleted (cards keep their counts); 0 keeps all"""
     effects: EffectRules = EffectRules()
 
     @field_validator("tiers")

@@ -21,6 +21,7 @@ from memory_core.models.card_change import CardChange
 from memory_core.models.embedding import CardEmbedding
 from memory_core.models.llm_answer import LLMAnswer
 from memory_core.models.namespace_deletion import NamespaceDeletion
+from memory_core.models.query_log import QueryLog
 from memory_core.models.trajectory import (
     Outcome,
     Step,
@@ -52,6 +53,7 @@ __all__ = [
     "LLMAnswer",
     "NamespaceDeletion",
     "Outcome",
+    "QueryLog",
     "Step",
     "Trajectory",
     "TrajectoryCreate",

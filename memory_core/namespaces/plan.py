@@ -13,6 +13,7 @@ _RUNS = "SELECT id FROM trajectory WHERE namespace = :ns"
 # so a deletion killed half-way leaves whole tables done and the next run takes the rest
 STEPS: tuple[tuple[str, str], ...] = (
     ("card_use", f"namespace = :ns OR card_id IN ({_CARDS})"),
+    ("query_log", "namespace = :ns"),
     ("card_embedding", f"card_id IN ({_CARDS})"),
     ("card_evidence", f"card_id IN ({_CARDS}) OR trajectory_id IN ({_RUNS})"),
     ("card_version", f"card_id IN ({_CARDS})"),

@@ -178,6 +178,7 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
         snap: Snapshot | None = None,
         rows_in_memory: bool = False,
     ) -> Answer:
+        started = time.perf_counter()  # the query log's latency: retrieval up to the use
         ns = principal.namespace
         snap = self.snapshots.get(ns) if snap is None else snap
         now = utcnow()
@@ -215,6 +216,7 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
         # the cards as they were before this use (the rows are updated below)
         hits = [Hit(m, row_json(rows[m.entry.card_id])) for m in matches]
         if request.record_use and (matches or withheld):
+            scores = {m.entry.card_id: m.score.score for m in (*matches, *withheld)}
             use_ids = self.uses.record(
                 namespace=ns,
                 card_ids=[m.entry.card_id for m in matches],
@@ -223,6 +225,7 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
                 now=now,
                 withheld=[m.entry.card_id for m in withheld],
                 query_id=query_id,
+                asked=(principal.key_id, (time.perf_counter() - started) * 1000, scores),
             )
             used_at = _DATETIME.dump_python(now, mode="json")
             for h in hits:  # ranking follows the uses before the rows are written

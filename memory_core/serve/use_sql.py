@@ -19,11 +19,24 @@ from sqlalchemy import bindparam, text
 from sqlalchemy.engine import Dialect
 
 from memory_core.models.card import Card, CardUse
+from memory_core.models.query_log import QueryLog
 
-# rows per statement: 8 x 100 parameters stay under SQLite's oldest limit (999)
+# rows per statement: 8 (a use) or 9 (a query) x 100 parameters stay under SQLite's oldest
+# limit (999)
 CHUNK = 100
 
 INSERT_COLUMNS = ("id", "card_id", "namespace", "used_at", "outcome", "context", "arm", "query_id")
+QUERY_COLUMNS = (
+    "query_id",
+    "namespace",
+    "asked_at",
+    "key_id",
+    "via",
+    "state",
+    "served",
+    "withheld",
+    "latency_ms",
+)
 UPDATE_COLUMNS = ("n", "at", "cid")  # per card: served uses, the latest use, the card id
 
 
@@ -34,13 +47,11 @@ def _bind(table: Any, column: str, dialect: Dialect) -> Callable[[Any], Any]:
     return process if process is not None else (lambda value: value)
 
 
-def _insert(rows: int) -> Any:
-    values = ", ".join(
-        "(" + ", ".join(f":{c}_{i}" for c in INSERT_COLUMNS) + ")" for i in range(rows)
-    )
-    return text(
-        f"INSERT INTO {CardUse.__tablename__} ({', '.join(INSERT_COLUMNS)}) VALUES {values}"
-    )
+def _insert(
+    rows: int, table: str = CardUse.__tablename__, columns: Sequence[str] = INSERT_COLUMNS
+) -> Any:
+    values = ", ".join("(" + ", ".join(f":{c}_{i}" for c in columns) + ")" for i in range(rows))
+    return text(f"INSERT INTO {table} ({', '.join(columns)}) VALUES {values}")
 
 
 def _update(cards: int) -> Any:
@@ -107,6 +118,8 @@ class UseStatements:
         uses = CardUse.__table__  # type: ignore[attr-defined]
         # card.card_id and card.last_used_at have the types of card_use.card_id and used_at
         self.bind = {c: _bind(uses, c, dialect) for c in INSERT_COLUMNS}
+        queries = QueryLog.__table__  # type: ignore[attr-defined]
+        self.bind_query = {c: _bind(queries, c, dialect) for c in QUERY_COLUMNS}
         self.locks = dialect.name == "postgresql"
         self._cache: dict[tuple[str, int], _Compiled] = {}
 
@@ -114,6 +127,12 @@ class UseStatements:
         """INSERT of `rows` use rows (parameters: each row's INSERT_COLUMNS in turn)."""
         names = [f"{c}_{i}" for i in range(rows) for c in INSERT_COLUMNS]
         return self._compiled("insert", rows, lambda: _insert(rows), names)
+
+    def insert_queries(self, rows: int) -> _Compiled:
+        """INSERT of `rows` query log rows (parameters: each row's QUERY_COLUMNS in turn)."""
+        names = [f"{c}_{i}" for i in range(rows) for c in QUERY_COLUMNS]
+        build = lambda: _insert(rows, QueryLog.__tablename__, QUERY_COLUMNS)  # noqa: E731
+        return self._compiled("queries", rows, build, names)
 
     def update(self, cards: int) -> _Compiled:
         """UPDATE of `cards` cards of one namespace (parameters: each card's UPDATE_COLUMNS
@@ -132,6 +151,6 @@ class UseStatements:
             raise ValueError(f"{n} rows in one statement (1 to {CHUNK})")
         found = self._cache.get((kind, n))
         if found is None:
-            extra = ["ns"] if kind != "insert" else []
+            extra = ["ns"] if kind in ("update", "lock") else []
             found = self._cache[(kind, n)] = _Compiled(build(), self.dialect, names + extra)
         return found

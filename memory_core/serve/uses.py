@@ -27,19 +27,23 @@ from sqlalchemy.exc import DataError, IntegrityError, SQLAlchemyError
 
 from memory_core.models.card import UseArm
 from memory_core.models.columns import row_id, utcnow
-from memory_core.serve.use_sql import CHUNK, INSERT_COLUMNS, UseStatements
+from memory_core.serve.use_sql import CHUNK, INSERT_COLUMNS, QUERY_COLUMNS, UseStatements
 
 log = logging.getLogger(__name__)
 MAX_PENDING = 200_000  # past this (database down for long) the oldest uses are dropped
 
+# what the query log keeps of a query beyond its uses: the key that asked, retrieval's
+# milliseconds, and each card's score
+Asked = tuple[uuid.UUID | None, float, Mapping[uuid.UUID, float]]
 # one query's uses: namespace, used_at, (task state, via) or None, query_id,
-# [(use_id, card_id, arm), ...]
+# [(use_id, card_id, arm), ...], and its query log facts (None: no query log row)
 Queued = tuple[
     str,
     datetime,
     tuple[Mapping[str, Any], str] | None,
     uuid.UUID | None,
     list[tuple[uuid.UUID, uuid.UUID, str]],
+    Asked | None,
 ]
 
 
@@ -106,15 +110,19 @@ class UseRecorder:
         now: datetime | None = None,
         withheld: Sequence[uuid.UUID] = (),
         query_id: uuid.UUID | None = None,
+        asked: Asked | None = None,
     ) -> dict[uuid.UUID, uuid.UUID]:
         """Queue one use of each card, served, and one of each withheld card (the holdout's
         other arm: a row, no use counted); returns card id -> use id. The rows keep
-        `use_context(state, via)`, made by the writer (the state is not changed after)."""
+        `use_context(state, via)`, made by the writer (the state is not changed after).
+        With a query_id and `asked` (key id, latency in ms, card id -> score), the query's
+        row in the query log is written with its uses."""
         served, held = UseArm.served.value, UseArm.withheld.value
         uses = [(row_id(), cid, served) for cid in card_ids]
         uses += [(row_id(), cid, held) for cid in withheld]
         context = (state, via) if state is not None else None
-        queued = (namespace, now or utcnow(), context, query_id, uses)
+        logged = asked if query_id is not None else None
+        queued = (namespace, now or utcnow(), context, query_id, uses, logged)
         with self._lock:
             self._pending.append(queued)
             self._queued += len(uses)
@@ -193,7 +201,7 @@ class UseRecorder:
         # namespace -> card's int -> [served uses, last use, card id]
         per_card: dict[str, dict[int, list[Any]]] = {}
         served = UseArm.served.value
-        for ns, at, _, _, uses in batch:
+        for ns, at, _, _, uses, _ in batch:
             cards = per_card.setdefault(ns, {})
             for _, card_id, arm in uses:
                 if arm != served:  # a withheld card was not used
@@ -229,6 +237,10 @@ class UseRecorder:
             for rows in _chunks(_use_rows(batch, b), CHUNK * len(INSERT_COLUMNS)):
                 insert = st.insert(len(rows) // len(INSERT_COLUMNS))
                 conn.exec_driver_sql(insert.sql, insert.params(rows))
+            # the query log in the same transaction: a query's row exists when its uses do
+            for rows in _chunks(_query_rows(batch, st.bind_query), CHUNK * len(QUERY_COLUMNS)):
+                insert = st.insert_queries(len(rows) // len(QUERY_COLUMNS))
+                conn.exec_driver_sql(insert.sql, insert.params(rows))
 
     def _run(self) -> None:
         while not self._stop.wait(self._flush_s):
@@ -247,7 +259,7 @@ class UseRecorder:
 def _use_rows(batch: list[Queued], b: dict[str, Callable[[Any], Any]]) -> Iterator[Any]:
     """The insert's parameters, row after row (INSERT_COLUMNS each), converted as they go."""
     bind_id, bind_card = b["id"], b["card_id"]
-    for ns, at, ctx, query_id, uses in batch:
+    for ns, at, ctx, query_id, uses, _ in batch:
         # converted once per query: every use of it shares them (the context is made here,
         # not on the event loop that queued it)
         ns_v, at_v = b["namespace"](ns), b["used_at"](at)
@@ -255,6 +267,30 @@ def _use_rows(batch: list[Queued], b: dict[str, Callable[[Any], Any]]) -> Iterat
         query_v = b["query_id"](query_id)
         for use_id, card_id, arm in uses:
             yield from (bind_id(use_id), bind_card(card_id), ns_v, at_v, None, ctx_v, arm, query_v)
+
+
+def _query_rows(batch: list[Queued], b: dict[str, Callable[[Any], Any]]) -> Iterator[Any]:
+    """The query log insert's parameters (QUERY_COLUMNS each), for queries that keep a row."""
+    served = UseArm.served.value
+    for ns, at, ctx, query_id, uses, asked in batch:
+        if asked is None or query_id is None:
+            continue
+        key_id, latency_ms, scores = asked
+        state, via = (use_context(*ctx)["state"], ctx[1]) if ctx is not None else ({}, "api")
+        arms: dict[bool, list[list[Any]]] = {True: [], False: []}
+        for _, card_id, arm in uses:  # best first, as retrieval ranked them
+            arms[arm == served].append([str(card_id), round(scores.get(card_id, 0.0), 4)])
+        yield from (
+            b["query_id"](query_id),
+            b["namespace"](ns),
+            b["asked_at"](at),
+            b["key_id"](key_id),
+            b["via"](via[:16]),
+            b["state"](state),
+            b["served"](arms[True]),
+            b["withheld"](arms[False]),
+            b["latency_ms"](round(latency_ms, 3)),
+        )
 
 
 def _chunks(values: Iterator[Any], size: int) -> Iterator[list[Any]]:

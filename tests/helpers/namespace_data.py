@@ -19,6 +19,7 @@ from memory_core.models import (
     CardUse,
     CardVersion,
     LLMAnswer,
+    QueryLog,
     Trajectory,
     ValidationRun,
 )
@@ -72,7 +73,24 @@ def plant(
                 s.add(
                     CardEvidence(card_id=c, trajectory_id=run.id, step=0, condition={"m": marker})
                 )
-                s.add(CardUse(card_id=c, namespace=namespace, context={"m": marker}, arm="served"))
+                query = uuid.uuid4()
+                s.add(
+                    CardUse(
+                        card_id=c,
+                        namespace=namespace,
+                        context={"m": marker},
+                        arm="served",
+                        query_id=query,
+                    )
+                )
+                s.add(
+                    QueryLog(
+                        query_id=query,
+                        namespace=namespace,
+                        state={"m": marker},
+                        served=[[str(c), 0.5]],
+                    )
+                )
                 s.add(
                     CardArchive(
                         card_id=c,
