@@ -13,7 +13,7 @@ from sqlmodel import Session
 from memory_core.db import session_scope
 from memory_core.decay.use_log import prune_use_log
 from memory_core.effects.runs import record_query_outcome
-from memory_core.errors import InvalidInput
+from memory_core.errors import InvalidInput, NotFound
 from memory_core.models.columns import row_id, utcnow
 from memory_core.models.query_log import QueryLog
 from memory_core.serve.keys import create_key
@@ -96,12 +96,8 @@ def test_one_row_per_query_read_back_with_scores_key_outcome_and_pages(engine) -
     window = QueryFilter(since=t0 + timedelta(minutes=10), until=t0 + timedelta(minutes=12))
     found = query_page(engine=engine, namespace="team-a", filters=window).queries
     assert [x.query_id for x in found] == [ids[11], ids[10], ids[9]]
-    assert [
-        x.query_id
-        for x in query_page(
-            engine=engine, namespace="team-b", filters=QueryFilter(card_id=a)
-        ).queries
-    ] == []
+    with pytest.raises(NotFound):  # another namespace's card, as on its own page
+        query_page(engine=engine, namespace="team-b", filters=QueryFilter(card_id=a))
     assert [name for _, name in namespace_keys(engine=engine, namespace="team-a")] == ["planner"]
 
 
