@@ -1,6 +1,9 @@
 """Reads of the query log for the console: served queries newest first, keyset-paged, filtered
 by card, key and time; each with its state (redacted), the cards served and withheld with their
-scores, retrieval latency and the outcome reported for it. One namespace at a time."""
+scores, retrieval latency and the outcome reported for it. One namespace at a time.
+
+Layer: service.
+"""
 
 from __future__ import annotations
 

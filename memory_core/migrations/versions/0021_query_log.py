@@ -3,7 +3,7 @@ served and withheld with their scores, retrieval latency), written by the use wr
 pruned with the use rows.
 
 Revision ID: 0021
-Revises: 0024
+Revises: 0027
 Create Date: 2026-12-07 14:00:00
 """
 
@@ -17,7 +17,7 @@ from sqlalchemy.dialects import postgresql
 import memory_core.models.columns
 
 revision: str = "0021"
-down_revision: str | None = "0024"
+down_revision: str | None = "0027"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
