@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,6 +21,7 @@ if TYPE_CHECKING:  # Alembic is imported only when a schema has to change (about
     from alembic.config import Config
 
 _MIGRATIONS = Path(__file__).parent / "migrations"
+log = logging.getLogger(__name__)
 
 
 def make_engine(settings: Settings) -> Engine:
@@ -30,7 +33,38 @@ def make_engine(settings: Settings) -> Engine:
         event.listen(engine, "connect", _sqlite_pragmas)
         event.listen(engine, "begin", _sqlite_begin)
         return engine
-    return create_engine(url, pool_pre_ping=True)
+    engine = create_engine(url, pool_pre_ping=True)
+    event.listen(engine, "do_connect", _waiting_connect(settings.database_busy_wait_s))
+    return engine
+
+
+# PostgreSQL reports a full server or one starting up with these (no SQLSTATE at connect time)
+_BUSY = ("too many clients", "too many connections", "connection slots are reserved", "starting up")
+
+
+def _waiting_connect(wait_s: float) -> Any:
+    """A connect that waits out a server with no free connection slot: workers and readers
+    sharing one PostgreSQL may fill max_connections for a moment, which must not fail a night."""
+
+    def connect(dialect: Any, _record: Any, cargs: Any, cparams: Any) -> Any:
+        deadline = time.monotonic() + wait_s
+        delay = 0.1
+        while True:
+            try:
+                return dialect.loaded_dbapi.connect(*cargs, **cparams)
+            except dialect.loaded_dbapi.OperationalError as error:
+                if not any(m in str(error) for m in _BUSY) or time.monotonic() + delay > deadline:
+                    raise
+                log.warning("database busy (%s); again in %.1f s", _first_line(error), delay)
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
+    return connect
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[-1].strip() if lines else type(error).__name__
 
 
 READ_ONLY = {"hindsight_read_only": True}  # execution options of a connection that only reads

@@ -189,6 +189,9 @@ class Settings(BaseSettings):
     database_url: str | None = Field(
         default=None, description="SQLAlchemy URL; None means SQLite under data_dir"
     )
+    database_busy_wait_s: float = Field(default=30.0, ge=0)
+    """seconds a new PostgreSQL connection waits while the server has no free slot or is
+    starting up, before the error is raised"""
     namespace: str = "default"
     """namespace for runs and queries that name none"""
     default_task_type: str = "default"

@@ -26,8 +26,14 @@ class PerSettings(Generic[V]):
     read '**********'.
     """
 
-    def __init__(self, build: Callable[[Settings], V], maxsize: int = 4) -> None:
+    def __init__(
+        self,
+        build: Callable[[Settings], V],
+        maxsize: int = 4,
+        release: Callable[[V], None] | None = None,
+    ) -> None:
         self._build = build
+        self._release = release
         self._maxsize = maxsize
         self._values: OrderedDict[str, V] = OrderedDict()
         self._lock = threading.Lock()
@@ -41,13 +47,22 @@ class PerSettings(Generic[V]):
             value = self._build(settings)
             self._values[key] = value
             while len(self._values) > self._maxsize:
-                self._values.popitem(last=False)
+                self._drop(self._values.popitem(last=False)[1])
             return value
 
     def clear(self) -> None:
-        """Forget every value (tests)."""
+        """Forget and release every value (a test's end, a process that changes settings)."""
         with self._lock:
+            values = list(self._values.values())
             self._values.clear()
+        for value in values:
+            self._drop(value)
+
+    def _drop(self, value: V) -> None:
+        # an evicted engine's idle connections would stay open until the garbage collector
+        # found it: on a PostgreSQL server shared by workers they count against its limit
+        if self._release is not None:
+            self._release(value)
 
 
 def _migrated_engine(settings: Settings) -> Engine:
@@ -55,7 +70,13 @@ def _migrated_engine(settings: Settings) -> Engine:
     return db.make_engine(settings)
 
 
-_engine = PerSettings(_migrated_engine, maxsize=8)
+# dispose() closes the idle connections; one checked out by a running task closes on return
+_engine = PerSettings(_migrated_engine, maxsize=8, release=Engine.dispose)
+
+
+def release_engines() -> None:
+    """Close every engine this process cached (and their idle database connections)."""
+    _engine.clear()
 
 
 # Alembic's upgrade swaps module globals (alembic.context): two threads migrating at once fail

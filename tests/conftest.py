@@ -19,6 +19,7 @@ from sqlmodel import SQLModel
 from memory_core import db
 from memory_core.serve import feed_poller
 from memory_core.settings import Settings
+from tasks import runtime
 from tests.helpers import fake_model
 from tests.helpers.scripted_llm import ScriptedLLM
 
@@ -43,6 +44,15 @@ def _no_feed_pollers_left() -> Iterator[None]:
     reload in the middle of it."""
     yield
     feed_poller.close_all()
+
+
+@pytest.fixture(autouse=True)
+def _no_idle_connections_left() -> Iterator[None]:
+    """A test's cached engines close their idle connections when it ends: each settings object
+    (a data directory per test) gets an engine, and those left open by the tests before filled
+    PostgreSQL's 100 connections when two workers and a test's subprocesses ran beside them."""
+    yield
+    runtime.release_engines()
 
 
 @pytest.fixture(scope="session")
