@@ -29,7 +29,7 @@ def embedder_for(settings: Settings) -> Embedder | None:
     return _embedder(settings)
 
 
-def _judge(settings: Settings) -> Any:
+def _judge(settings: Settings, namespace: str) -> Any:
     """With an LLM configured, it judges pairs alike but not clearly the same lesson."""
     if not settings.llm.base_url:  # the openai package is only imported when it is used
         return None
@@ -41,7 +41,9 @@ def _judge(settings: Settings) -> Any:
     if llm is None:
         return None
     engine = engine_for(settings)
-    return grounded_judge(judge=llm_judge(llm=llm, cache=SQLAnswerCache(engine)), engine=engine)
+    return grounded_judge(
+        judge=llm_judge(llm=llm, cache=SQLAnswerCache(engine), namespace=namespace), engine=engine
+    )
 
 
 def consolidate_run(
@@ -55,7 +57,7 @@ def consolidate_run(
     """Plan, check and apply the merges of one namespace in one transaction."""
     from memory_core.consolidate.stage import consolidate
 
-    judge = _judge(settings)
+    judge = _judge(settings, namespace)
     embedder = embedder_for(settings)
     report = consolidate(
         engine=engine_for(settings),

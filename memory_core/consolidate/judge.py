@@ -32,8 +32,11 @@ def _card(row: CardRow) -> dict[str, object]:
     )  # the judge's prompt carries no secret
 
 
-def llm_judge(*, llm: LLMClient, cache: AnswerCache | None = None) -> PairJudge:
-    """A PairJudge asking the LLM; answers cached by prompt, invalid ones ignored."""
+def llm_judge(
+    *, llm: LLMClient, cache: AnswerCache | None = None, namespace: str | None = None
+) -> PairJudge:
+    """A PairJudge asking the LLM about the cards of `namespace`; answers cached by prompt (and
+    marked with the namespace, whose deletion takes them), invalid ones ignored."""
     system = (Path(__file__).parent / "prompts" / f"{PROMPT_ID}.md").read_text(encoding="utf-8")
 
     def judge(older: CardRow, newer: CardRow) -> PairJudgement | None:
@@ -61,6 +64,7 @@ def llm_judge(*, llm: LLMClient, cache: AnswerCache | None = None) -> PairJudge:
                 prompt_tokens=sum(r.prompt_tokens for r in result.replies),
                 completion_tokens=sum(r.completion_tokens for r in result.replies),
                 calls=len(result.replies),
+                namespace=namespace,
             )
         return result.value
 

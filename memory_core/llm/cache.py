@@ -10,11 +10,12 @@ from typing import Any, Protocol
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Engine
-from sqlmodel import Session
+from sqlmodel import Session, col, select
 
 from memory_core.db import session_scope
 from memory_core.models.columns import utcnow
 from memory_core.models.llm_answer import LLMAnswer
+from memory_core.models.trajectory import Trajectory
 
 
 def cache_key(*, model: str, prompt_id: str, messages: list[dict[str, str]]) -> str:
@@ -41,8 +42,10 @@ class AnswerCache(Protocol):
         prompt_tokens: int,
         completion_tokens: int,
         calls: int,
+        namespace: str | None = None,
     ) -> None:
-        """Store an answer (idempotent by key)."""
+        """Store an answer (idempotent by key); namespace: whose text the prompt held (read
+        off the trajectory when one is named)."""
         ...
 
 
@@ -69,16 +72,22 @@ class SQLAnswerCache:
         prompt_tokens: int,
         completion_tokens: int,
         calls: int,
+        namespace: str | None = None,
     ) -> None:
         """Store an answer; a concurrent writer of the same key wins, ours is dropped."""
         ins = (pg_insert if self.engine.dialect.name == "postgresql" else sqlite_insert)(LLMAnswer)
         with session_scope(self.engine) as session:
+            if namespace is None and trajectory_id is not None:
+                namespace = session.execute(
+                    select(Trajectory.namespace).where(col(Trajectory.id) == trajectory_id)
+                ).scalar()
             session.execute(
                 ins.on_conflict_do_nothing(index_elements=["cache_key"]),
                 [
                     {
                         "cache_key": key,
                         "trajectory_id": trajectory_id,
+                        "namespace": namespace,
                         "prompt_id": prompt_id,
                         "model": model,
                         "answer": answer,

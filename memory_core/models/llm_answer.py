@@ -19,6 +19,8 @@ class LLMAnswer(SQLModel, table=True):
     cache_key: str = Field(primary_key=True, max_length=64)
     # the trajectory the prompt was about; None for prompts about cards (consolidation)
     trajectory_id: uuid.UUID | None = Field(default=None, foreign_key="trajectory.id", index=True)
+    # whose text the prompt held: a namespace's deletion takes its answers, trajectory or not
+    namespace: str | None = Field(default=None, max_length=128, index=True)
     prompt_id: str = Field(max_length=64)
     model: str = Field(max_length=128)
     answer: dict[str, Any] = Field(default_factory=dict, sa_column=json_column())

@@ -9,6 +9,7 @@ truncated at the end; PostgreSQL keeps deleted tuples in its files until VACUUM 
 from __future__ import annotations
 
 import hashlib
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -117,16 +118,26 @@ def _delete_vectors(engine: Engine, settings: Settings, namespace: str) -> int:
 
 
 def _delete_files(settings: Settings, namespace: str) -> int:
-    """Remove the namespace's snapshot file and any half-written copy of it."""
+    """Remove the namespace's files: its snapshot (and any half-written copy), its cached item
+    vectors and its validation reports."""
+    from memory_core.recall.vectors import vector_cache_path
     from memory_core.serve.snapshot_file import file_name
+    from memory_core.validate.summary import report_folder
 
-    folder = settings.data_dir / "snapshots"
-    if not folder.is_dir():
-        return 0
-    name = file_name(namespace)
     gone = 0
-    for path in folder.iterdir():
-        if path.name == name or path.name.startswith(name + "."):
-            path.unlink(missing_ok=True)
-            gone += 1
+    folder = settings.data_dir / "snapshots"
+    if folder.is_dir():
+        name = file_name(namespace)
+        for path in folder.iterdir():
+            if path.name == name or path.name.startswith(name + "."):
+                path.unlink(missing_ok=True)
+                gone += 1
+    vectors = vector_cache_path(data_dir=settings.data_dir, namespace=namespace)
+    if vectors.is_file():
+        vectors.unlink()
+        gone += 1
+    reports = report_folder(settings.reports_dir, namespace)
+    if reports.is_dir():
+        gone += sum(1 for p in reports.rglob("*") if p.is_file())
+        shutil.rmtree(reports)
     return gone

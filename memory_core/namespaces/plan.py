@@ -19,7 +19,7 @@ STEPS: tuple[tuple[str, str], ...] = (
     ("card_version", f"card_id IN ({_CARDS})"),
     ("card_archive", f"namespace = :ns OR card_id IN ({_CARDS})"),
     ("card_backtest", f"namespace = :ns OR card_id IN ({_CARDS})"),
-    ("llm_answer", f"trajectory_id IN ({_RUNS})"),
+    ("llm_answer", f"namespace = :ns OR trajectory_id IN ({_RUNS})"),
     ("card", "namespace = :ns"),
     ("trajectory", "namespace = :ns"),
     ("card_change", "namespace = :ns"),

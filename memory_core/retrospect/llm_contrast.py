@@ -187,6 +187,7 @@ class LLMContrast:
                 prompt_tokens=sent,
                 completion_tokens=received,
                 calls=len(result.replies),
+                namespace=holder.namespace,
             )
             out.calls += len(result.replies)
             out.tokens_sent, out.tokens_received = sent, received

@@ -87,6 +87,7 @@ class LLMExtractor:
             prompt_tokens=sent,
             completion_tokens=received,
             calls=len(result.replies),
+            namespace=view.namespace,
         )
         cost.calls += len(result.replies)
         cost.sent += sent

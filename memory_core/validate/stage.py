@@ -23,7 +23,7 @@ from memory_core.retrospect.grounding import check_grounding, evidence_views
 from memory_core.screen.gate import screen_card
 from memory_core.validate.frame import cards_frame, draft_columns, draft_row
 from memory_core.validate.regenerate import Regenerate
-from memory_core.validate.summary import ValidationSummary
+from memory_core.validate.summary import ValidationSummary, merged, report_folder
 
 _CHUNK = 5000
 Progress = Callable[[str, int, int], None]  # (what is happening, steps done, steps in all)
@@ -108,7 +108,32 @@ def validate_drafts(
     history), passing ones active, or in review when their confidence is below review_below.
 
     on_progress, when given, hears each step as it starts and ends: (what, done, total) in
-    steps of VALIDATE_STEPS."""
+    steps of VALIDATE_STEPS. With a reports folder and no namespace, each namespace's drafts
+    are validated apart, so that each report holds one namespace's text (and goes with it)."""
+    if namespace is None and reports_dir is not None:
+        with Session(engine) as session:
+            found = session.execute(
+                select(col(Card.namespace))
+                .where(col(Card.status) == CardStatus.draft.value)
+                .distinct()
+                .order_by(col(Card.namespace))
+            ).scalars()
+            names = list(found)
+        if len(names) > 1:
+            parts = [
+                validate_drafts(
+                    engine=engine,
+                    reports_dir=reports_dir,
+                    namespace=ns,
+                    registry=registry,
+                    review_below=review_below,
+                    regenerate=regenerate,
+                    on_progress=on_progress,
+                )
+                for ns in names
+            ]
+            return merged(parts)
+        namespace = names[0] if names else None
 
     def step(what: str, done: int) -> None:
         if on_progress is not None:
@@ -124,7 +149,7 @@ def validate_drafts(
         step("no drafts to validate", VALIDATE_STEPS)
         return ValidationSummary()
     run_id = new_id()
-    docs = reports_dir / "validation" if reports_dir else None
+    docs = report_folder(reports_dir, namespace) if reports_dir else None
     n = len(drafts)
     step(f"{n} drafts read; loading the expectations", 1)
     # Great Expectations and pandas load only when there is something to check

@@ -6,6 +6,7 @@ import hashlib
 import uuid
 from dataclasses import dataclass
 
+import numpy as np
 from sqlalchemy import Engine
 
 from memory_core.db import session_scope
@@ -23,9 +24,11 @@ from memory_core.models import (
     Trajectory,
     ValidationRun,
 )
+from memory_core.recall.vectors import vector_cache_path
 from memory_core.serve.keys import create_key
 from memory_core.serve.snapshot_file import file_name, write
 from memory_core.settings import Settings
+from memory_core.validate.stage import validate_drafts
 from tests.helpers.serve import add_card
 
 DIM = 4
@@ -38,13 +41,16 @@ class Planted:
     namespace: str
     cards: list[uuid.UUID]
     trajectories: list[uuid.UUID]
+    rejected: uuid.UUID  # the draft validation rejected: its report names it by id
 
 
 def plant(
     engine: Engine, settings: Settings, *, namespace: str, marker: str, n: int = 2
 ) -> Planted:
     """n cards, n facts, n trajectories (one dead letter) and every row that hangs on them, an
-    index point per card, a key and a snapshot file: each carries `marker` in its text."""
+    LLM answer about cards, a rejected draft and its validation report, an index point per
+    card, a key, a snapshot file and a cache of item vectors: each carries `marker` in its text
+    (the vectors' keys)."""
     cards, runs = [], []
     for i in range(n):
         exp = add_card(engine, namespace=namespace, scenario=f"{marker} scenario {i}")
@@ -117,6 +123,29 @@ def plant(
                 )
             )
             s.add(ValidationRun(namespace=namespace, extra={"m": marker}))
+    with session_scope(engine) as s:  # an answer about cards: it names no trajectory
+        s.add(
+            LLMAnswer(
+                cache_key=hashlib.sha256(f"{namespace} pair".encode()).hexdigest(),
+                namespace=namespace,
+                prompt_id="pair",
+                model="m",
+                answer={"m": marker},
+            )
+        )
+    # a draft whose tool the registry refuses: the validation report lists its id
+    draft = add_card(
+        engine, namespace=namespace, scenario=f"{marker} draft", tool=marker, status="draft"
+    )
+    validate_drafts(
+        engine=engine,
+        reports_dir=settings.reports_dir,
+        namespace=namespace,
+        registry=frozenset({"search"}),
+    )
+    vectors = vector_cache_path(data_dir=settings.data_dir, namespace=namespace)
+    vectors.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(vectors, **{marker: np.ones(DIM, dtype=np.float32)})  # type: ignore[arg-type]
     create_key(engine=engine, namespace=namespace, scopes=["admin"], name=marker)
     index = EdgeIndex(path=settings.data_dir / "index", dim=DIM)
     try:
@@ -139,4 +168,4 @@ def plant(
         {"namespace": namespace},
         [marker.encode()],
     )
-    return Planted(namespace, cards, runs)
+    return Planted(namespace, cards, runs, draft.card_id)

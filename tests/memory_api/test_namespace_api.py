@@ -35,12 +35,12 @@ def test_an_admin_key_counts_and_deletes_its_namespace_only(api, settings, engin
     assert _c(api, reader).get("/v1/namespace").status_code == 403
     assert _c(api, reader).delete("/v1/namespace").status_code == 403
     shown = _c(api, admin).get("/v1/namespace").json()
-    assert shown["namespace"] == "team-a" and shown["cards"] == {"active": 1}
+    assert shown["namespace"] == "team-a" and shown["cards"] == {"active": 1, "rejected": 1}
     assert shown["keys"] == 3 and shown["trajectories"] == 1
 
     gone = _c(api, admin).delete("/v1/namespace")
     assert gone.status_code == 200, gone.text
-    assert gone.json()["rows"]["card"] == 2 and gone.json()["rows"]["api_key"] == 3
+    assert gone.json()["rows"]["card"] == 3 and gone.json()["rows"]["api_key"] == 3
     assert namespace_counts(engine, "team-a") == []
     assert namespace_counts(engine, "team-b") == kept
-    assert _c(api, other).get("/v1/namespace").json()["cards"] == {"active": 1}
+    assert _c(api, other).get("/v1/namespace").json()["cards"] == {"active": 1, "rejected": 1}

@@ -28,9 +28,9 @@ def test_list_counts_each_namespace(settings, engine, env_for) -> None:
     out = json.loads(hindsight(env_for, "namespace", "list", "--format", "json").stdout)
     assert [n["namespace"] for n in out] == ["team-a", "team-b"]
     a = out[0]
-    assert a["cards"] == {"active": 2} and a["facts"] == {"active": 2}
+    assert a["cards"] == {"active": 2, "rejected": 1} and a["facts"] == {"active": 2}
     assert (a["trajectories"], a["dead_letters"], a["keys"]) == (2, 1, 1)
-    assert out[1]["cards"] == {"active": 1} and out[1]["trajectories"] == 1
+    assert out[1]["cards"] == {"active": 1, "rejected": 1} and out[1]["trajectories"] == 1
     shown = hindsight(env_for, "namespace", "list").stdout
     assert "team-a" in shown and "active 2" in shown
 

@@ -257,6 +257,7 @@ def test_the_llm_judges_ambiguous_pairs_and_bad_answers_change_nothing(engine, a
     from memory_core.consolidate.judge import llm_judge
     from memory_core.llm.cache import SQLAnswerCache
     from memory_core.llm.client import OpenAICompatibleLLM
+    from memory_core.models.llm_answer import LLMAnswer
     from tests.helpers.scripted_llm import Reply, ScriptedLLM
 
     old = _card(
@@ -275,12 +276,14 @@ def test_the_llm_judges_ambiguous_pairs_and_bad_answers_change_nothing(engine, a
         s.get(Card, new).created_at = s.get(Card, old).created_at.replace(year=2030)
     with ScriptedLLM(lambda body, n: Reply(answer)) as server:
         llm = OpenAICompatibleLLM(base_url=server.url, model="judge-1", api_key=None)
-        judge = llm_judge(llm=llm, cache=SQLAnswerCache(engine))
+        judge = llm_judge(llm=llm, cache=SQLAnswerCache(engine), namespace="ns")
         report = consolidate(engine=engine, namespace="ns", rules=RULES, judge=judge)
         calls = server.calls()
         again = consolidate(engine=engine, namespace="ns", rules=RULES, judge=judge)
         if "refines" in answer:  # a valid judgement is cached: the next run does not ask again
             assert server.calls() == calls
+            with Session(engine) as s:  # marked with its namespace, whose deletion takes it
+                assert s.execute(select(LLMAnswer.namespace)).scalars().all() == ["ns"]
     cards = _statuses(engine)
     assert report.judged == 1
     if expect == "merged":

@@ -162,8 +162,10 @@ def test_llm_facts_are_written_with_their_turn_and_cached(engine) -> None:
         card = s.execute(select(Card)).scalar_one()
         assert card.provenance["producer"] == "facts-llm"
         assert card.provenance["source"]["turn_id"] == "S1:1"
-        assert s.execute(select(LLMAnswer)).scalar_one().prompt_id == "facts.v1"
+        cached = s.execute(select(LLMAnswer)).scalar_one()
         (row,) = s.execute(select(Trajectory)).scalars()
+        # the answer carries the namespace of the run it was about
+        assert cached.prompt_id == "facts.v1" and cached.namespace == row.namespace
         assert row.extra[MARKER]["version"] == "rules.v1+facts.v1"
 
 

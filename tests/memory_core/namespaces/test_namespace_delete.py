@@ -14,6 +14,8 @@ from memory_core.models import NamespaceDeletion
 from memory_core.namespaces.counts import namespace_counts
 from memory_core.namespaces.delete import delete_namespace
 from memory_core.namespaces.plan import STEPS, UNRELATED
+from memory_core.recall.vectors import vector_cache_path
+from memory_core.validate.summary import report_folder
 from tests.helpers.namespace_data import DIM, plant
 
 MARKER = "zq7-planted-marker"
@@ -70,16 +72,30 @@ def test_a_deleted_namespace_leaves_nothing_and_the_others_are_untouched(setting
     plant(engine, settings, namespace=KEPT, marker=KEPT_MARKER)
     before = (namespace_counts(engine, KEPT), _rows_of(engine, KEPT), _nearest(settings, KEPT))
     assert _occurrences(settings, MARKER) > 0
+    # the reports hold card ids and derived numbers, not text: the rejected draft's id is the
+    # marker there (as GX prints it, and as each database stores it)
+    ids = (str(planted.rejected), planted.rejected.hex)
+    report = report_folder(settings.reports_dir, GONE)
+    pages = [p.read_bytes() for p in report.rglob("*.html")]
+    assert any(i.encode() in page for i in ids for page in pages)
+    assert sum(_occurrences(settings, i) for i in ids) > 0
 
     out = delete_namespace(engine=engine, settings=settings, namespace=GONE, actor="test")
 
-    assert out.rows["card"] == len(planted.cards) and out.rows["trajectory"] == 2
-    assert out.vectors == len(planted.cards) and out.files == 1
+    assert out.rows["card"] == len(planted.cards) + 1  # and the rejected draft
+    assert out.rows["trajectory"] == 2 and out.rows["llm_answer"] == 3
+    assert out.vectors == len(planted.cards)
+    assert out.files > 2  # the snapshot, the cached vectors and the validation report's pages
+    assert not vector_cache_path(data_dir=settings.data_dir, namespace=GONE).exists()
+    assert not report_folder(settings.reports_dir, GONE).exists()
+    assert vector_cache_path(data_dir=settings.data_dir, namespace=KEPT).is_file()
+    assert (report_folder(settings.reports_dir, KEPT) / "index.html").is_file()
     assert all(n > 0 for t, n in out.rows.items()), out.rows
     assert namespace_counts(engine, GONE) == []
     after = (namespace_counts(engine, KEPT), _rows_of(engine, KEPT), _nearest(settings, KEPT))
     assert after == before and before[2]
     assert _occurrences(settings, MARKER) == 0
+    assert sum(_occurrences(settings, i) for i in ids) == 0
     assert _occurrences(settings, KEPT_MARKER) > 0  # the search sees what is still there
     with engine.connect() as conn:
         records = conn.execute(NamespaceDeletion.__table__.select()).mappings().all()  # type: ignore[attr-defined]

@@ -93,7 +93,7 @@ def test_wins_and_losses_give_a_grounded_contrast_card_with_reasons(llm_env, eng
         kinds = {c.provenance["pattern"] for c in s.execute(select(Card)).scalars()}
         answer = s.execute(select(LLMAnswer).where(LLMAnswer.prompt_id == "contrast.v1")).one()[0]
     assert {"contrast_caution", "contrast_insight"} <= kinds
-    assert answer.trajectory_id is None
+    assert answer.trajectory_id is None and answer.namespace == card.namespace
 
 
 def test_a_success_of_another_task_with_the_same_call_counts_against_it(llm_env, engine) -> None:

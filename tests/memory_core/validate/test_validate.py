@@ -12,8 +12,10 @@ from sqlmodel import Session
 from memory_core.errors import InvalidInput
 from memory_core.models.card import Card, CardVersion
 from memory_core.models.columns import utcnow
+from memory_core.models.validation import ValidationRun
 from memory_core.validate.review import decide, edit, review_queue
 from memory_core.validate.stage import latest_run, validate_drafts
+from memory_core.validate.summary import report_folder
 
 
 def _card(**kw) -> dict:
@@ -95,7 +97,7 @@ def test_each_expectation_catches_exactly_its_card(engine, tmp_path) -> None:
             .all()
         )
     assert [h.reason for h in history] == ["rejected by validation: preconditions compile"]
-    assert (tmp_path / "validation" / "index.html").is_file()
+    assert (report_folder(tmp_path, "default") / "index.html").is_file()
 
 
 def test_a_mixed_batch_ends_with_the_right_statuses(engine, tmp_path) -> None:
@@ -192,6 +194,26 @@ def test_a_relative_data_dir_still_gets_its_report(engine, tmp_path, monkeypatch
     _insert(engine, [_card()])
     report = validate_drafts(engine=engine, reports_dir=Path(".hindsight") / "reports")
     assert report.docs_index == str(
-        tmp_path / ".hindsight" / "reports" / "validation" / "index.html"
+        report_folder(tmp_path / ".hindsight" / "reports", "default") / "index.html"
     )
     assert Path(report.docs_index).is_file()
+
+
+def test_each_namespace_gets_its_own_report(engine, tmp_path) -> None:
+    a, b = _card(namespace="team-a", action_sequence=[]), _card(namespace="team-b")
+    _insert(engine, [a, b])
+    report = validate_drafts(engine=engine, reports_dir=tmp_path)
+    assert (report.evaluated, report.activated, report.rejected) == (2, 1, 1)
+    assert report.rule_failures == {"non-empty action sequence": 1}
+
+    def pages(ns: str) -> bytes:
+        return b"".join(p.read_bytes() for p in report_folder(tmp_path, ns).rglob("*.html"))
+
+    def named(card: dict, text: bytes) -> bool:
+        return any(i.encode() in text for i in (str(card["card_id"]), card["card_id"].hex))
+
+    assert named(a, pages("team-a")) and not named(a, pages("team-b"))  # a failure lists ids
+    assert pages("team-b") and not named(b, pages("team-a"))
+    with Session(engine) as s:
+        runs = s.execute(select(ValidationRun.namespace, ValidationRun.evaluated)).tuples().all()
+    assert sorted(runs) == [("team-a", 1), ("team-b", 1)]
