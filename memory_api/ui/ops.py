@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 import uuid
 from typing import Any
 
@@ -11,9 +12,12 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 from pydantic import ValidationError
 
+from memory_api.ui.datadocs import docs_root
 from memory_api.ui.web import Console, ConsoleRoute
 from memory_core.cards.query import example_state
 from memory_core.db import read_session
+from memory_core.effects.cards import verdict_counts
+from memory_core.effects.estimate import LABELS, Verdict
 from memory_core.errors import InvalidInput
 from memory_core.models.columns import utcnow
 from memory_core.redact import redact
@@ -23,14 +27,28 @@ from memory_core.serve.schemas import QueryRequest
 DEFAULT_BUDGET = 400
 
 
+LABEL_CHARS = 30  # a label's line in the chart's label column (12px text, 190px)
+
+
 def bars(values: list[tuple[str, int]], *, width: int = 520, bar: int = 22) -> dict[str, Any]:
-    """Geometry of a horizontal bar chart drawn as inline SVG by the template."""
+    """Geometry of a horizontal bar chart drawn as inline SVG by the template: a label too long
+    for its column wraps onto more lines (never cut), and its row grows to hold them."""
     top = max((v for _, v in values), default=0) or 1
-    rows = [
-        {"label": k, "value": v, "y": i * (bar + 6), "w": round((width - 200) * v / top)}
-        for i, (k, v) in enumerate(values)
-    ]
-    return {"rows": rows, "height": len(rows) * (bar + 6) + 4, "width": width, "bar": bar}
+    rows, y = [], 0
+    for label, v in values:
+        lines = textwrap.wrap(label, LABEL_CHARS, break_long_words=True) or [""]
+        height = max(bar, 15 * len(lines) + 4)
+        rows.append(
+            {
+                "label": label,
+                "lines": lines,
+                "value": v,
+                "y": y,
+                "w": round((width - 240) * v / top),
+            }
+        )
+        y += height + 6
+    return {"rows": rows, "height": y + 4, "width": width, "bar": bar}
 
 
 def router(console: Console) -> APIRouter:
@@ -158,10 +176,12 @@ def router(console: Console) -> APIRouter:
         user = console.user(request)
         user.principal.require("read")
         ns, e = user.principal.namespace, svc.engine
-        c, days, failures = console.gather(
+        rules = svc.settings.decay.effects
+        c, days, failures, effects = console.gather(
             lambda: pictures.counts(engine=e, namespace=ns),
             lambda: pictures.uses_per_day(engine=e, namespace=ns, now=utcnow()),
             lambda: pictures.top_failure_modes(engine=e, namespace=ns),
+            lambda: verdict_counts(engine=e, namespace=ns, rules=rules),
         )
         conf = [(f"{i / 10:.1f}–{(i + 1) / 10:.1f}", n) for i, n in enumerate(c.confidence)]
         return console.render(
@@ -173,6 +193,10 @@ def router(console: Console) -> APIRouter:
             confidence=bars(conf),
             uses=bars([(d[5:], n) for d, n in days]),
             failures=bars([(redact(m), n) for m, n in failures]),
+            effects=bars([(LABELS[Verdict(v)], n) for v, n in effects.items()]),
+            # the validation runs' report (Great Expectations Data Docs), once one was written
+            data_docs=user.principal.allows("admin")
+            and (docs_root(console) / "index.html").is_file(),
             sample=pictures.FAILURE_SAMPLE,
         )
 

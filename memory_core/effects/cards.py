@@ -133,3 +133,20 @@ def verdict_filter(
         Verdict.unclear: not_(or_(harms, helps, none)),
     }
     return chosen[v]
+
+
+def verdict_counts(*, engine: Engine, namespace: str, rules: EffectRules) -> dict[str, int]:
+    """Active cards of a namespace by effect verdict (one count per verdict, the list's
+    filter's SQL, so the overview and a filtered list agree)."""
+    from sqlalchemy import case, func
+
+    from memory_core.effects.fdr import harm_ids
+
+    harmful = harm_ids(tests_for(engine=engine, namespaces=[namespace], rules=rules))
+    counts = [
+        func.sum(case((verdict_filter(v.value, rules, harmful), 1), else_=0)) for v in Verdict
+    ]
+    q = select(*counts).where(col(Card.namespace) == namespace, col(Card.status) == "active")
+    with read_session(engine) as session:
+        row = session.execute(q).one()
+    return {v.value: int(n or 0) for v, n in zip(Verdict, row, strict=True)}

@@ -16,6 +16,7 @@ from sqlmodel import col
 from memory_core.db import read_session
 from memory_core.models.card import Card, CardUse
 
+MODE_CHARS = 240  # a failure mode's label, at most
 FAILURE_SAMPLE = 500  # failure modes are JSON: counted over the most recently changed cards
 
 
@@ -82,5 +83,7 @@ def top_failure_modes(*, engine: Engine, namespace: str, limit: int = 8) -> list
         for modes in rows:
             for m in modes or []:
                 if isinstance(m, dict) and m.get("mode"):
-                    seen[str(m["mode"])[:60]] += 1
+                    # whole as written (the chart wraps it); the bound only keeps a runaway
+                    # text from filling the page
+                    seen[str(m["mode"])[:MODE_CHARS]] += 1
     return seen.most_common(limit)
