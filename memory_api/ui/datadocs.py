@@ -17,6 +17,7 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Resp
 
 from memory_api.ui.web import Console, ConsoleRoute
 from memory_core.errors import NotFound
+from memory_core.validate.summary import report_folder
 
 LOCAL = "/ui/static/datadocs"
 PREFIX = "/ui/data-docs"
@@ -69,13 +70,15 @@ def offline(page: str) -> str:
     return OUTSIDE.sub("", page)
 
 
-def docs_root(console: Console) -> Path:
-    """Where validation writes its Data Docs site."""
-    return console.service.settings.reports_dir / "validation"
+def docs_root(console: Console, namespace: str) -> Path:
+    """Where validation writes a namespace's Data Docs site."""
+    return report_folder(console.service.settings.reports_dir, namespace)
 
 
 def router(console: Console) -> APIRouter:
-    """The Data Docs site under /ui/data-docs (admin keys: its runs span namespaces)."""
+    """The key's namespace's Data Docs site under /ui/data-docs, for admin keys: a failed
+    check shows the draft's values as they were, before redaction (a secret a draft quoted
+    is what the "no secrets" rule fails on)."""
     r = APIRouter(prefix="/ui", route_class=ConsoleRoute, include_in_schema=False)
 
     @r.get("/data-docs", response_class=HTMLResponse)
@@ -85,8 +88,9 @@ def router(console: Console) -> APIRouter:
 
     @r.get("/data-docs/{path:path}")
     def page(request: Request, path: str) -> Response:
-        console.user(request).principal.require("admin")
-        root = docs_root(console).resolve()
+        p = console.user(request).principal
+        p.require("admin")
+        root = docs_root(console, p.namespace).resolve()
         target = (root / path).resolve()
         if not target.is_file() and "static/" in path:
             # a validation page's own favicon link climbs one folder too few: the site has

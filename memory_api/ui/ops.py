@@ -196,7 +196,7 @@ def router(console: Console) -> APIRouter:
             effects=bars([(LABELS[Verdict(v)], n) for v, n in effects.items()]),
             # the validation runs' report (Great Expectations Data Docs), once one was written
             data_docs=user.principal.allows("admin")
-            and (docs_root(console) / "index.html").is_file(),
+            and (docs_root(console, ns) / "index.html").is_file(),
             sample=pictures.FAILURE_SAMPLE,
         )
 

@@ -112,6 +112,8 @@ def test_data_docs_are_served_with_local_assets_only(ui, engine, settings) -> No
         # nothing outside the site's folder
         assert c.get("/ui/data-docs/..%2F..%2Fhindsight.db").status_code == 404
         assert c.get("/ui/data-docs/%2Fetc%2Fpasswd").status_code == 404
+    with signed_in(server.url, s.keys["other"]) as c:  # team-b's admin: its own site, none yet
+        assert c.get("/ui/data-docs/index.html").status_code == 404
     with signed_in(server.url, s.keys["read"]) as c:
         assert c.get("/ui/data-docs/index.html").status_code == 403
         assert "Data Docs" not in c.get("/ui/overview").text
