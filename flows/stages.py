@@ -27,6 +27,7 @@ from memory_core.retrospect.dead_letters import (
     list_rejections,
     redrive,
 )
+from memory_core.retrospect.rejections import REPEAT_NOTE
 from memory_core.settings import Settings
 from tasks.runtime import engine_for
 
@@ -118,7 +119,8 @@ def count_dead_letters(settings: Settings, outcome: RunOutcome, run: str | None 
     ]
     outcome.dead_letters = named + outcome.dead_letters
     outcome.rejections = [
-        f"{x.key}: {x.reason}"[:300] for x in list_rejections(engine=engine, run_id=run, limit=None)
+        f"{x.key} ({x.part}): {x.reason}"[:300] + (f" ({REPEAT_NOTE})" if x.repeats else "")
+        for x in list_rejections(engine=engine, run_id=run, limit=None)
     ]
     if outcome.redriven:
         before = _REDRIVEN.pop(run, set())

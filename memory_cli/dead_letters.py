@@ -82,8 +82,11 @@ def rejected_cmd(
             return
         table(
             f"rejected LLM answers: {len(rows)}",
-            ["id", "key", "part", "reason", "at"],
-            [[str(r.trajectory_id), r.key[:40], r.part, r.reason, r.at[:19]] for r in rows],
+            ["id", "key", "part", "reason", "times", "at"],
+            [
+                [str(r.trajectory_id), r.key[:40], r.part, r.reason, r.repeats + 1, r.at[:19]]
+                for r in rows
+            ],
         )
 
 

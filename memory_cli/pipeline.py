@@ -171,6 +171,8 @@ _LLM_ONLY = (
     "budget_exhausted",
     "llm_failed_calls",
     "llm_failures",
+    "rejected",
+    "rejected_again",
 )
 
 

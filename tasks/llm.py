@@ -231,6 +231,8 @@ def llm_extract(trajectory_id: uuid.UUID, key: str, settings: Settings) -> Extra
         x.tokens_sent,
         x.tokens_saved,
     )
+    if x.rejected:  # wrong by content: kept on the run when its batch finishes, never parked
+        get_run_logger().warning("%s: LLM answer rejected for its content: %s", key, x.rejected[0])
     return x
 
 

@@ -17,7 +17,7 @@ from sqlmodel import Session, col
 from memory_core.db import session_scope
 from memory_core.models.columns import utcnow
 from memory_core.models.trajectory import Trajectory
-from memory_core.retrospect.dead_letters import FACTS_DEAD_LETTER, REJECTED
+from memory_core.retrospect.dead_letters import FACTS_DEAD_LETTER
 
 MARKER = "facts_extracted"
 
@@ -48,21 +48,23 @@ def pending(
     return list(session.execute(q).scalars())
 
 
+def with_key(dialect: str, key: str, marker: dict[str, Any]) -> Any:
+    """`extra` with `key` set to `marker`, as an SQL expression (no other key changes)."""
+    extra = col(Trajectory.extra)
+    if dialect == "postgresql":
+        return extra.op("||")(bindparam("marker", {key: marker}, type_=JSONB))
+    return func.json_set(extra, f"$.{key}", func.json(json.dumps(marker)))
+
+
 def mark(
     engine: Engine, ids: Sequence[uuid.UUID], marker: dict[str, Any], key: str = MARKER
 ) -> None:
     """One UPDATE for the batch; only that key of `extra` changes."""
-    extra = col(Trajectory.extra)
-    value: Any
-    if engine.dialect.name == "postgresql":
-        value = extra.op("||")(bindparam("marker", {key: marker}, type_=JSONB))
-    else:
-        value = func.json_set(extra, f"$.{key}", func.json(json.dumps(marker)))
     with session_scope(engine) as session:
         session.execute(
             update(Trajectory)
             .where(col(Trajectory.id).in_(list(ids)))
-            .values(extra=value)
+            .values(extra=with_key(engine.dialect.name, key, marker))
             .execution_options(synchronize_session=False)
         )
 
@@ -76,10 +78,10 @@ def park(engine: Engine, parked: dict[uuid.UUID, str], run_id: str | None) -> No
 
 def reject(
     engine: Engine, rejected: dict[uuid.UUID, tuple[str, str]], run_id: str | None, *, part: str
-) -> None:
+) -> int:
     """Keep each run's rejected answer (reason, raw answer) for debugging: a rejection, not a
-    dead letter, so nothing waits for a re-drive."""
-    at = utcnow().isoformat()
-    for rid, (reason, raw) in rejected.items():
-        marker = {"part": part, "reason": reason[:2000], "raw": raw[:4000], "run": run_id, "at": at}
-        mark(engine, [rid], marker, REJECTED)
+    dead letter, so nothing waits for a re-drive. How many were rejected the same way before."""
+    from memory_core.retrospect.rejections import keep_rejections
+
+    with session_scope(engine) as session:
+        return keep_rejections(session, rejected, run_id, part=part)

@@ -87,6 +87,8 @@ class Extraction:
     tokens_sent: int = 0  # prompt tokens the LLM reported for those calls
     tokens_received: int = 0
     tokens_saved: int = 0  # estimated tokens the pre-filter kept out of the prompts
+    # an answer wrong by content, twice: (why, the raw answer); kept on the run, never parked
+    rejected: tuple[str, str] | None = None
 
 
 class Extractor(Protocol):

@@ -173,6 +173,7 @@ class Rejection:
     raw: str
     run: str | None
     at: str
+    repeats: int = 0  # times the same reason came back after this one (asking again)
 
 
 def list_rejections(
@@ -205,6 +206,7 @@ def list_rejections(
                 raw=str(got.get("raw", "")),
                 run=got.get("run"),
                 at=str(got.get("at", "")),
+                repeats=int(got.get("repeats", 0)),
             )
         )
     return out

@@ -33,6 +33,7 @@ class ChainedExtractors:
             total.tokens_sent += x.tokens_sent
             total.tokens_received += x.tokens_received
             total.tokens_saved += x.tokens_saved
+            total.rejected = total.rejected or x.rejected  # the first one is the run's
         return total
 
 

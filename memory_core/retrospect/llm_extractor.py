@@ -7,15 +7,18 @@ keyed by model + prompt version + prompt text, so a re-run after a crash pays fo
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
 from pydantic import BaseModel
 
+from memory_core.errors import LLMAnswerRejected
 from memory_core.llm.cache import AnswerCache, cache_key
 from memory_core.llm.client import LLMClient
 from memory_core.llm.structured import ask
-from memory_core.models.drafts import Extraction, TrajectoryView
+from memory_core.models.drafts import DraftCard, Extraction, TrajectoryView
 from memory_core.models.trajectory import Outcome
 from memory_core.retrospect.llm_answers import CardAnswers, DecisionPoints
 from memory_core.retrospect.llm_cards import to_drafts
@@ -24,6 +27,35 @@ from memory_core.retrospect.prompts import load_prompt
 from memory_core.task_state import VOCABULARY
 
 M = TypeVar("M", bound=BaseModel)
+SHOWN = re.compile(r"^\[(\d+)\] ", re.M)  # the [n] that opens each line the model is shown
+
+
+def cites_shown(shown: set[int]) -> Callable[[DecisionPoints], None]:
+    """A decision-point answer may only name steps the model was shown."""
+
+    def check(answer: DecisionPoints) -> None:
+        unseen = sorted({p.step for p in answer.points} - shown)
+        if unseen:
+            raise ValueError(
+                f"decision points cite step(s) {unseen} that the trajectory shown has no line "
+                f"for (the [n] shown: {sorted(shown)[:40]})"
+            )
+
+    return check
+
+
+def cites_points(count: int) -> Callable[[CardAnswers], None]:
+    """A card answer may only build on the decision points it was given."""
+
+    def check(answer: CardAnswers) -> None:
+        unknown = sorted({c.point for c in answer.cards if c.point >= count})
+        if unknown:
+            raise ValueError(
+                f"cards cite decision point(s) {unknown}, but only {count} were given "
+                f"(0 to {count - 1})"
+            )
+
+    return check
 
 
 def vocabulary_text() -> str:
@@ -69,13 +101,18 @@ class LLMExtractor:
         messages: list[dict[str, str]],
         schema: type[M],
         cost: _Cost,
+        check: Callable[[M], object],
     ) -> M:
         key = cache_key(model=self.llm.model, prompt_id=prompt_id, messages=messages)
         hit = self.cache.get(key)
         if hit is not None:
             cost.cached += 1
             return schema.model_validate(hit)
-        result = ask(llm=self.llm, messages=messages, schema=schema)
+        try:
+            result = ask(llm=self.llm, messages=messages, schema=schema, check=check)
+        except LLMAnswerRejected:
+            cost.calls += 2  # the answer and its repair, both refused by the check
+            raise
         sent = sum(r.prompt_tokens for r in result.replies)
         received = sum(r.completion_tokens for r in result.replies)
         self.cache.put(
@@ -95,11 +132,30 @@ class LLMExtractor:
         return result.value
 
     def extract(self, trajectory: TrajectoryView) -> Extraction:
-        """Decision points first; if there are any, one card per point."""
+        """Decision points first; if there are any, one card per point. An answer wrong by
+        content (after its repair prompt) is a rejection: no drafts, the reason and the raw
+        answer kept on the Extraction."""
         if not any(s.type == "tool_call" for s in trajectory.steps):
             return Extraction()  # a conversation: its facts come from the facts stage, free
         filtered = self.filtered(trajectory)
-        cost = _Cost()
+        cost, rejected = _Cost(), None
+        try:
+            drafts = self._drafts(trajectory, filtered, cost)
+        except LLMAnswerRejected as exc:
+            drafts, rejected = [], (str(exc), exc.raw)
+        return Extraction(
+            drafts=drafts,
+            calls=cost.calls,
+            cached=cost.cached,
+            tokens_sent=cost.sent,
+            tokens_received=cost.received,
+            tokens_saved=filtered.tokens_saved,
+            rejected=rejected,
+        )
+
+    def _drafts(
+        self, trajectory: TrajectoryView, filtered: FilteredTrajectory, cost: _Cost
+    ) -> list[DraftCard]:
         points_prompt = load_prompt("decision_points")
         system, prompt_id = points_prompt.text, points_prompt.id
         if trajectory.outcome is Outcome.failure:
@@ -114,6 +170,7 @@ class LLMExtractor:
             ],
             DecisionPoints,
             cost,
+            cites_shown({int(n) for n in SHOWN.findall(filtered.text)}),
         ).points
         drafts = []
         if points:
@@ -134,6 +191,7 @@ class LLMExtractor:
                 ],
                 CardAnswers,
                 cost,
+                cites_points(len(points)),
             ).cards
             drafts = to_drafts(
                 answers=cards,
@@ -146,11 +204,4 @@ class LLMExtractor:
                     "prompt_version": f"{prompt_id}+{cards_prompt.id}",
                 },
             )
-        return Extraction(
-            drafts=drafts,
-            calls=cost.calls,
-            cached=cost.cached,
-            tokens_sent=cost.sent,
-            tokens_received=cost.received,
-            tokens_saved=filtered.tokens_saved,
-        )
+        return drafts

@@ -23,6 +23,7 @@ from memory_core.models.trajectory import Step, Trajectory, TrajectoryStatus
 from memory_core.retrospect.claims import claim_batch, release
 from memory_core.retrospect.keys import generalise_warnings, stored_tables
 from memory_core.retrospect.placeholders import without_placeholders
+from memory_core.retrospect.rejections import keep_rejections
 from memory_core.retrospect.siblings import contrast_batch
 from memory_core.retrospect.summary import BatchResult
 from memory_core.screen.gate import untaint
@@ -174,6 +175,9 @@ def finish_batch(
         result.cards_created, result.evidence_added = write_run_drafts(
             session=session, by_namespace=by_namespace, status=card_status, screen=screen
         )
+        rejected = {rid: x.rejected for rid, x in extractions.items() if x.rejected}
+        result.rejected = len(rejected)
+        result.rejected_again = keep_rejections(session, rejected, run_id, part="retrospect")
     result.dead_letters, result.deferred = len(failed), len(deferred)
     result.done = len(rows) - len(failed) - len(deferred)
     result.errors = list(failed.values())

@@ -19,6 +19,10 @@ class BatchResult(BaseModel):
     tokens_sent: int = 0
     tokens_received: int = 0
     tokens_saved: int = 0
+    # runs whose LLM answer was wrong by content (done, not parked), and of those how many
+    # had been rejected the same way before (a re-drive that could not cure them)
+    rejected: int = 0
+    rejected_again: int = 0
     errors: list[str] = []
 
     def add(self, other: BatchResult) -> None:
@@ -42,6 +46,8 @@ class RetrospectSummary(BaseModel):
     tokens_sent: int = 0
     tokens_received: int = 0
     tokens_saved: int = 0
+    rejected: int = 0
+    rejected_again: int = 0
     budget_exhausted: bool = False
     # LLM calls that failed for good (each try of a run whose LLM part was parked), by why
     llm_failed_calls: int = 0

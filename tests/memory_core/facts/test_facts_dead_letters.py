@@ -252,7 +252,7 @@ def test_a_night_whose_only_problems_are_rejected_answers_ends_completed(
     assert state.is_completed(), state.message
     assert summary.outcome.dead_letters == [] and summary.outcome.failures == []
     [rejected] = summary.outcome.rejections
-    assert rejected.startswith(f"{key}: ") and "Z9:9" in rejected
+    assert rejected.startswith(f"{key} (facts): ") and "Z9:9" in rejected
     assert summary.facts.llm_rejected and list_dead_letters(engine=engine) == []
     # its Retry (or the next night) re-drives nothing and counts nothing twice
     run = str(state.state_details.flow_run_id)
