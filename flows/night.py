@@ -18,6 +18,7 @@ from memory_core.ingest.store import IngestReport
 from memory_core.retrospect.summary import RetrospectSummary
 from memory_core.settings import Settings
 from memory_core.validate.summary import ValidationSummary
+from tasks.plain_night import waiting_traces_run
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,11 @@ def run_night(params: NightlyParams, settings: Settings, steps: NightSteps) -> N
     stage("redrive", lambda: steps.redrive(settings, out), None, out, log)
     namespace = params.namespace or settings.namespace
     task_type = params.task_type or settings.default_task_type
+    # traces whose root span never came, past their wait (plain: a few rows, no LLM)
+    waited = stage("waiting traces", lambda: waiting_traces_run(settings, log), None, out, log)
+    if waited is not None and waited.seen:
+        waited.source = "waiting traces"
+        s.ingested.append(waited)
     for src in params.input:
         got = stage(
             f"ingest {src}",

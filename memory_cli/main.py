@@ -32,6 +32,7 @@ from memory_cli.context import VERBOSE, fail_on_errors, load
 from memory_cli.entry import print_version
 from memory_cli.output import (
     Format,
+    IngestFormat,
     console,
     err_console,
     literal,
@@ -69,6 +70,12 @@ app = typer.Typer(
 )
 
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
+IngestFormatOpt = Annotated[
+    IngestFormat,
+    typer.Option(
+        "--format", "-f", help="the report as table or json; otlp: the files are trace exports"
+    ),
+]
 _SHOWN_REFUSALS = 10  # a bad file of 8,000 lines gets a summary, not 8,000 lines
 
 
@@ -84,10 +91,13 @@ def ingest(
     paths: Annotated[list[str], typer.Argument(help="files, folders, or - for stdin")],
     namespace: Annotated[str | None, typer.Option(help="namespace for records without one")] = None,
     task_type: Annotated[str | None, typer.Option(help="task type for records without one")] = None,
-    fmt: FormatOpt = Format.table,
+    fmt: IngestFormatOpt = IngestFormat.table,
 ) -> None:
-    """Store trajectories (OpenAI chat runs, generic steps) and conversations (session
-    transcripts, message lists); duplicates are skipped."""
+    """Store trajectories (OpenAI chat runs, generic steps), conversations (session
+    transcripts, message lists) and OpenTelemetry trace exports (OTLP/JSON, one request a
+    line, as the collector's file exporter writes them); duplicates are skipped."""
+    from memory_core.ingest.otlp.files import TraceCollector
+    from memory_core.ingest.otlp.receive import ingest_spans
     from memory_core.ingest.store import ingest as ingest_records
     from memory_core.ingest.store import iter_sources, source_files
 
@@ -101,17 +111,30 @@ def ingest(
         def bump(n: int) -> None:
             seen[0] += n
 
+        traces = TraceCollector(only_traces=fmt is IngestFormat.otlp)
         with polled_progress("ingest", lambda: (seen[0], 0)):
             report = ingest_records(
                 engine=engine,
-                records=iter_sources(paths),
+                records=traces.filter(iter_sources(paths)),
                 namespace=namespace or settings.namespace,
                 task_type=task_type or settings.default_task_type,
                 max_observation_chars=settings.limits.max_observation_chars,
                 on_progress=bump,
                 limits=settings.limits,
             )
-        if fmt is Format.json:
+            if traces.exports:  # a file holds all there is: a trace without its root goes in
+                spans = ingest_spans(  # as incomplete, not into the receiver's buffer
+                    engine=engine,
+                    namespace=namespace or settings.namespace,
+                    spans=traces.spans,
+                    task_type=task_type or settings.default_task_type,
+                    limits=settings.limits,
+                    wait=None,
+                )
+                report.stored += spans.stored
+                report.duplicates += spans.duplicates
+                report.refused += spans.refused
+        if fmt is IngestFormat.json:
             print_json(report.model_dump(mode="json", exclude={"source"}))
         else:
             table(

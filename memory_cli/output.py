@@ -29,6 +29,15 @@ class Format(StrEnum):
     json = "json"
 
 
+class IngestFormat(StrEnum):
+    """`hindsight ingest --format`: the report's format, or otlp (trace exports only; their
+    report is a table). Trace exports are recognised in any case; otlp refuses other records."""
+
+    table = "table"
+    json = "json"
+    otlp = "otlp"
+
+
 def to_jsonable(value: Any) -> Any:
     """Pydantic models and dataclass-like objects as plain JSON values."""
     from pydantic import BaseModel

@@ -98,6 +98,9 @@ class ServeSettings(BaseModel):
     )
     key_cache_s: float = Field(default=30.0, ge=0, description="a revoked key works this long")
     near_misses: int = Field(default=10, ge=0, le=100, description="explain: closest misses")
+    trace_root_wait_s: float = Field(default=300.0, gt=0)
+    """OTLP: how long the spans of a trace wait for its root span before the trace is ingested
+    as incomplete (outcome unknown)"""
     allowed_hosts: list[str] = Field(
         default_factory=lambda: ["127.0.0.1:*", "localhost:*", "[::1]:*"]
     )

@@ -25,16 +25,32 @@ def ingest_run(
     source: str, namespace: str, task_type: str, settings: Settings, log: Log = _log
 ) -> IngestReport:
     """Store every record under `source`; refused records are logged and reported, not fatal."""
+    from memory_core.ingest.otlp.files import TraceCollector
+    from memory_core.ingest.otlp.receive import ingest_spans
     from memory_core.ingest.store import ingest, iter_sources
 
+    engine = engine_for(settings)
+    traces = TraceCollector(only_traces=False)  # trace exports among the files: their spans
     report = ingest(
-        engine=engine_for(settings),
-        records=iter_sources([source]),
+        engine=engine,
+        records=traces.filter(iter_sources([source])),
         namespace=namespace,
         task_type=task_type,
         max_observation_chars=settings.limits.max_observation_chars,
         limits=settings.limits,
     )
+    if traces.exports:  # a file holds all there is: a trace without its root goes in as is
+        got = ingest_spans(
+            engine=engine,
+            namespace=namespace,
+            spans=traces.spans,
+            task_type=task_type,
+            limits=settings.limits,
+            wait=None,
+        )
+        report.stored += got.stored
+        report.duplicates += got.duplicates
+        report.refused += got.refused
     for name, why in report.refused:
         log.warning("refused %s: %s", name, why)
     log.info(
@@ -46,6 +62,26 @@ def ingest_run(
     )
     report.source = source
     return report
+
+
+def waiting_traces_run(settings: Settings, log: Log = _log) -> IngestReport:
+    """Traces the OTLP receiver holds past serve.trace_root_wait_s, ingested as incomplete:
+    a trace whose root span never came is not left behind when no request follows."""
+    from datetime import timedelta
+
+    from memory_core.ingest.otlp.receive import flush_waiting
+
+    report = flush_waiting(
+        engine=engine_for(settings),
+        task_type=settings.default_task_type,
+        wait=timedelta(seconds=settings.serve.trace_root_wait_s),
+        limits=settings.limits,
+    )
+    if report.traces:
+        log.info(
+            "waiting traces: %d ingested as incomplete, %d stored", report.traces, report.stored
+        )
+    return IngestReport(stored=report.stored, duplicates=report.duplicates, refused=report.refused)
 
 
 def facts_run(

@@ -19,6 +19,7 @@ from memory_core.effects.outcomes import QueryOutcome
 from memory_core.effects.report import EffectsReport
 from memory_core.facts.search import FactHit
 from memory_core.facts.store import FactIn
+from memory_core.ingest.otlp.receive import TraceAnswer
 from memory_core.models.card import CardPublic
 from memory_core.namespaces.answers import DeletionOut, NamespaceOut
 from memory_core.serve.schemas import (
@@ -186,6 +187,10 @@ class AsyncClient:
     ) -> IngestResult:
         """Hand in trajectories for the nightly run (write scope); stored once by key."""
         return await self.call(calls.ingest(records))
+
+    async def export_traces(self, request: Mapping[str, Any]) -> TraceAnswer:
+        """Hand in OpenTelemetry spans (OTLP/JSON); traces go in once their root span is."""
+        return await self.call(calls.export_traces(request))
 
     async def namespace_show(self) -> NamespaceOut:
         """The key's namespace counts (admin)."""

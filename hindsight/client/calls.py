@@ -17,6 +17,7 @@ from memory_core.effects.outcomes import QueryOutcome
 from memory_core.effects.report import EffectsReport
 from memory_core.facts.search import FactHit
 from memory_core.facts.store import FactIn
+from memory_core.ingest.otlp.receive import TraceAnswer
 from memory_core.models.card import CardPublic
 from memory_core.namespaces.answers import DeletionOut, NamespaceOut
 from memory_core.serve.schemas import (
@@ -70,6 +71,7 @@ ROUTES: dict[str, Route] = {
     "approve": Route("POST", "/v1/review/{card_id}/approve", True),
     "reject": Route("POST", "/v1/review/{card_id}/reject", True),
     "ingest": Route("POST", "/v1/trajectories", True),
+    "export_traces": Route("POST", "/v1/traces", True),  # keyed by trace (and span)
     "namespace_show": Route("GET", "/v1/namespace", True),
     "namespace_delete": Route("DELETE", "/v1/namespace", True),
 }
@@ -223,6 +225,11 @@ def ingest(records: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> Call[Ing
     """Hand in trajectories (chat messages or step lists) for the nightly run."""
     body = dict(records) if isinstance(records, Mapping) else [dict(r) for r in records]
     return Call("ingest", TypeAdapter(IngestResult), json=body)
+
+
+def export_traces(request: Mapping[str, Any]) -> Call[TraceAnswer]:
+    """Hand in OpenTelemetry spans (an OTLP/JSON ExportTraceServiceRequest)."""
+    return Call("export_traces", TypeAdapter(TraceAnswer), json=dict(request))
 
 
 def namespace_show() -> Call[NamespaceOut]:

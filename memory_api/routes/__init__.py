@@ -12,6 +12,7 @@ from memory_api.routes import (
     health,
     namespaces,
     review,
+    traces,
     trajectories,
     uses,
 )
@@ -25,6 +26,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     facts.router,
     review.router,
     trajectories.router,
+    traces.router,
     namespaces.router,
 )
 for _router in ROUTERS:

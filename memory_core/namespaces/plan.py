@@ -24,6 +24,7 @@ STEPS: tuple[tuple[str, str], ...] = (
     ("trajectory", "namespace = :ns"),
     ("card_change", "namespace = :ns"),
     ("validation_run", "namespace = :ns"),
+    ("trace_span", "namespace = :ns"),
     ("api_key", "namespace = :ns"),
 )
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.engine import Engine
@@ -17,6 +17,8 @@ from memory_core.decay.feedback import Feedback, record_feedback, streak_rule
 from memory_core.errors import InvalidInput
 from memory_core.facts.search import FactHit, search_facts
 from memory_core.facts.store import FactIn, forget_fact, write_fact
+from memory_core.ingest.otlp.receive import TraceReport, ingest_spans
+from memory_core.ingest.otlp.spans import decode
 from memory_core.ingest.store import IngestReport, ingest
 from memory_core.models.card import CardPublic, CardStatus
 from memory_core.serve.keys import Principal
@@ -151,6 +153,22 @@ class WriteOperations:
             max_observation_chars=self.settings.limits.max_observation_chars,
             limits=self.settings.limits,
         )
+
+    def ingest_traces(self, *, principal: Principal, body: bytes, content_type: str) -> TraceReport:
+        """OTLP spans (JSON or protobuf) as trajectories once their trace's root span is in;
+        the rest wait in the buffer for serve.trace_root_wait_s (write scope)."""
+        principal.require("write")
+        decoded = decode(body, content_type)
+        report = ingest_spans(
+            engine=self.engine,
+            namespace=principal.namespace,
+            spans=decoded.spans,
+            task_type=self.settings.default_task_type,
+            limits=self.settings.limits,
+            wait=timedelta(seconds=self.settings.serve.trace_root_wait_s),
+        )
+        report.rejected_spans = decoded.rejected
+        return report
 
     # -- review (admin) ----------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from memory_core.models import (
     CardVersion,
     LLMAnswer,
     QueryLog,
+    TraceSpan,
     Trajectory,
     ValidationRun,
 )
@@ -123,6 +124,14 @@ def plant(
                 )
             )
             s.add(ValidationRun(namespace=namespace, extra={"m": marker}))
+            s.add(  # a span the OTLP receiver holds for its trace's root
+                TraceSpan(
+                    namespace=namespace,
+                    trace_id=hashlib.sha256(f"{namespace}{i}".encode()).hexdigest()[:32],
+                    span_id=f"{i + 1:016x}",
+                    span={"name": f"{marker} span"},
+                )
+            )
     with session_scope(engine) as s:  # an answer about cards: it names no trajectory
         s.add(
             LLMAnswer(

@@ -61,7 +61,7 @@ def api(settings, engine):
 
 def test_client_covers_every_route_of_the_openapi_schema(api) -> None:
     server, _ = api
-    schema = httpx.get(f"{server.url}/openapi.json").json()
+    schema = httpx.get(f"{server.url}/openapi.json", timeout=120).json()
     documented = {
         (method.upper(), path): op["operationId"]
         for path, ops in schema["paths"].items()

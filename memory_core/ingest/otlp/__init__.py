@@ -1,0 +1,1 @@
+"""OpenTelemetry traces in: OTLP spans (JSON or protobuf) become trajectories."""
