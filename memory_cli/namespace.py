@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from memory_cli.context import fail_on_errors, load
 from memory_cli.output import Format, console, err_console, print_json, shown_of, table
+from memory_core.errors import InvalidInput
 
-app = typer.Typer(help="Namespaces: counts, and deletion of all they hold.", no_args_is_help=True)
+app = typer.Typer(
+    help="Namespaces: counts, export and import, and deletion of all they hold.",
+    no_args_is_help=True,
+)
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
 
 
@@ -98,6 +104,65 @@ def namespace_delete(
     console.print(
         f"namespace {namespace!r} deleted: {out.total} rows, {out.vectors} index points, "
         f"{out.files} snapshot files",
+        markup=False,
+        highlight=False,
+    )
+
+
+@app.command("export")
+def namespace_export(
+    namespace: Annotated[str, typer.Argument(help="the namespace to export")],
+    with_trajectories: Annotated[
+        bool,
+        typer.Option(
+            "--with-trajectories", help="the raw runs too (else only what evidence cites of them)"
+        ),
+    ] = False,
+) -> None:
+    """Write a namespace as JSON Lines to standard output: a header naming the format and
+    schema, then its runs, cards and facts (with their validity), versions and evidence."""
+    from memory_core.namespaces.export import export_namespace
+
+    with fail_on_errors():
+        _, engine = load()
+        out = sys.stdout.buffer
+        counts = export_namespace(
+            engine=engine,
+            namespace=namespace,
+            write=out.write,
+            with_trajectories=with_trajectories,
+        )
+        out.flush()
+    err_console.print(
+        "exported " + (", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "nothing"),
+        markup=False,
+        highlight=False,
+    )
+
+
+@app.command("import")
+def namespace_import(
+    file: Annotated[Path, typer.Argument(help="a file written by `hindsight namespace export`")],
+    into: Annotated[
+        str | None, typer.Option("--into", help="the namespace to import into (default: its own)")
+    ] = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Store a namespace export, all of it or nothing; importing it again changes nothing."""
+    from memory_core.namespaces.importer import import_namespace
+
+    with fail_on_errors():
+        _, engine = load()
+        if not file.is_file():
+            raise InvalidInput(f"no such file: {file}", field="file")
+        with file.open("rb") as lines:
+            out = import_namespace(engine=engine, lines=lines, namespace=into)
+    if fmt is Format.json:
+        print_json({"namespace": out.namespace, "read": dict(out.read), "added": out.added})
+        return
+    console.print(
+        f"imported into {out.namespace!r}: "
+        + ", ".join(f"{k} {out.added[k]} new of {out.read[k]}" for k in out.added),
         markup=False,
         highlight=False,
     )
