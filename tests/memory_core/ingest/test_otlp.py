@@ -164,3 +164,21 @@ def test_json_and_bad_bodies(engine) -> None:
         decode(b"\xff\xff\xff", PROTOBUF)
     with pytest.raises(InvalidInput, match="content type"):
         decode(b"{}", "text/plain")
+
+
+def test_the_nightly_ingests_traces_that_waited_too_long(settings, engine) -> None:
+    from tasks.plain_night import waiting_traces_run
+
+    spans = _decoded(_finished())
+    children = [s for s in spans if s.parent_span_id]
+    _ingest(engine, children, now=utcnow() - timedelta(hours=1))  # older than the 300 s wait
+    fresh = _decoded(_finished(["search-api"]))
+    # just received, it still waits; a request sweeps what waited past its wait (2 h here)
+    _ingest(engine, [s for s in fresh if s.parent_span_id], wait=timedelta(hours=2))
+    assert _runs(engine) == []
+    report = waiting_traces_run(settings)
+    assert (report.stored, report.duplicates) == (1, 0)
+    [run] = _runs(engine)
+    assert run.namespace == "team-a" and run.extra["otel"]["complete"] is False
+    assert _waiting(engine) == len(fresh) - 1
+    assert waiting_traces_run(settings).stored == 0  # nothing more has waited long enough
