@@ -153,7 +153,10 @@ class BodyLimit:
             chunks.append(chunk)
             more = message.get("more_body", False)
         body = b"".join(chunks)
-        deep = nesting_beyond(body, self.max_depth)
+        kind = dict(scope.get("headers") or []).get(b"content-type", b"")
+        # a binary body (OTLP protobuf) holds bracket bytes that are no nesting at all
+        binary = kind.split(b";")[0].strip().lower() == b"application/x-protobuf"
+        deep = None if binary else nesting_beyond(body, self.max_depth)
         if deep is not None:
             detail = f"the JSON body nests deeper than {self.max_depth} levels (at byte {deep})"
             await _answer(send, 400, detail, BODY_TOO_DEEP)

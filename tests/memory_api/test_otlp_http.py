@@ -106,3 +106,28 @@ def test_cli_ingests_a_trace_file(env_for, engine, tmp_path) -> None:
     plain.write_text('{"steps": [{"type": "tool_call", "tool": "x"}]}')
     refused = hindsight(env_for, "ingest", "--format", "otlp", str(plain), check=False)
     assert refused.returncode == 2 and "resourceSpans" in refused.stdout
+
+
+def test_a_protobuf_body_full_of_bracket_bytes_is_not_read_as_json(settings, engine) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    keys = keys_for(engine)
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    with provider.get_tracer("t").start_as_current_span(
+        "execute_tool parse",
+        attributes={"gen_ai.tool.name": "parse", "gen_ai.tool.call.result": "{" * 2000},
+    ):
+        pass
+    provider.shutdown()
+    body = encode_spans(memory.get_finished_spans()).SerializeToString()
+    headers = {
+        "content-type": "application/x-protobuf",
+        "authorization": f"Bearer {keys['write']}",
+    }
+    with LiveServer(create_app(MemoryService(engine=engine, settings=settings))) as server:
+        r = httpx.post(f"{server.url}/v1/traces", content=body, headers=headers, timeout=60)
+    assert r.status_code == 200, r.text
+    assert len(_runs(engine)) == 1
