@@ -25,6 +25,7 @@ from memory_core.models.trajectory import Outcome, Step, Trajectory, TrajectoryS
 from memory_core.retrospect.call_features import Atom
 from memory_core.retrospect.contradict import contradicting
 from memory_core.retrospect.contrast import contrast_group, task_group
+from memory_core.retrospect.contrast_answers import FinalAnswer, answer_cautions, card_tool
 from memory_core.retrospect.keys import CallTable
 from memory_core.retrospect.view_cache import VIEWS
 
@@ -39,10 +40,12 @@ def contrast_batch(
     rows: Sequence[Trajectory],
     screen: bool = True,
     tables: Mapping[str, CallTable] | None = None,
+    finals: Mapping[str, FinalAnswer | None] | None = None,
 ) -> dict[uuid.UUID, list[DraftCard]]:
     """Contrast drafts for the task groups of a batch, each attached to one run of the batch
     (with the screen, calls made on an injected order teach nothing; with a namespace's call
-    table, a caution is keyed only on features that separate across tasks)."""
+    table, a caution is keyed only on features that separate across tasks; with its
+    final-answer tool, failed answers are contrasted by what preceded them, never by value)."""
     keys: dict[uuid.UUID, tuple[str, str]] = {}
     for row in rows:
         key = task_group(extra=row.extra or {}, steps=[Step.model_validate(s) for s in row.steps])
@@ -79,13 +82,20 @@ def contrast_batch(
             wins[namespace].update(
                 {rid: v for rid, v in views.items() if v.outcome is Outcome.success}
             )
+            ordered = sorted(views.values(), key=lambda v: str(v.id))
             found = contrast_group(
-                sorted(views.values(), key=lambda v: str(v.id)),
+                ordered,
                 group=key,
                 skip_tainted=screen,
                 tainted_of=VIEWS.tainted,
                 keeps=_keeps(tables.get(namespace)) if tables is not None else None,
             )
+            final = (finals or {}).get(namespace)
+            if final is not None:  # the final answer: by the shape of what came before it
+                found = [d for d in found if card_tool(d.preconditions) != final.tool]
+                found += answer_cautions(
+                    ordered, group=key, final=final, tainted_of=VIEWS.tainted if screen else None
+                )
             if found:
                 holder = min(mine, key=str)  # a run of this batch carries the group's cards
                 out[holder].extend(found)

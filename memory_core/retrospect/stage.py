@@ -21,6 +21,7 @@ from memory_core.models.columns import utcnow
 from memory_core.models.drafts import DraftCard, Extraction, Extractor, view_of
 from memory_core.models.trajectory import Step, Trajectory, TrajectoryStatus
 from memory_core.retrospect.claims import claim_batch, release
+from memory_core.retrospect.contrast_answers import stored_final_answers, without_answer_keys
 from memory_core.retrospect.keys import generalise_warnings, stored_tables
 from memory_core.retrospect.placeholders import without_placeholders
 from memory_core.retrospect.rejections import keep_rejections
@@ -215,8 +216,15 @@ def process_batch(
     tables = stored_tables(engine, {r.namespace for r in ok})
     for r in ok:
         generalise_warnings(extractions[r.id].drafts, tables[r.namespace])
-    for rid, drafts in contrast_batch(engine=engine, rows=ok, screen=screen, tables=tables).items():
+    # the tool that gives a final answer, read from the data: no lesson keys on an answer
+    finals = stored_final_answers(engine, {r.namespace for r in ok})
+    for rid, drafts in contrast_batch(
+        engine=engine, rows=ok, screen=screen, tables=tables, finals=finals
+    ).items():
         extractions[rid].drafts.extend(drafts)
+    for r in ok:
+        x = extractions[r.id]
+        x.drafts = without_answer_keys(x.drafts, finals.get(r.namespace))
     return finish_batch(
         engine=engine,
         rows=rows,
