@@ -1,15 +1,22 @@
-"""The caller's namespace (admin scope): what it holds, and deleting all of it."""
+"""The caller's namespace (admin scope): what it holds, its export and import, and deleting
+all of it."""
 
 from __future__ import annotations
 
+import tempfile
+
 from anyio import to_thread
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
+from fastapi.responses import StreamingResponse
 
 from memory_api.routes.deps import Caller, ServiceDep
-from memory_core.namespaces.answers import DeletionOut, NamespaceOut
+from memory_core.namespaces.answers import DeletionOut, ImportOut, NamespaceOut
 from memory_core.namespaces.counts import namespace_counts
+from memory_core.namespaces.export import export_lines
+from memory_core.namespaces.importer import import_namespace
 
 router = APIRouter(tags=["namespace"])
+_SPOOL = 8 << 20  # an uploaded export bigger than this waits on disk, not in memory
 
 
 @router.get("/v1/namespace")
@@ -43,3 +50,34 @@ async def namespace_delete(who: Caller, service: ServiceDep) -> DeletionOut:
         )
 
     return await to_thread.run_sync(run)
+
+
+@router.get("/v1/namespace/export")
+def namespace_export(
+    who: Caller, service: ServiceDep, with_trajectories: bool = False
+) -> StreamingResponse:
+    """The key's namespace as JSON Lines, streamed (admin scope); as `hindsight namespace
+    export`."""
+    who.require("admin")
+    lines = export_lines(
+        engine=service.engine, namespace=who.namespace, with_trajectories=with_trajectories
+    )
+    return StreamingResponse(lines, media_type="application/x-ndjson")
+
+
+@router.post("/v1/namespace/import")
+async def namespace_import(request: Request, who: Caller, service: ServiceDep) -> ImportOut:
+    """Store a namespace export in the key's namespace, all of it or nothing; importing it
+    again changes nothing (admin scope). The body is the file, as `hindsight namespace export`
+    writes it."""
+    who.require("admin")
+    with tempfile.SpooledTemporaryFile(max_size=_SPOOL) as body:
+        async for chunk in request.stream():
+            body.write(chunk)
+        body.seek(0)
+
+        def run() -> ImportOut:
+            out = import_namespace(engine=service.engine, lines=body, namespace=who.namespace)
+            return ImportOut(namespace=out.namespace, read=dict(out.read), added=out.added)
+
+        return await to_thread.run_sync(run)

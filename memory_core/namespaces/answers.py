@@ -23,3 +23,11 @@ class DeletionOut(BaseModel):
     rows: dict[str, int]
     files: int
     vectors: int
+
+
+class ImportOut(BaseModel):
+    """What an import read by record type, and what it added (the rest was already there)."""
+
+    namespace: str
+    read: dict[str, int]
+    added: dict[str, int]

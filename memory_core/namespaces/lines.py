@@ -144,11 +144,21 @@ def _columns(kind: str) -> list[_Column]:
 
 
 COLUMNS: dict[str, list[_Column]] = {kind: _columns(kind) for kind in MODELS}
+# table name -> its JSON columns
+JSON_COLUMNS: dict[str, frozenset[str]] = {
+    table_of(k).name: frozenset(c.name for c in table_of(k).c if isinstance(c.type, JSON))
+    for k in MODELS
+}
 
 
 def encode(kind: str, row: Any) -> dict[str, Any]:
-    """A database row as a record (ids as text, times as ISO 8601 in UTC)."""
-    return {"type": kind, "row": dict(row._mapping)}
+    """A database row, its JSON columns read as text, as a record (ids as text, times as ISO
+    8601 in UTC)."""
+    out = dict(row._mapping)
+    for name in JSON_COLUMNS[table_of(kind).name]:
+        if out[name] is not None:
+            out[name] = orjson.loads(out[name])
+    return {"type": kind, "row": out}
 
 
 def decode(kind: str, row: Any, *, line: int, schema: str | None) -> dict[str, Any]:
