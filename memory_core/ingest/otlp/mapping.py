@@ -133,26 +133,35 @@ def _context(span: Span) -> dict[str, Any]:
     return entry
 
 
-def _outcome(head: Span | None) -> str:
-    if head is None:
-        return "unknown"
-    said = head.attributes.get(OUTCOME)
-    if said in ("success", "failure", "unknown"):
-        return str(said)
-    return {STATUS_OK: "success", STATUS_ERROR: "failure"}.get(head.status_code, "unknown")
+def _outcome(*heads: Span | None) -> str:
+    """The first head span's word on the outcome: its attribute, else its status."""
+    for head in (h for h in heads if h is not None):
+        said = head.attributes.get(OUTCOME)
+        if said in ("success", "failure", "unknown"):
+            return str(said)
+        by_status = {STATUS_OK: "success", STATUS_ERROR: "failure"}.get(head.status_code)
+        if by_status:
+            return by_status
+    return "unknown"
 
 
-def _label(head: Span | None, spans: Sequence[Span], name: str) -> Any:
-    for source in ([head.attributes, head.resource] if head else []) + [
-        s.resource for s in spans[:1]
-    ]:
+def _label(heads: Sequence[Span | None], spans: Sequence[Span], name: str) -> Any:
+    """An attribute from the head spans, else from their resource or the first span's."""
+    sources = [h.attributes for h in heads if h] + [h.resource for h in heads if h]
+    for source in [*sources, *(s.resource for s in spans[:1])]:
         if source.get(name) is not None:
             return source[name]
     return None
 
 
 def _record(
-    trace_id: str, head: Span | None, spans: list[Span], *, split: bool, complete: bool
+    trace_id: str,
+    head: Span | None,
+    spans: list[Span],
+    *,
+    split: bool,
+    complete: bool,
+    agent_span: Span | None = None,
 ) -> dict[str, Any]:
     spans = sorted(spans, key=lambda s: (s.start_ns, s.span_id))
     steps: list[dict[str, Any]] = []
@@ -163,14 +172,13 @@ def _record(
             steps.append({k: v for k, v in step.items() if v is not None})
         elif span is not head and len(context) < MAX_CONTEXT:
             context.append(_context(span))
-    agent = None
-    if head is not None:
-        agent = head.attributes.get("gen_ai.agent.name") or head.attributes.get("gen_ai.agent.id")
-    agent = agent or _label(head, spans, "service.name")
+    heads = [head, agent_span]
+    agent = _label(heads, [], "gen_ai.agent.name") or _label(heads, [], "gen_ai.agent.id")
+    agent = agent or _label(heads, spans, "service.name")
     record: dict[str, Any] = {
         "id": record_key(trace_id, head, split=split),
         "steps": steps or [{"type": "message", "role": "system", "text": head_text(head)}],
-        "outcome": _outcome(head) if complete else "unknown",
+        "outcome": _outcome(head, agent_span) if complete else "unknown",
         "metadata": {
             "otel": {
                 "trace_id": trace_id,
@@ -181,7 +189,7 @@ def _record(
             }
         },
     }
-    task_type, reward = _label(head, spans, TASK_TYPE), _label(head, spans, REWARD)
+    task_type, reward = _label(heads, spans, TASK_TYPE), _label(heads, spans, REWARD)
     if task_type:
         record["task_type"] = str(task_type)
     if isinstance(reward, int | float) and not isinstance(reward, bool):
@@ -201,11 +209,12 @@ def trace_records(trace_id: str, spans: Sequence[Span], *, complete: bool) -> li
     roots = [s for s in spans if not s.parent_span_id]
     root = roots[0] if roots else None
     heads = _agent_heads(spans)
-    if len(heads) < 2:
-        head = heads[0] if heads and root is None else root
-        if head is None and heads:
-            head = heads[0]
-        return [_record(trace_id, head or root, list(spans), split=False, complete=complete)]
+    if len(heads) < 2:  # one trajectory for the trace: the root speaks first, then the agent
+        agent = heads[0] if heads else None
+        head = root or agent
+        return [
+            _record(trace_id, head, list(spans), split=False, complete=complete, agent_span=agent)
+        ]
     children = _children(spans)
     records = []
     claimed: set[str] = set()

@@ -182,3 +182,25 @@ def test_the_nightly_ingests_traces_that_waited_too_long(settings, engine) -> No
     assert run.namespace == "team-a" and run.extra["otel"]["complete"] is False
     assert _waiting(engine) == len(fresh) - 1
     assert waiting_traces_run(settings).stored == 0  # nothing more has waited long enough
+
+
+def test_a_wrapper_root_around_one_agent_takes_the_agents_name_and_outcome(engine) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.trace import Status, StatusCode
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("t")
+    with tracer.start_as_current_span("http request"):  # status unset: says nothing
+        agent = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "triage"}
+        with tracer.start_as_current_span("invoke_agent triage", attributes=agent) as span:
+            with tracer.start_as_current_span("execute_tool", attributes={"gen_ai.tool.name": "t"}):
+                pass
+            span.set_status(Status(StatusCode.ERROR, "gave up"))
+    provider.shutdown()
+    assert _ingest(engine, _decoded(memory.get_finished_spans())).stored == 1
+    [run] = _runs(engine)
+    assert (run.agent_id, run.outcome) == ("triage", "failure")
+    assert run.key.count(":") == 1  # one trajectory for the trace
