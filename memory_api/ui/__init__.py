@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from memory_api.ui import cards, curate, datadocs, dead_letters, docs, ops, queries, review
+from memory_api.ui import card_list, cards, curate, datadocs, dead_letters, docs, ops, queries, review
 from memory_api.ui.web import HERE, Console
 
 CONSOLE_PATH = "/ui"  # the console's first page (it asks for a key)
@@ -19,6 +19,6 @@ def mount_console(app: FastAPI, service: object) -> None:
     assert isinstance(service, MemoryService)
     console = Console(service)
     app.mount("/ui/static", StaticFiles(directory=str(HERE / "static")), name="ui-static")
-    for module in (cards, review, ops, curate, dead_letters, queries, datadocs):
+    for module in (cards, card_list, review, ops, curate, dead_letters, queries, datadocs):
         app.include_router(module.router(console))
     docs.install(app)

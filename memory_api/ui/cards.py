@@ -1,4 +1,4 @@
-"""Console pages: sign-in, the card list (keyset pages), a card, a trajectory around a step."""
+"""Console pages: sign-in, a card, a trajectory around a step (the list: card_list.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,6 @@ import logging
 import secrets
 import uuid
 from datetime import UTC, datetime
-from typing import Any
-from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -16,49 +14,15 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from memory_api.ui.history import timeline
 from memory_api.ui.session import COOKIE, SESSION_S
 from memory_api.ui.web import Console, ConsoleRoute
-from memory_core.cards.filters import MAX_LIMIT, SORTS, CardFilter
-from memory_core.effects.cards import effects_of
-from memory_core.effects.estimate import LABELS, Verdict
-from memory_core.errors import InvalidInput, InvalidPrecondition, Unauthorized
-from memory_core.models.card import CardStatus
+from memory_core.errors import InvalidPrecondition, Unauthorized
 from memory_core.preconditions import compile_stored
-from memory_core.screen.provenance import Origin
 from memory_core.serve import browse
-from memory_core.settings import EffectRules
 
 # who saw a raw run, when, which: the operator's log keeps it (logger "hindsight.audit")
 audit = logging.getLogger("hindsight.audit")
-STATUSES = [s.value for s in CardStatus]
 LOGIN_COOKIE = "hs_login"
-VERDICTS = [(v.value, LABELS[v]) for v in Verdict]
 HISTORY_PAGE = 50  # versions on one card page
 USES_PAGE = 20  # uses on one card page
-
-
-def _float(params: Any, name: str) -> float | None:
-    raw = (params.get(name) or "").strip()
-    if not raw:
-        return None
-    try:
-        return float(raw)
-    except ValueError as exc:
-        raise InvalidInput(f"{name} must be a number within 0..1, not {raw!r}", field=name) from exc
-
-
-def _filters(params: Any, rules: EffectRules) -> CardFilter:
-    return CardFilter(
-        statuses=tuple(s for s in params.getlist("status") if s),
-        kind=params.get("kind") or None,
-        text=(params.get("q") or "").strip() or None,
-        min_confidence=_float(params, "min_confidence"),
-        max_confidence=_float(params, "max_confidence"),
-        tool=(params.get("tool") or "").strip() or None,
-        origin=params.get("origin") or None,
-        sort=params.get("sort") or "updated",
-        descending=params.get("order", "desc") != "asc",
-        effect=params.get("effect") or None,
-        effect_rules=rules,
-    )
 
 
 def _variables(expression: str) -> list[str]:
@@ -127,44 +91,6 @@ def router(console: Console) -> APIRouter:
     @r.get("/", response_class=HTMLResponse)
     def home() -> Response:
         return RedirectResponse("/ui/cards", status_code=303)
-
-    @r.get("/cards", response_class=HTMLResponse)
-    def cards(request: Request, after: str | None = None, limit: int = 50) -> Response:
-        user = console.user(request)
-        user.principal.require("read")
-        params = request.query_params
-        rules = svc.settings.decay.effects
-        f = _filters(params, rules)
-        page = browse.list_page(
-            engine=svc.engine,
-            namespace=user.principal.namespace,
-            filters=f,
-            after=after,
-            limit=min(max(limit, 1), MAX_LIMIT),
-        )
-        effects = effects_of(
-            engine=svc.engine,
-            namespace=user.principal.namespace,
-            card_ids=[c.card_id for c in page.cards],
-            rules=rules,
-        )
-        keep = [(k, v) for k, v in params.multi_items() if k != "after" and v]
-        nxt = urlencode([*keep, ("after", page.next_cursor)]) if page.next_cursor else None
-        first = urlencode(keep) if after else None
-        return console.render(
-            request,
-            "cards.html",
-            user,
-            page=page,
-            f=f,
-            statuses=STATUSES,
-            origins=[o.value for o in Origin],
-            sorts=list(SORTS),
-            verdicts=VERDICTS,
-            effects=effects,
-            next_qs=nxt,
-            first_qs=first,
-        )
 
     @r.get("/cards/{card_id}", response_class=HTMLResponse)
     def card(

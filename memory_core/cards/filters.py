@@ -6,32 +6,46 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import String, cast, func
+from sqlalchemy import Float, String, case, cast, func, literal
 from sqlalchemy.sql.elements import ColumnElement
 from sqlmodel import col
 
 from memory_core.effects.cards import verdict_filter
 from memory_core.errors import InvalidInput
 from memory_core.models.card import Card, CardStatus
+from memory_core.models.columns import UTCDateTime
 from memory_core.screen.provenance import Origin
 from memory_core.settings import EffectRules
 
+_NEVER = datetime(1970, 1, 1, tzinfo=UTC)  # a card never used sorts as the oldest use
+_NO_EFFECT = -2.0  # below every difference (-1..+1): a card without both arms sorts last
+_c = Card.__table__.c  # type: ignore[attr-defined]
 SORTS: dict[str, Any] = {
     "updated": Card.updated_at,
     "created": Card.created_at,
     "confidence": Card.confidence,
     "uses": Card.use_count,
+    # distinct runs among the evidence: the support a reader weighs a card by
+    "support": Card.run_count,
+    # keyset pages need a value on every row: coalesced, never NULL
+    "last_used": func.coalesce(_c.last_used_at, literal(_NEVER, UTCDateTime())),
+    "tool": func.coalesce(_c.action_sequence[(0, "tool")].as_string(), ""),
+    # served minus withheld success rate, as the effect column shows it
+    "effect": case(
+        (
+            (_c.served_outcomes > 0) & (_c.withheld_outcomes > 0),
+            cast(_c.served_successes, Float) / _c.served_outcomes
+            - cast(_c.withheld_successes, Float) / _c.withheld_outcomes,
+        ),
+        else_=literal(_NO_EFFECT, Float()),
+    ),
 }
-TIMES = {"updated", "created"}
-ATTR = {
-    "updated": "updated_at",
-    "created": "created_at",
-    "confidence": "confidence",
-    "uses": "use_count",
-}
+TIMES = {"updated", "created", "last_used"}
+TEXTS = {"tool"}
 MAX_LIMIT = 200
 
 

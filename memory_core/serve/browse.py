@@ -19,9 +19,9 @@ from sqlalchemy.engine import Engine
 from sqlmodel import col
 
 from memory_core.cards.filters import (
-    ATTR,
     MAX_LIMIT,
     SORTS,
+    TEXTS,
     TIMES,
     CardFilter,
     card_filters,
@@ -52,6 +52,8 @@ LISTED = (
     col(Card.use_count),
     col(Card.updated_at),
     col(Card.created_at),
+    col(Card.run_count),
+    col(Card.last_used_at),
 )
 
 
@@ -65,6 +67,9 @@ def _decode(cursor: str, sort: str) -> tuple[Any, uuid.UUID]:
         value, cid = orjson.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
         if sort in TIMES:
             value = datetime.fromisoformat(value)
+        elif sort in TEXTS:
+            if not isinstance(value, str):
+                raise ValueError("not a text")
         elif not isinstance(value, (int, float)):
             raise ValueError("not a number")
         return value, uuid.UUID(cid)
@@ -79,13 +84,7 @@ def list_page(
     if not 1 <= limit <= MAX_LIMIT:
         raise InvalidInput(f"limit must be 1..{MAX_LIMIT}", field="limit")
     key = SORTS[filters.sort]
-    harmful: list[uuid.UUID] = []
-    if filters.effect:  # the harms verdict is the namespace's (memory_core.effects.fdr)
-        with engine.connect().execution_options(**READ_ONLY) as conn:
-            harmful = harm_ids(
-                harms_tests(conn, rules=filters.effect_rules, namespaces=[namespace])
-            )
-    where = card_filters(namespace, filters, harm_ids=harmful)
+    where = _where(engine, namespace, filters)
     if after:
         v, cid = _decode(after, filters.sort)
         if filters.descending:
@@ -97,14 +96,35 @@ def list_page(
         if filters.descending
         else (key.asc(), col(Card.card_id).asc())
     )
+    listed = (*LISTED, key.label("sort_key"))
     with read_session(engine) as session:
         rows = list(
-            session.execute(select(*LISTED).where(*where).order_by(*order).limit(limit + 1)).all()
+            session.execute(select(*listed).where(*where).order_by(*order).limit(limit + 1)).all()
         )
     more = len(rows) > limit
     rows = rows[:limit]
-    nxt = _encode(getattr(rows[-1], ATTR[filters.sort]), rows[-1].card_id) if more else None
+    nxt = _encode(rows[-1].sort_key, rows[-1].card_id) if more else None
     return Page(rows, nxt)
+
+
+def _where(engine: Engine, namespace: str, filters: CardFilter) -> list[Any]:
+    """The list's WHERE; the effect filter's harms verdict is the namespace's (effects.fdr)."""
+    harmful: list[uuid.UUID] = []
+    if filters.effect:
+        with engine.connect().execution_options(**READ_ONLY) as conn:
+            harmful = harm_ids(
+                harms_tests(conn, rules=filters.effect_rules, namespaces=[namespace])
+            )
+    return card_filters(namespace, filters, harm_ids=harmful)
+
+
+def count_cards(*, engine: Engine, namespace: str, filters: CardFilter) -> int:
+    """How many cards the filters select (the list's total)."""
+    where = _where(engine, namespace, filters)
+    with read_session(engine) as session:
+        return int(
+            session.execute(select(func.count()).select_from(Card).where(*where)).scalar_one()
+        )
 
 
 def recent_uses(
