@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from memory_api.ui import card_list, cards, curate, datadocs, dead_letters, docs, ops, queries, review
+from memory_api.ui import (
+    card_list,
+    cards,
+    curate,
+    datadocs,
+    dead_letters,
+    docs,
+    ops,
+    queries,
+    review,
+)
 from memory_api.ui.web import HERE, Console
 
 CONSOLE_PATH = "/ui"  # the console's first page (it asks for a key)
