@@ -141,6 +141,8 @@ def run_one(
             "overview": ("GET", "/ui/overview", {}),
             "facts": ("GET", "/ui/facts?q=tool", {}),
             "dead_letters": ("GET", "/ui/dead-letters", {}),
+            "dead_letters_page_2": ("GET", "/ui/dead-letters?page=2", {}),
+            "keys": ("GET", "/ui/keys", {}),
             "trajectory": ("GET", f"/ui/trajectories/{dead}?step=10", {}),
         }
         for name, (method, u, kw) in pages.items():

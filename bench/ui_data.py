@@ -55,7 +55,7 @@ def vary(engine, n: int) -> None:
                     "attempts": 3,
                     "created_at": now,
                 }
-                for i in range(50)
+                for i in range(140)  # the night: 140 parked runs, three pages
             ],
         )
 

@@ -109,7 +109,7 @@ def test_dead_letters_paged_redriven_and_discarded(browser, site) -> None:  # no
     page.get_by_label("Select parked-001").check()
     page.get_by_role("button", name="Redrive selected").click()
     page.wait_for_url("**done=redriven+1**")
-    _shot(page, "dead-letters", keep)
+    _shot(page, "dead-letters-discarded", keep)
     page.get_by_role("link", name="next 50").click()
     assert page.get_by_text("page 2 of 2").is_visible()
     page.get_by_role("button", name="Redrive all 58").click()
