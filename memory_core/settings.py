@@ -54,8 +54,10 @@ class RankingWeights(BaseModel):
     """score weight of recency (1 when just used, halving every half-life)"""
     use_frequency: float = 0.3
     """score weight of uses, against the namespace's most used card"""
-    specificity: float = 0.1
-    """a card testing more of the state than the tool alone ranks above a general one"""
+    specificity: float = 0.5
+    """a card testing more of the state than the tool alone ranks above a general one (at 0.5
+    a card keyed on the call's arguments, 0.25 up, outranks the tool's better-supported general
+    reminders: what recurs for calls like this one before what recurs for the tool)"""
     support: float = 0.3
     """score weight of a card's evidence, against the best-supported card matching the same
     state (a lesson seen more often first, as an error seen more often is likelier again)"""

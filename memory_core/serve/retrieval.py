@@ -63,6 +63,13 @@ class Retrieval:
 TIE = 1e-3  # score resolution of the ranking: recency moves this much in about three hours
 
 
+def warning_scope(compiled: Sequence[CompiledPrecondition]) -> str:
+    """'call' when a card tests the call's arguments or the state beyond the tool's name (a
+    lesson about calls like this one), 'tool' when it names the tool alone: a reminder that
+    comes with every call of the tool, right only as often as the tool fails."""
+    return "tool" if all(c.variables <= {"tool"} for c in compiled) else "call"
+
+
 def score_entry(
     e: Entry, *, now: datetime, max_uses: int, w: RankingWeights, query: frozenset[str] | None
 ) -> Score:

@@ -182,7 +182,11 @@ class CheckActionResult(BaseModel):
 
     tool: str
     warnings: list[dict[str, Any]] = Field(
-        default_factory=list, description="failure modes of the matching cards, best card first"
+        default_factory=list,
+        description=(
+            "failure modes of the matching cards, best card first; scope 'call' for a card"
+            " keyed on this call's arguments or state, 'tool' for one naming the tool alone"
+        ),
     )
     cards: list[CardHit] = []
     query_id: uuid.UUID | None = None

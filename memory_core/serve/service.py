@@ -26,7 +26,7 @@ from memory_core.serve.inline import InlineGate
 from memory_core.serve.keys import KeyRing, Principal
 from memory_core.serve.prompt_block import prompt_block
 from memory_core.serve.reads import ReadOperations
-from memory_core.serve.retrieval import Ranked, public_checks, retrieve
+from memory_core.serve.retrieval import Ranked, public_checks, retrieve, warning_scope
 from memory_core.serve.schemas import (
     CheckActionRequest,
     CheckActionResult,
@@ -256,8 +256,9 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
                 "confidence": h.card.confidence,
                 "mode": fm.get("mode", ""),
                 "handling": fm.get("handling", ""),
+                "scope": warning_scope(hit.match.entry.compiled),
             }
-            for h in cards
+            for hit, h in zip(answer.hits, cards, strict=True)
             for fm in h.card.failure_modes
         ]
         return CheckActionResult(

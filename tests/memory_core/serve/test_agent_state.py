@@ -134,3 +134,38 @@ def test_explain_names_the_variables_no_card_reads(engine) -> None:
     plain = service.query(principal=WHO, request=request.model_copy(update={"explain": False}))
     assert plain.explain is None
     assert unread(["tool"], {"tool"}) == []
+
+
+def test_a_check_names_each_warnings_scope_and_puts_the_calls_own_first(engine) -> None:
+    tool_wide = add_card(
+        engine,
+        namespace="default",
+        scenario="pay fails with a declined card",
+        preconditions=['tool == "pay"'],
+        modes=[{"mode": "card declined", "handling": "ask for another card"}],
+        confidence=0.9,
+        tool="pay",
+    )
+    keyed = add_card(
+        engine,
+        namespace="default",
+        scenario="pay with a voucher fails",
+        preconditions=['tool == "pay"', 'args.method.startsWith("voucher_")'],
+        modes=[{"mode": "voucher cannot be used", "handling": "pay by card"}],
+        confidence=0.6,
+        tool="pay",
+    )
+    service = MemoryService(engine=engine, settings=Settings())
+
+    def check(args: dict[str, Any]) -> list[tuple[str, str, str]]:
+        got = service.check_action(
+            principal=WHO, request=CheckActionRequest(tool="pay", args=args, task_state={})
+        )
+        return [(w["card_id"], w["mode"], w["scope"]) for w in got.warnings]
+
+    # the lesson about calls like this one first, then the tool's reminder, each named
+    assert check({"method": "voucher_77"}) == [
+        (str(keyed.card_id), "voucher cannot be used", "call"),
+        (str(tool_wide.card_id), "card declined", "tool"),
+    ]
+    assert check({"method": "card_12"}) == [(str(tool_wide.card_id), "card declined", "tool")]

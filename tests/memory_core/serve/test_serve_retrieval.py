@@ -81,7 +81,7 @@ def test_ranking_weights_and_text_blend(engine) -> None:
     assert r.matches[0].score.text_similarity == 1.0
 
 
-def test_the_most_specific_lesson_ranks_first_unless_outweighed(engine) -> None:
+def test_the_lesson_keyed_on_the_call_ranks_before_the_tools_general_ones(engine) -> None:
     general = add_card(engine, scenario="general", confidence=0.75, preconditions=['tool == "pay"'])
     specific = add_card(
         engine,
@@ -92,14 +92,14 @@ def test_the_most_specific_lesson_ranks_first_unless_outweighed(engine) -> None:
     strong = add_card(engine, scenario="strong", confidence=0.95, preconditions=['tool == "pay"'])
     snap = load_snapshot(engine=engine, namespace="team-a")
     r = retrieve(snapshot=snap, state={"tool": "pay", "args": {"method": "voucher"}}, now=utcnow())
-    # the lesson on calls like this one beats a general one with a little more support, but
-    # not one with far more
+    # what fails for calls like this one comes before what fails for the tool, even a
+    # general reminder held with far more confidence (it fires on every call of the tool)
     assert [m.entry.card_id for m in r.matches] == [
-        strong.card_id,
         specific.card_id,
+        strong.card_id,
         general.card_id,
     ]
-    assert r.matches[1].score.specificity == 0.5 and r.matches[0].score.specificity == 0.0
+    assert r.matches[0].score.specificity == 0.5 and r.matches[1].score.specificity == 0.0
     r = retrieve(snapshot=snap, state={"tool": "pay", "args": {"method": "card"}}, now=utcnow())
     assert [m.entry.card_id for m in r.matches] == [strong.card_id, general.card_id]
 
