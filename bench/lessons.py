@@ -154,17 +154,27 @@ def summarise(rows: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         }
     w["within_tool_auroc"] = w["hindsight"]["within_tool_auroc"]
     w["within_tool_auroc_ci"] = w["hindsight"]["within_tool_auroc_ci"]
-    precision, noise = ratio(served, "right", "warnings"), ratio(served, "ok_warned", "ok")
-    s_out = {
-        "warnings": sum(r["warnings"] for r in served),
+    s_out: dict[str, Any] = {
         "calls": len(served),
         "calls_that_succeed": sum(r["ok"] for r in served),
-        "precision": None if precision is None else round(precision, 4),
-        "precision_ci": by_task(served, lambda rs: ratio(rs, "right", "warnings")),
-        "noise": None if noise is None else round(noise, 4),
-        "noise_ci": by_task(served, lambda rs: ratio(rs, "ok_warned", "ok")),
+        **_served(served, ""),
+        "tool_reminders": _served(served, "tool_"),
+        "all_warnings": _served(served, "all_"),
     }
     return {"recurring": recurring, "writes": w, "served": s_out}
+
+
+def _served(rows: list[dict[str, Any]], prefix: str) -> dict[str, Any]:
+    """Precision and noise of one kind of served warning (lessons, the tool's reminders, all)."""
+    w, right, warned = f"{prefix}warnings", f"{prefix}right", f"{prefix}ok_warned"
+    precision, noise = ratio(rows, right, w), ratio(rows, warned, "ok")
+    return {
+        "warnings": sum(r[w] for r in rows),
+        "precision": None if precision is None else round(precision, 4),
+        "precision_ci": by_task(rows, lambda rs: ratio(rs, right, w)),
+        "noise": None if noise is None else round(noise, 4),
+        "noise_ci": by_task(rows, lambda rs: ratio(rs, warned, "ok")),
+    }
 
 
 def run(

@@ -51,7 +51,7 @@ def plot(result: dict[str, Any], out: Path) -> None:
         ["precision", "noise"],
         [s["precision"] or 0, s["noise"] or 0],
         [s["precision_ci"], s["noise_ci"]],
-        f"served warnings ({s['warnings']} at {s['calls']} calls)",
+        f"served lessons, scope call ({s['warnings']} at {s['calls']} calls)",
     )
     fig.suptitle(f"Lessons on tasks the memory never saw ({result['protocol']})")
     fig.tight_layout()
@@ -73,11 +73,15 @@ def report(result: dict[str, Any]) -> None:
     for s in SCORERS:
         a, ci = w[s]["within_tool_auroc"], w[s]["within_tool_auroc_ci"]
         print(f"  {s:28} within-tool AUROC {a} {ci}")
-    s = result["served"]
-    print(
-        f"served: {s['warnings']} warnings; precision {s['precision']} {s['precision_ci']}; "
-        f"noise {s['noise']} {s['noise_ci']}"
-    )
+    for name, s in (
+        ("served lessons", result["served"]),
+        ("  tool reminders", result["served"]["tool_reminders"]),
+        ("  all warnings", result["served"]["all_warnings"]),
+    ):
+        print(
+            f"{name}: {s['warnings']} warnings; precision {s['precision']} "
+            f"{s['precision_ci']}; noise {s['noise']} {s['noise_ci']}"
+        )
     for f in result["per_fold"]:
         print(
             f"  fold {f['fold']}: events {f['recurring']['events']} "

@@ -10,7 +10,11 @@ when its named failure happens:
   actions in a run that failed (read from the record to score, never by the memory).
 
 precision = right warnings / warnings served; noise = share of the calls that succeed (no
-error, and not an off-key call of a failed run) at which any warning is served.
+error, and not an off-key call of a failed run) at which any warning is served. The served
+lessons are the warnings of scope `call` (a card keyed on the call's arguments or state, as
+`POST /v1/cards/check` names them); the tool's reminders (scope `tool`: a card naming the tool
+alone, which comes with every call of it) are counted apart (`tool_*`), and both together as
+`all_*`.
 """
 
 from __future__ import annotations
@@ -33,8 +37,15 @@ def served_rows(
     groups: dict[str, str],
 ) -> list[dict[str, Any]]:
     """One row per test call: warnings served, how many were right, whether the call succeeded."""
+    from memory_core.preconditions import compile_stored
     from memory_core.replay import card_warns, ranked_cards
+    from memory_core.serve.retrieval import warning_scope
     from memory_core.task_state import error_code, error_signature, states_before_calls
+
+    scopes = {
+        cid: warning_scope([compile_stored(p, on_use=True) for p in c.preconditions])
+        for cid, c in cards.items()
+    }
 
     rows: list[dict[str, Any]] = []
     for t in tested:
@@ -53,21 +64,22 @@ def served_rows(
             served = ranked_cards(
                 snapshot=snapshot, cards=cards, state=state, top_k=TOP, now=now, pre_call_only=True
             )
-            warnings = [c for c, _ in served if c.failure_modes]
-            right = 0
-            for c in warnings:
-                if c.provenance.get("pattern") in ERRORLESS:
-                    right += wrong_call
-                else:
-                    right += any(card_warns(c, signature=s, code=k) for s, k in sigs)
+            row: dict[str, Any] = {"group": groups.get(t.key, t.key)}
             ok = not call.error and not wrong_call
-            rows.append(
-                {
-                    "group": groups.get(t.key, t.key),
-                    "warnings": len(warnings),
-                    "right": right,
-                    "ok": int(ok),
-                    "ok_warned": int(ok and bool(warnings)),
-                }
-            )
+            row["ok"] = int(ok)
+            for scope, prefix in (("call", ""), ("tool", "tool_")):
+                warnings = [c for c, _ in served if c.failure_modes and scopes[c.card_id] == scope]
+                right = 0
+                for c in warnings:
+                    if c.provenance.get("pattern") in ERRORLESS:
+                        right += wrong_call
+                    else:
+                        right += any(card_warns(c, signature=s, code=k) for s, k in sigs)
+                row[f"{prefix}warnings"] = len(warnings)
+                row[f"{prefix}right"] = right
+                row[f"{prefix}ok_warned"] = int(ok and bool(warnings))
+            row["all_warnings"] = row["warnings"] + row["tool_warnings"]
+            row["all_right"] = row["right"] + row["tool_right"]
+            row["all_ok_warned"] = int(ok and bool(row["all_warnings"]))
+            rows.append(row)
     return rows

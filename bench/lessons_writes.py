@@ -249,11 +249,6 @@ def card_usefulness(engine: Any, namespace: str) -> dict[str, Any]:
             .join(Trajectory, col(Trajectory.id) == col(CardEvidence.trajectory_id))
             .where(col(Card.namespace) == namespace, col(Card.status) == "active")
         ).all()
-    outcomes: dict[uuid.UUID, set[str]] = defaultdict(set)
-    patterns: dict[uuid.UUID, str] = {}
-    for cid, prov, outcome in rows:
-        outcomes[cid].add(outcome)
-        patterns[cid] = str((prov or {}).get("pattern", ""))
         # what the LLM contrast's grounding let through, kept back or rejected (every status)
         contrast = s.execute(
             select(col(Card.status), func.count())
@@ -263,6 +258,11 @@ def card_usefulness(engine: Any, namespace: str) -> dict[str, Any]:
             )
             .group_by(col(Card.status))
         ).all()
+    outcomes: dict[uuid.UUID, set[str]] = defaultdict(set)
+    patterns: dict[uuid.UUID, str] = {}
+    for cid, prov, outcome in rows:
+        outcomes[cid].add(outcome)
+        patterns[cid] = str((prov or {}).get("pattern", ""))
     n = len(outcomes)
     by_pattern: dict[str, int] = defaultdict(int)
     for p in patterns.values():
