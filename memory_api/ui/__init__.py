@@ -11,6 +11,7 @@ from memory_api.ui import (
     datadocs,
     dead_letters,
     docs,
+    namespace_page,
     ops,
     queries,
     review,
@@ -29,6 +30,16 @@ def mount_console(app: FastAPI, service: object) -> None:
     assert isinstance(service, MemoryService)
     console = Console(service)
     app.mount("/ui/static", StaticFiles(directory=str(HERE / "static")), name="ui-static")
-    for module in (cards, card_list, review, ops, curate, dead_letters, queries, datadocs):
+    for module in (
+        cards,
+        card_list,
+        review,
+        ops,
+        curate,
+        dead_letters,
+        queries,
+        datadocs,
+        namespace_page,
+    ):
         app.include_router(module.router(console))
     docs.install(app)

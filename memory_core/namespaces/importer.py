@@ -20,7 +20,7 @@ from sqlalchemy.exc import IntegrityError
 from memory_core.errors import InvalidInput
 from memory_core.namespaces.lines import FORMAT, IDS, MODELS, UPGRADES, VERSION, decode, table_of
 
-_BATCH = 1000
+_BATCH = 2000
 _NAMESPACED = ("trajectory", "card")  # record types with a namespace column
 
 

@@ -80,6 +80,10 @@ def _typed(kind: type, what: str) -> Callable[[Any], Any]:
     return convert
 
 
+def _as_is(v: Any) -> Any:
+    return v
+
+
 def _uuid(v: Any) -> uuid.UUID:
     return uuid.UUID(str(v))
 
@@ -125,7 +129,7 @@ def _converter(col: Any) -> Callable[[Any], Any]:
 
         return text
     if isinstance(t, JSON):
-        return lambda v: v
+        return _as_is
     raise TypeError(f"no reader for column {col.name} of type {t!r}")
 
 
@@ -144,6 +148,7 @@ def _columns(kind: str) -> list[_Column]:
 
 
 COLUMNS: dict[str, list[_Column]] = {kind: _columns(kind) for kind in MODELS}
+NAMES: dict[str, frozenset[str]] = {k: frozenset(c.name for c in cs) for k, cs in COLUMNS.items()}
 # table name -> its JSON columns
 JSON_COLUMNS: dict[str, frozenset[str]] = {
     table_of(k).name: frozenset(c.name for c in table_of(k).c if isinstance(c.type, JSON))
@@ -167,8 +172,8 @@ def decode(kind: str, row: Any, *, line: int, schema: str | None) -> dict[str, A
     if not isinstance(row, dict):
         raise InvalidInput(f"line {line}: the {kind}'s row is not an object", field="row")
     known = COLUMNS[kind]
-    unknown = set(row) - {c.name for c in known}
-    if unknown:
+    if not row.keys() <= NAMES[kind]:
+        unknown = row.keys() - NAMES[kind]
         raise InvalidInput(
             f"line {line}: {kind} has columns this schema does not know: "
             f"{', '.join(sorted(unknown))} (the file's schema is {schema}; upgrade Hindsight "
@@ -187,6 +192,9 @@ def decode(kind: str, row: Any, *, line: int, schema: str | None) -> dict[str, A
             if not c.nullable:
                 raise InvalidInput(f"line {line}: {kind}.{c.name} is null", field=c.name)
             out[c.name] = None
+            continue
+        if c.convert is _as_is:
+            out[c.name] = v
             continue
         try:
             out[c.name] = c.convert(v)
