@@ -8,9 +8,9 @@ from flows.naming import run_name, thread_runner
 from flows.params import DecayFlowParams
 from memory_core.decay import DecayParams, DecayReport
 from memory_core.leases import card_namespaces as namespaces_with_cards
-from memory_core.leases import each_leased
 from memory_core.settings import Settings
 from tasks.decay import decay_task
+from tasks.plain_night import decay_all
 from tasks.runtime import engine_for
 
 
@@ -26,23 +26,10 @@ def card_namespaces(settings: Settings) -> list[str]:
 
 
 def run_decay(params: DecayFlowParams, settings: Settings) -> DecayReport:
-    """Decay each namespace whose lease this worker gets: several workers running this at
-    once split the namespaces (memory_core.leases); a dry run plans all of them in one pass."""
+    """Decay each namespace whose lease this worker gets, a task each: several workers running
+    this at once split the namespaces (memory_core.leases); a dry run plans all in one pass."""
     rules = decay_params(params, settings)
-    if params.dry_run:
-        return decay_task(rules, params.namespace, settings)
-    names = [params.namespace] if params.namespace else card_namespaces(settings)
-    total = DecayReport()
-
-    def one(ns: str) -> None:
-        part = decay_task(rules, ns, settings)
-        part.ran = {ns: part.total}
-        total.add(part)
-
-    _, total.elsewhere = each_leased(
-        engine=engine_for(settings), stage="decay", namespaces=names, run=one
-    )
-    return total
+    return decay_all(rules, params.namespace, settings, lambda ns: decay_task(rules, ns, settings))
 
 
 @flow(

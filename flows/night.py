@@ -12,7 +12,7 @@ from flows.params import ConsolidateParams, DecayFlowParams, NightlyParams, Retr
 from flows.stages import Log, count_dead_letters, stage
 from flows.summary import NightlySummary, RunOutcome
 from memory_core.consolidate.summary import ConsolidateSummary
-from memory_core.decay import DecayReport
+from memory_core.decay import DecayParams, DecayReport
 from memory_core.facts.stage import FactsReport
 from memory_core.ingest.store import IngestReport
 from memory_core.retrospect.summary import RetrospectSummary
@@ -102,7 +102,7 @@ def plain_steps(log: Log) -> NightSteps:
     from tasks.plain import validate_run
     from tasks.plain_night import (
         consolidate_all,
-        decay_all,
+        consolidate_here,
         facts_run,
         gate_run,
         ingest_run,
@@ -119,8 +119,17 @@ def plain_steps(log: Log) -> NightSteps:
         ),
         facts=lambda ns, s: facts_run(ns, s, log, run_id=run_id),
         validate=lambda ns, s: validate_run(ns, s, log),
-        consolidate=lambda p, s: consolidate_all(p.namespace, p.dry_run, s, log),
+        consolidate=lambda p, s: consolidate_all(
+            p.namespace, p.dry_run, s, consolidate_here(p.dry_run, s, log)
+        ),
         gate=lambda ns, s: gate_run(ns, s, log),
-        decay=lambda p, s: decay_all(decay_params(p, s), p.namespace, s, log),
+        decay=lambda p, s: _decay(decay_params(p, s), p.namespace, s, log),
         redrive=lambda _s, _o: None,  # a retry is a Prefect run's; here, a new night
     )
+
+
+def _decay(params: DecayParams, namespace: str | None, settings: Settings, log: Log) -> DecayReport:
+    from tasks.plain import decay_run
+    from tasks.plain_night import decay_all
+
+    return decay_all(params, namespace, settings, lambda ns: decay_run(params, ns, settings, log))

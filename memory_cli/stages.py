@@ -114,9 +114,13 @@ def consolidate(
     """The consolidate stage over one namespace or all with active cards; here, on_progress
     hears (the namespace and its step, steps done, steps in all over the namespaces)."""
     if in_process(settings):
-        from tasks.plain_night import consolidate_all
+        from tasks.plain_night import consolidate_all, consolidate_here
 
-        return consolidate_all(namespace, dry_run, settings, stage_log(), on_progress=on_progress)
+        part = consolidate_here(dry_run, settings, stage_log(), on_progress)
+        total = consolidate_all(namespace, dry_run, settings, part)
+        if on_progress is not None and not total.ran and not total.elsewhere:
+            on_progress("no namespace with active cards", 0, 0)
+        return total
     with as_flow_run(settings):
         from flows.consolidate import consolidate as consolidate_flow
         from flows.params import ConsolidateParams
@@ -136,10 +140,17 @@ def decay(
     its steps."""
     if in_process(settings):
         from memory_core.decay import DecayParams
+        from tasks.plain import decay_run
         from tasks.plain_night import decay_all
 
         params = DecayParams(**settings.decay.model_dump(), dry_run=dry_run, now=now)
-        return decay_all(params, namespace, settings, stage_log(), on_progress=on_progress)
+        log = stage_log()
+        return decay_all(
+            params,
+            namespace,
+            settings,
+            lambda ns: decay_run(params, ns, settings, log, on_progress=on_progress),
+        )
     with as_flow_run(settings):
         from flows.decay import decay as decay_flow
         from flows.params import DecayFlowParams

@@ -5,6 +5,7 @@ Nothing here imports Prefect."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from memory_core.backtest.stage import GateReport
 from memory_core.consolidate.summary import ConsolidateSummary
@@ -14,7 +15,7 @@ from memory_core.ingest.store import IngestReport
 from memory_core.leases import card_namespaces, each_leased
 from memory_core.retrospect.summary import RetrospectSummary
 from memory_core.settings import Settings
-from tasks.plain import Log, Progress, decay_run, retrospect_rule_batch
+from tasks.plain import Log, Progress, retrospect_rule_batch
 from tasks.plain_consolidate import consolidate_run
 from tasks.runtime import engine_for
 
@@ -161,66 +162,73 @@ def retrospect_rules(
     return totals
 
 
+# What one namespace's part of a stage is: the plain body here, the Prefect task in a flow.
+# A consolidate part hears (namespace, its place, how many) for the progress it reports, and
+# answers its summary or why it failed (that namespace only: the others still run).
+ConsolidatePart = Callable[[str, int, int], "ConsolidateSummary | str"]
+DecayPart = Callable[[str | None], DecayReport]
+
+
 def consolidate_all(
-    namespace: str | None,
-    dry_run: bool,
-    settings: Settings,
-    log: Log = _log,
-    *,
-    on_progress: Progress | None = None,
+    namespace: str | None, dry_run: bool, settings: Settings, part: ConsolidatePart
 ) -> ConsolidateSummary:
-    """Consolidate one namespace or every one with active cards; on_progress hears (the
-    namespace and its step, steps done, steps in all over the namespaces)."""
+    """Consolidate one namespace or every one with active cards, each under its lease (a
+    namespace another run holds is theirs to finish, named in `elsewhere`; a plan writes
+    nothing and takes none): the flow's tasks and the in-process bodies alike."""
     from memory_core.consolidate.stage import live_namespaces
 
     engine = engine_for(settings)
     names = [namespace] if namespace else live_namespaces(engine=engine)
     total = ConsolidateSummary(dry_run=dry_run)
-    if on_progress is not None and not names:
-        on_progress("no namespace with active cards", 0, 0)
     counter = iter(range(len(names)))
 
     def one(ns: str) -> None:
-        i = next(counter)
+        got = part(ns, next(counter), len(names))
+        if isinstance(got, str):
+            total.failures.append(f"consolidate {ns}: {got}")
+            return
+        got.ran = {ns: got.merges + got.facts_superseded}
+        total.add(got)
 
-        def step(what: str, done: int, steps: int) -> None:
-            if on_progress is not None:
-                where = f"{ns!r} ({i + 1} of {len(names)} namespaces)"
-                on_progress(f"{where}: {what}", i * steps + done, len(names) * steps)
-
-        part = consolidate_run(ns, dry_run, settings, log, on_progress=step)
-        part.ran = {ns: part.merges + part.facts_superseded}
-        total.add(part)
-
-    if dry_run:  # a plan writes nothing: no lease needed
+    if dry_run:
         for ns in names:
             one(ns)
         return total
-    # as the flow does: a namespace another run (a worker, another command) holds is
-    # theirs to finish, named in `elsewhere`, never worked twice at once
     _, total.elsewhere = each_leased(engine=engine, stage="consolidate", namespaces=names, run=one)
     return total
 
 
+def consolidate_here(
+    dry_run: bool, settings: Settings, log: Log = _log, on_progress: Progress | None = None
+) -> ConsolidatePart:
+    """The part that consolidates a namespace in this process; on_progress hears (the
+    namespace and its step, steps done, steps in all over the namespaces)."""
+
+    def part(ns: str, i: int, count: int) -> ConsolidateSummary:
+        def step(what: str, done: int, steps: int) -> None:
+            if on_progress is not None:
+                where = f"{ns!r} ({i + 1} of {count} namespaces)"
+                on_progress(f"{where}: {what}", i * steps + done, count * steps)
+
+        return consolidate_run(ns, dry_run, settings, log, on_progress=step)
+
+    return part
+
+
 def decay_all(
-    params: DecayParams,
-    namespace: str | None,
-    settings: Settings,
-    log: Log = _log,
-    *,
-    on_progress: Progress | None = None,
+    params: DecayParams, namespace: str | None, settings: Settings, part: DecayPart
 ) -> DecayReport:
     """Decay one namespace or every one holding cards, each under its lease (a dry run plans
-    them all in one pass)."""
+    them all in one pass): the flow's tasks and the in-process bodies alike."""
     if params.dry_run:
-        return decay_run(params, namespace, settings, log, on_progress=on_progress)
+        return part(namespace)
     engine = engine_for(settings)
     total = DecayReport()
 
     def one(ns: str) -> None:
-        part = decay_run(params, ns, settings, log, on_progress=on_progress)
-        part.ran = {ns: part.total}
-        total.add(part)
+        got = part(ns)
+        got.ran = {ns: got.total}
+        total.add(got)
 
     names = [namespace] if namespace else card_namespaces(engine=engine)
     _, total.elsewhere = each_leased(engine=engine, stage="decay", namespaces=names, run=one)
