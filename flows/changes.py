@@ -1,9 +1,11 @@
 """The night's changes report: a markdown artifact listing each card the night created,
-merged (into what), superseded, archived, restored or sent to review, with why, each linked
-to its page in the console (`hindsight changes --since` prints the same rows)."""
+merged (into what), superseded, archived, restored or sent to review, with why and its
+evidence count, each linked to its page in the console when its address is configured
+(`hindsight changes --since` prints the same rows)."""
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 from datetime import datetime
 
@@ -20,21 +22,27 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")[:160]
 
 
-def changes_text(changes: list[Change], console: str, shown: int = 500) -> str:
-    """The changes as a markdown table, cards linked to the console (`console`: its base)."""
+def _card(card_id: uuid.UUID, console: str | None) -> str:
+    short = str(card_id)[:8]
+    return f"[{short}]({console}/ui/cards/{card_id})" if console else f"`{short}`"
+
+
+def changes_text(changes: list[Change], console: str | None, shown: int = 500) -> str:
+    """The changes as a markdown table; with `console` (its base address) each card links to
+    its page there."""
     if not changes:
         return "**No card changed tonight.**"
     counts = ", ".join(f"{n} {what}" for what, n in Counter(c.what for c in changes).most_common())
     lines = [
         f"**{len(changes)} changes tonight**: {counts}.",
         "",
-        "| card | what | into | by | why | scenario |",
-        "|---|---|---|---|---|---|",
+        "| card | what | into | evidence | by | why | scenario |",
+        "|---|---|---|---|---|---|---|",
     ]
     for c in changes[:shown]:
-        into = f"[{str(c.into)[:8]}]({console}/ui/cards/{c.into})" if c.into else ""
+        into = _card(c.into, console) if c.into else ""
         lines.append(
-            f"| [{str(c.card_id)[:8]}]({console}/ui/cards/{c.card_id}) | {c.what} | {into} "
+            f"| {_card(c.card_id, console)} | {c.what} | {into} | {c.evidence} "
             f"| {_cell(c.actor)} | {_cell(c.reason)} | {_cell(c.scenario)} |"
         )
     if len(changes) > shown:
@@ -45,11 +53,15 @@ def changes_text(changes: list[Change], console: str, shown: int = 500) -> str:
 def publish_changes(settings: Settings, since: datetime) -> int:
     """The markdown artifact of every change since the night began; how many changes."""
     found = changes_since(engine=engine_for(settings), since=since)
-    console = f"http://{settings.serve.host}:{settings.serve.port}"
+    console = settings.serve.console_url.rstrip("/") if settings.serve.console_url else None
+    page = (
+        f"the console's [Changes page]({console}/ui/changes?since={since.isoformat()})"
+        if console
+        else "the console's Changes page (set HINDSIGHT_SERVE__CONSOLE_URL to link it here)"
+    )
     create_markdown_artifact(
         changes_text(found, console)
-        + f"\n\nThe same list: `hindsight changes --since {since.isoformat()}`, or the "
-        f"console's [Changes page]({console}/ui/changes?since={since.isoformat()}).",
+        + f"\n\nThe same list: `hindsight changes --since {since.isoformat()}`, or {page}.",
         key=CHANGES_KEY,
         description="What changed in the cards tonight, and why",
     )

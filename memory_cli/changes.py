@@ -41,6 +41,7 @@ def changes(
                         "into": str(c.into) if c.into else None,
                         "actor": c.actor,
                         "reason": c.reason,
+                        "evidence": c.evidence,
                     }
                     for c in rows
                 ]
@@ -50,13 +51,14 @@ def changes(
         summary = ", ".join(f"{n} {what}" for what, n in counts.most_common()) or "nothing"
         table(
             f"changes since {when:%Y-%m-%d %H:%M} UTC: {summary}",
-            ["when", "card", "what", "into", "by", "reason", "scenario"],
+            ["when", "card", "what", "into", "evidence", "by", "reason", "scenario"],
             [
                 [
                     f"{c.at:%m-%d %H:%M}",
                     str(c.card_id)[:8],
                     c.what,
                     str(c.into)[:8] if c.into else "",
+                    str(c.evidence),
                     c.actor,
                     c.reason[:120],
                     c.scenario[:60],

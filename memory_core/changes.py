@@ -1,5 +1,6 @@
 """What changed in the cards since a time: each card created, merged (into what), superseded,
-archived, restored, sent to review or rejected, by whom and why.
+archived, restored, sent to review or rejected, by whom and why, with the card's evidence
+count (how many evidence rows it rests on now).
 
 Read from the cards' version history (every writer records actor and reason there). The
 validation stage moves a passing draft to active or review without a version of its own: that
@@ -34,6 +35,7 @@ class Change:
     actor: str
     reason: str
     into: uuid.UUID | None = None  # merged into / superseded by
+    evidence: int = 0  # the card's evidence rows now (what the decision rests on)
 
 
 def _what(version: int, snapshot: dict[str, Any], reason: str) -> tuple[str, uuid.UUID | None]:
@@ -65,7 +67,7 @@ def changes_since(
     """Every change since `since` (UTC), oldest first, at most `limit`."""
     with Session(engine) as session:
         q = (
-            select(CardVersion, col(Card.namespace), col(Card.scenario))
+            select(CardVersion, col(Card.namespace), col(Card.scenario), col(Card.evidence_count))
             .join(Card, col(Card.card_id) == col(CardVersion.card_id))
             .where(col(CardVersion.created_at) >= since)
         )
@@ -73,11 +75,13 @@ def changes_since(
             q = q.where(col(Card.namespace) == namespace)
         rows = session.execute(q.order_by(col(CardVersion.created_at)).limit(limit)).all()
         out = []
-        for v, ns, scenario in rows:
+        for v, ns, scenario, evidence in rows:
             what, into = _what(v.version, v.snapshot or {}, v.reason)
             # redacted: the report becomes a Prefect artifact, a console page and CLI output
             text, why = redact(scenario), redact(v.reason)
-            out.append(Change(v.created_at, v.card_id, ns, text, what, v.actor, why, into))
+            out.append(
+                Change(v.created_at, v.card_id, ns, text, what, v.actor, why, into, evidence)
+            )
         out += _validated(session, since, namespace, limit)
     out.sort(key=lambda c: (c.at, str(c.card_id)))
     return out[:limit]
@@ -123,7 +127,14 @@ def _validated(
         what = "activated" if active else "sent to review"
         out.append(
             Change(
-                c.updated_at, c.card_id, c.namespace, redact(c.scenario), what, "validator", reason
+                c.updated_at,
+                c.card_id,
+                c.namespace,
+                redact(c.scenario),
+                what,
+                "validator",
+                reason,
+                evidence=c.evidence_count,
             )
         )
     return out

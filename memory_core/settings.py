@@ -115,6 +115,9 @@ class ServeSettings(BaseModel):
     prefect_ui_url: str | None = None
     """the Prefect UI's address as the console's users reach it (e.g. http://127.0.0.1:4200):
     each dead letter then links to the flow run that parked it (None: no links)"""
+    console_url: str | None = None
+    """the console's address as operators reach it (e.g. http://127.0.0.1:8765): the night's
+    changes report in Prefect links each card to its page there (None: no links)"""
 
 
 class DecayTier(BaseModel):

@@ -5,16 +5,17 @@ happened to it (created, activated, sent to review, merged into what...) and why
 from __future__ import annotations
 
 import json
+import uuid
 from datetime import timedelta
 
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
 
-from flows.changes import CHANGES_KEY
+from flows.changes import CHANGES_KEY, changes_text
 from flows.nightly import nightly
 from flows.params import NightlyParams
 from memory_api.app import create_app
-from memory_core.changes import changes_since
+from memory_core.changes import Change, changes_since
 from memory_core.models.columns import utcnow
 from memory_core.serve.keys import create_key
 from memory_core.serve.service import MemoryService
@@ -33,7 +34,13 @@ def _artifact(flow_run_id) -> str:
     return str(md.data)
 
 
-def test_a_night_lists_what_changed_and_why(flow_env, settings, engine, env_for) -> None:
+CONSOLE = "http://console.example.test:8765"
+
+
+def test_a_night_lists_what_changed_and_why(
+    flow_env, settings, engine, env_for, monkeypatch
+) -> None:
+    monkeypatch.setenv("HINDSIGHT_SERVE__CONSOLE_URL", CONSOLE + "/")
     before = utcnow() - timedelta(seconds=1)
     state = nightly(NightlyParams(input=[str(REPO / "examples")]), return_state=True)
     assert state.is_completed(), state.message
@@ -51,7 +58,9 @@ def test_a_night_lists_what_changed_and_why(flow_env, settings, engine, env_for)
     text = _artifact(state.state_details.flow_run_id)
     assert f"**{len(changes)} changes tonight**" in text
     for c in changes[:5]:
-        assert f"/ui/cards/{c.card_id}" in text
+        assert f"]({CONSOLE}/ui/cards/{c.card_id}) | {c.what} |" in text
+        assert c.evidence >= 1 and f"| {c.evidence} | {c.actor} |" in text
+    assert f"[Changes page]({CONSOLE}/ui/changes?since=" in text
     # the CLI prints the same rows
     listed = json.loads(
         hindsight(env_for, "changes", "--since", before.isoformat(), "-f", "json").stdout
@@ -59,6 +68,7 @@ def test_a_night_lists_what_changed_and_why(flow_env, settings, engine, env_for)
     assert [(x["card_id"], x["what"]) for x in listed] == [
         (str(c.card_id), c.what) for c in changes
     ]
+    assert [x["evidence"] for x in listed] == [c.evidence for c in changes]
     table = hindsight(env_for, "changes", "--since", before.isoformat()).stdout
     assert f"{len([c for c in changes if c.what == 'created'])} created" in table
     # and the console's page, for the namespace of the key
@@ -74,3 +84,14 @@ def test_a_night_lists_what_changed_and_why(flow_env, settings, engine, env_for)
 def test_changes_refuses_a_bad_date(env_for) -> None:
     proc = hindsight(env_for, "changes", "--since", "yesterday-ish", check=False)
     assert proc.returncode == 2 and "not an ISO date" in proc.stderr
+
+
+def test_without_a_console_address_the_report_names_cards_without_links() -> None:
+    c = Change(
+        utcnow(), uuid.uuid4(), "ns", "a scenario", "merged", "consolidator", "near", None, 3
+    )
+    into = Change(utcnow(), uuid.uuid4(), "ns", "s", "merged", "consolidator", "why", c.card_id, 4)
+    text = changes_text([c, into], None)
+    assert "](" not in text and "/ui/cards/" not in text
+    assert f"| `{str(c.card_id)[:8]}` | merged |  | 3 | consolidator |" in text
+    assert f"| merged | `{str(c.card_id)[:8]}` | 4 |" in text
