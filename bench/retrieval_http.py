@@ -36,11 +36,11 @@ def _uses_written(url: str) -> int:
     return int(httpx.get(f"{url}/readyz", timeout=30).json()["uses_written"])
 
 
-def _wrk_script(path: Path, key: str, states: list[dict]) -> None:
+def _wrk_script(path: Path, key: str, bodies: list[dict]) -> None:
     """A wrk script cycling through the query bodies; prints the summary as one JSON line."""
-    bodies = ",\n".join(f"[==[{json.dumps({'task_state': s})}]==]" for s in states)
+    quoted = ",\n".join(f"[==[{json.dumps(b)}]==]" for b in bodies)
     path.write_text(
-        f"local bodies = {{\n{bodies}\n}}\n"
+        f"local bodies = {{\n{quoted}\n}}\n"
         "local reqs, i = {}, 0\n"
         "init = function(args)\n"
         "  local h = {['Authorization'] = 'Bearer " + key + "',\n"
@@ -195,7 +195,7 @@ def over_http(
     url = f"http://127.0.0.1:{port}"
     states = query_states(5000, n)
     script = tmp / "query.lua"
-    _wrk_script(script, key, states)
+    _wrk_script(script, key, [{"task_state": s} for s in states])
     out_runs = []
     try:
         wait_healthy(url)
