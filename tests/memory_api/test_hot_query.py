@@ -1,7 +1,8 @@
 """The hot route's framework-free path (memory_api/hot_query.py) on a real uvicorn server: a
 warm plain query is answered by it with the route's own answer, counted under the route in
-the metrics, and every request it must not take (no key, a bad key, a bad body, explain, a
-prompt, a body the limit refuses) is answered by the route exactly as before."""
+the metrics; an explained or prompted query runs in a worker thread with the route's answer;
+and every request it must not take (no key, a bad key, a bad body, a body the limit refuses)
+is answered by the route exactly as before."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 
 from memory_api.app import create_app
 from memory_api.hot_query import HotQuery
+from memory_core.serve.schemas import QueryRequest
 from memory_core.serve.service import MemoryService
 from tests.helpers.serve import LiveServer, add_card, keys_for
 
@@ -138,6 +140,45 @@ def test_requests_the_hot_path_must_not_take_get_the_routes_answers(served) -> N
     assert explained.status_code == 200 and explained.json()["explain"] is not None
     assert prompted.status_code == 200 and prompted.json()["prompt"]
     assert json.loads(explained.content)["cards"]
+
+
+MOVING = {"score", "use_count", "last_used_at"}  # the clock and the warm-up's uses move them
+
+
+def _without_moving(value):
+    """The answer without what moves between two asks of the same query."""
+    if isinstance(value, dict):
+        return {k: _without_moving(v) for k, v in value.items() if k not in MOVING}
+    if isinstance(value, list):
+        return [_without_moving(v) for v in value]
+    return value
+
+
+def test_explained_and_prompted_queries_run_in_a_thread_with_the_routes_answer(served) -> None:
+    server, app, keys, svc = served
+    auth = {"Authorization": f"Bearer {keys['read']}"}
+    bodies = [
+        {"task_state": STATE, "explain": True, "record_use": False},
+        {"task_state": {"tool": "other"}, "explain": True, "record_use": False},
+        {"task_state": STATE, "prompt_tokens": 100, "record_use": False},
+    ]
+    with httpx.Client(base_url=server.url, headers=auth) as c:
+        _warm(c, svc, keys["read"])
+        layer = _hot(app)
+        before, on_loop = layer.threaded, layer.answered
+        answers = [c.post("/v1/cards/query", json=b) for b in bodies]
+        recorded = c.post("/v1/cards/query", json={"task_state": STATE, "explain": True})
+    assert layer.threaded == before + 4 and layer.answered == on_loop
+    principal = svc.authenticate(keys["read"])
+    for body, r in zip(bodies, answers, strict=True):
+        assert r.status_code == 200 and r.headers["content-type"] == "application/json"
+        expected = svc.query(principal=principal, request=QueryRequest.model_validate(body))
+        got, want = _without_moving(r.json()), _without_moving(expected.model_dump(mode="json"))
+        assert got == want
+    assert answers[0].json()["explain"]["candidates"] == 3 and answers[0].json()["cards"]
+    assert not answers[1].json()["cards"] and answers[1].json()["explain"]["near_misses"]
+    assert answers[2].json()["prompt"]
+    assert recorded.json()["query_id"] and all(h["use_id"] for h in recorded.json()["cards"])
 
 
 def test_the_hot_path_is_the_outermost_layer_and_keeps_the_outer_layers_rules(served) -> None:
