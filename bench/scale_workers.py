@@ -1,0 +1,137 @@
+"""Memory per uvicorn worker: `hindsight serve --workers N` on one SQLite database of 5,000 and
+100,000 cards (bench/scale_data), each worker warmed by queries until it holds the namespace's
+snapshot; the RSS and PSS (proportional: a page shared by k processes counts 1/k in each) of
+the whole server, from /proc, and what each worker added.
+
+    python -m bench.scale_workers [--sizes 5000 100000] [--workers 1 2 4]
+
+With one worker the server is one process; with N > 1, uvicorn's supervisor and N spawned
+workers. Writes bench/results/scale_workers.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.retrieval_http import _wrk_run, _wrk_script, wait_healthy
+from bench.scale_data import seed
+from bench.scale_http import mix
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _kb(path: Path, field: str) -> int:
+    """One `Field:  N kB` line of a /proc status or smaps_rollup file."""
+    for line in path.read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def tree(pid: int) -> list[int]:
+    """A process and its descendants, from /proc/*/stat (no psutil needed)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:  # ended meanwhile
+                continue
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += [c for c, parent in parents.items() if parent == p]
+    return out
+
+
+def memory_mb(pid: int) -> dict[str, float]:
+    """RSS and PSS of a process tree, MB, and how many processes it has."""
+    pids = tree(pid)
+    rss = sum(_kb(Path(f"/proc/{p}/status"), "VmRSS") for p in pids)
+    pss = sum(_kb(Path(f"/proc/{p}/smaps_rollup"), "Pss") for p in pids)
+    return {"rss_mb": round(rss / 1024, 1), "pss_mb": round(pss / 1024, 1), "processes": len(pids)}
+
+
+def one(data: Path, key: str, script: Path, workers: int, seconds: float) -> dict:
+    """The server with `workers` workers, warmed under wrk until its memory settles."""
+    port = 18600 + random.randrange(90)
+    env = {"HINDSIGHT_DATA_DIR": str(data), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)}
+    cmd = [str(Path(sys.executable).parent / "hindsight"), "serve", "--port", str(port)]
+    proc = subprocess.Popen([*cmd, "--workers", str(workers)], env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url)
+        runs = []
+        for _ in range(6):  # every worker takes connections, loads its snapshot, settles
+            r = _wrk_run(url, script, seconds, 16)
+            runs.append({**memory_mb(proc.pid), "req_per_s": r["req_per_s"]})
+            if len(runs) > 2 and abs(runs[-1]["rss_mb"] - runs[-2]["rss_mb"]) < 10:
+                break
+        time.sleep(1)
+        return {"workers": workers, **memory_mb(proc.pid), "warm_runs": runs}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+def main() -> None:
+    """Each size, each worker count; write the JSON."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", type=int, nargs="+", default=[5000, 100_000])
+    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
+    ap.add_argument("--seconds", type=float, default=5.0)
+    args = ap.parse_args()
+    from memory_core import db
+    from memory_core.serve.keys import create_key
+    from memory_core.settings import Settings
+
+    result: dict = {"load_before": " ".join(f"{x:.2f}" for x in os.getloadavg()), "sizes": []}
+    for n in args.sizes:
+        data = Path(tempfile.mkdtemp(prefix="hs-workers-"))
+        settings = Settings(data_dir=data)
+        db.upgrade(settings)
+        engine = db.make_engine(settings)
+        seed(engine, n)
+        key = create_key(engine=engine, namespace="bench", scopes=["read"])[1]
+        engine.dispose()
+        script = data / "mix.lua"
+        _wrk_script(script, key, mix(2000))
+        by = [one(data, key, script, w, args.seconds) for w in args.workers]
+        for b in by:
+            print(json.dumps({"cards": n, **{k: v for k, v in b.items() if k != "warm_runs"}}))
+        first = by[0]
+        added = [
+            round((b["rss_mb"] - first["rss_mb"]) / (b["workers"] - first["workers"]), 1)
+            for b in by[1:]
+        ]
+        added_pss = [
+            round((b["pss_mb"] - first["pss_mb"]) / (b["workers"] - first["workers"]), 1)
+            for b in by[1:]
+        ]
+        result["sizes"].append(
+            {
+                "cards": n,
+                "by_workers": by,
+                "rss_added_per_worker_mb": added,
+                "pss_added_per_worker_mb": added_pss,
+            }
+        )
+        print(json.dumps({"cards": n, "rss_added_per_worker_mb": added}), flush=True)
+    result["load_after"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    path = REPO / "bench" / "results" / "scale_workers.json"
+    path.write_text(json.dumps(result, indent=1))
+    print(f"wrote {path}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
