@@ -58,11 +58,12 @@ def keys_list(
             ",".join(k.scopes),
             k.name,
             k.created_at.isoformat(timespec="seconds"),
+            k.last_used_at.isoformat(timespec="seconds") if k.last_used_at else "",
             k.revoked_at.isoformat(timespec="seconds") if k.revoked_at else "",
         ]
         for k in keys
     ]
-    cols = ["id", "prefix", "namespace", "scopes", "name", "created", "revoked"]
+    cols = ["id", "prefix", "namespace", "scopes", "name", "created", "last used", "revoked"]
     if fmt is Format.json:
         print_json([dict(zip(cols, r, strict=True)) for r in rows])
     else:

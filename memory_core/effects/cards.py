@@ -136,17 +136,24 @@ def verdict_filter(
 
 
 def verdict_counts(*, engine: Engine, namespace: str, rules: EffectRules) -> dict[str, int]:
-    """Active cards of a namespace by effect verdict (one count per verdict, the list's
-    filter's SQL, so the overview and a filtered list agree)."""
+    """Active cards of a namespace by effect verdict, judged by the list filter's own SQL so
+    the overview and a filtered list agree. Only cards with enough outcomes in both arms can
+    be judged: the verdicts are summed over those alone (a few, against 100k cards whose
+    interval arithmetic took PostgreSQL seconds), the rest are unclear."""
     from sqlalchemy import case, func
 
     from memory_core.effects.fdr import harm_ids
 
     harmful = harm_ids(tests_for(engine=engine, namespaces=[namespace], rules=rules))
-    counts = [
-        func.sum(case((verdict_filter(v.value, rules, harmful), 1), else_=0)) for v in Verdict
-    ]
-    q = select(*counts).where(col(Card.namespace) == namespace, col(Card.status) == "active")
+    judged = [v for v in Verdict if v is not Verdict.unclear]
+    sums = [func.sum(case((verdict_filter(v.value, rules, harmful), 1), else_=0)) for v in judged]
+    live = (col(Card.namespace) == namespace, col(Card.status) == "active")
+    enough = and_(
+        col(Card.served_outcomes) >= rules.min_served,
+        col(Card.withheld_outcomes) >= rules.min_withheld,
+    )
     with read_session(engine) as session:
-        row = session.execute(q).one()
-    return {v.value: int(n or 0) for v, n in zip(Verdict, row, strict=True)}
+        total = int(session.execute(select(func.count()).where(*live)).scalar_one())
+        row = session.execute(select(*sums).where(*live, enough)).one()
+    out = {v.value: int(n or 0) for v, n in zip(judged, row, strict=True)}
+    return {v.value: out.get(v.value, total - sum(out.values())) for v in Verdict}

@@ -50,8 +50,12 @@ def ui(settings, engine):
 
 
 def test_overview_captions_above_whole_labels_and_an_effect_chart(ui, engine) -> None:
+    from tests.memory_core.effects.test_effects_rules import HARMS, HELPS, _counts
+
     server, s = ui
     add_card(engine, scenario="gift card payments", modes=[{"mode": LONG_MODE, "handling": "x"}])
+    _counts(engine, s.cards["held"].card_id, HELPS)
+    _counts(engine, s.cards["lookup"].card_id, HARMS)
     with signed_in(server.url, s.keys["read"]) as c:
         page = c.get("/ui/overview").text
     figures = re.findall(r"<figure.*?</figure>", page, re.S)
@@ -61,10 +65,11 @@ def test_overview_captions_above_whole_labels_and_an_effect_chart(ui, engine) ->
     effect = next(f for f in figures if "Effect of active cards" in f)
     lines = re.findall(r"<tspan[^>]*>([^<]*)</tspan>", effect)
     assert {"helps", "harms", "no effect", "no measurable effect yet"} <= set(lines)
-    # 3 active cards, none with outcomes yet: all unclear
-    assert re.search(
-        r"no measurable effect yet</tspan></text>\s*<rect[^>]*></rect>\s*<text[^>]*>3<", effect
-    )
+    # 3 active cards: one helps, one harms, one without outcomes yet
+    for label, n in (("helps", 1), ("harms", 1), ("no effect", 0), ("no measurable effect yet", 1)):
+        assert re.search(
+            rf"<tspan[^>]*>{label}</tspan></text>\s*<rect[^>]*></rect>\s*<text[^>]*>{n}<", effect
+        ), label
     failures = next(f for f in figures if "Top failure modes" in f)
     row = next(g for g in re.findall(r"<g>.*?</g>", failures, re.S) if "gift card" in g)
     shown = re.findall(r"<tspan[^>]*>([^<]*)</tspan>", row)
