@@ -13,7 +13,9 @@ that fails or times out is recorded with its error and the run goes on. `--skip 
 leaves a page out; `--proposed-indexes` adds the indexes the console's sorts and fact pages
 need (not in the schema: a migration would add them) to measure what they would change.
 `--tested 1000` gives that many cards outcomes in both arms, the rows the namespace's harms
-test (memory_core.effects.fdr) reads and tests on every card page and list.
+test (memory_core.effects.fdr) reads and tests on every card page and list. `--queries 20000`
+fills the query log with a day of served queries (3 cards served, 1 withheld each, every
+fourth with an outcome) for the query log pages.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import statistics
 import tempfile
 import time
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -31,7 +34,7 @@ import psycopg
 from sqlalchemy.engine import Engine
 
 from bench.retrieval_data import query_states, seed
-from bench.ui_data import outcomes, vary
+from bench.ui_data import outcomes, served_queries, vary
 from memory_api.app import create_app
 from memory_core import db
 from memory_core.serve.keys import create_key
@@ -88,13 +91,20 @@ def _timed(client: httpx.Client, method: str, url: str, repeat: int, **kw) -> di
 
 
 def run_one(
-    settings: Settings, n: int, repeat: int, skip: set[str], proposed: bool, tested: int
+    settings: Settings,
+    n: int,
+    repeat: int,
+    skip: set[str],
+    proposed: bool,
+    tested: int,
+    queries: int,
 ) -> dict:
     engine = db.make_engine(settings)
     t0 = time.perf_counter()
     seed(engine, n)
     vary(engine, n)
     outcomes(engine, tested)
+    served_queries(engine, queries)
     _analyse(engine, proposed)
     seeded_s = time.perf_counter() - t0
     secret = create_key(engine=engine, namespace="bench", scopes=["admin"], name="bench")[1]
@@ -105,6 +115,7 @@ def run_one(
         "proposed_indexes": proposed,
         "tested_cards": tested,
         "harms_fdr": settings.decay.effects.fdr,
+        "logged_queries": queries,
         "pages": {},
     }
     with LiveServer(create_app(svc)) as server, httpx.Client(base_url=server.url, timeout=60) as c:
@@ -123,6 +134,9 @@ def run_one(
                 .replace("&amp;", "&")
             )
         some = c.get("/ui/cards?limit=1").text.split('href="/ui/cards/')[1].split('"')[0]
+        # the card served most often in the log, and the last hour of it
+        busy = c.get("/ui/queries").text.split('href="/ui/cards/')[1].split('"')[0]
+        since = (datetime.now(UTC) - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M")
         dead = c.get("/ui/dead-letters").text.split('href="/ui/trajectories/')[1].split("?")[0]
         state = json.dumps(query_states(1, n)[0])
         pages = {
@@ -131,6 +145,14 @@ def run_one(
             "cards_tool": ("GET", "/ui/cards?tool=tool_7&status=active", {}),
             "cards_conf_range": ("GET", "/ui/cards?min_confidence=0.6&max_confidence=0.7", {}),
             "cards_page_21": ("GET", url, {}),
+            "cards_sort_tool": ("GET", "/ui/cards?sort=tool&order=asc", {}),
+            "cards_sort_support": ("GET", "/ui/cards?sort=support", {}),
+            "cards_sort_effect": ("GET", "/ui/cards?sort=effect", {}),
+            "cards_sort_last_use": ("GET", "/ui/cards?sort=last_used", {}),
+            "cards_rejected": ("GET", "/ui/cards?status=rejected&status=archived", {}),
+            "queries": ("GET", "/ui/queries", {}),
+            "queries_card": ("GET", f"/ui/queries?card={busy}", {}),
+            "queries_day": ("GET", f"/ui/queries?since={since}", {}),
             "card": ("GET", f"/ui/cards/{some}", {}),
             "try_state": (
                 "POST",
@@ -192,8 +214,14 @@ def main() -> None:
     ap.add_argument(
         "--tested", type=int, default=0, help="cards with outcomes in both arms (harms test)"
     )
+    ap.add_argument("--queries", type=int, default=20_000, help="query log rows (a day's)")
     a = ap.parse_args()
-    opts = {"skip": set(a.skip), "proposed": a.proposed_indexes, "tested": a.tested}
+    opts = {
+        "skip": set(a.skip),
+        "proposed": a.proposed_indexes,
+        "tested": a.tested,
+        "queries": a.queries,
+    }
     results = []
     for n in a.cards:
         for kind in a.db:

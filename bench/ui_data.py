@@ -92,3 +92,53 @@ def outcomes(engine: Engine, tested: int) -> None:
         )
         if params:
             session.execute(stmt, params)
+
+
+def served_queries(engine: Engine, queries: int) -> None:
+    """`queries` query log rows over the last day, each serving 3 cards and withholding 1 (the
+    use rows the card filter and the outcomes read); every fourth with an outcome."""
+    from sqlalchemy import select
+
+    from memory_core.models.card import CardUse
+    from memory_core.models.query_log import QueryLog
+
+    if queries <= 0:
+        return
+    with session_scope(engine) as session:
+        ids = list(session.execute(select(Card.card_id).limit(2_000)).scalars())
+        now = utcnow()
+        logged, uses = [], []
+        for i in range(queries):
+            qid, at = uuid.uuid4(), now - timedelta(seconds=i * 86_400 / queries)
+            picked = [ids[(i * 7 + k * 13) % len(ids)] for k in range(4)]
+            outcome = ("success" if i % 8 else "failure") if i % 4 == 0 else None
+            logged.append(
+                {
+                    "query_id": qid,
+                    "namespace": "bench",
+                    "asked_at": at,
+                    "key_id": None,
+                    "via": "api",
+                    "state": {"tool": f"tool_{i % 40}", "retry_count": i % 3},
+                    "served": [[str(c), 0.5 - k / 10] for k, c in enumerate(picked[:3])],
+                    "withheld": [[str(picked[3]), 0.2]],
+                    "latency_ms": 1.5,
+                }
+            )
+            uses += [
+                {
+                    "id": uuid.uuid4(),
+                    "card_id": c,
+                    "namespace": "bench",
+                    "used_at": at,
+                    "outcome": outcome,
+                    "context": {},
+                    "arm": "served" if k < 3 else "withheld",
+                    "query_id": qid,
+                }
+                for k, c in enumerate(picked)
+            ]
+        for start in range(0, len(logged), 5_000):
+            session.execute(insert(QueryLog), logged[start : start + 5_000])
+        for start in range(0, len(uses), 5_000):
+            session.execute(insert(CardUse), uses[start : start + 5_000])
