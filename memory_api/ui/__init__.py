@@ -15,6 +15,7 @@ from memory_api.ui import (
     ops,
     queries,
     review,
+    siblings,
 )
 from memory_api.ui.web import HERE, Console
 
@@ -33,6 +34,7 @@ def mount_console(app: FastAPI, service: object) -> None:
     for module in (
         cards,
         card_list,
+        siblings,
         review,
         ops,
         curate,

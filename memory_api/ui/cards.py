@@ -14,6 +14,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from memory_api.ui.history import timeline
 from memory_api.ui.session import COOKIE, SESSION_S
 from memory_api.ui.web import Console, ConsoleRoute
+from memory_core.cards.siblings import siblings_of
 from memory_core.errors import InvalidPrecondition, Unauthorized
 from memory_core.preconditions import compile_stored
 from memory_core.serve import browse
@@ -136,9 +137,14 @@ def router(console: Console) -> APIRouter:
             versions_prev=max(skip - HISTORY_PAGE, 0) if skip else None,
             outcomes_folded=folded,
             preconditions=[(p, _variables(p)) for p in c.preconditions],
-            notice={"pinned": "pinned", "unpinned": "unpinned", "restored": "restored"}.get(
-                done or ""
-            ),
+            notice={
+                "pinned": "pinned",
+                "unpinned": "unpinned",
+                "restored": "restored",
+                "merged": "the sibling was merged into this card",
+                "sibling-rejected": "the sibling was rejected",
+            }.get(done or ""),
+            siblings=siblings_of(engine=svc.engine, namespace=ns, card_id=full),
         )
 
     @r.get("/trajectories/{trajectory_id}", response_class=HTMLResponse)
