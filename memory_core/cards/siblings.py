@@ -26,7 +26,7 @@ from memory_core.models.card import Card, CardKind, CardStatus, CardVersion
 from memory_core.models.columns import utcnow
 from memory_core.validate.review import _record
 
-CANDIDATES = 200  # cards of the same first tool read per page (the newest first)
+CANDIDATES = 200  # cards naming the same tool read per page
 TITLE_ALIKE = 0.6  # word overlap of two scenarios (Jaccard) that reads as the same title
 LIVE = (CardStatus.active.value, CardStatus.review.value)
 _WORD = re.compile(r"[a-z0-9_]+")
@@ -101,8 +101,7 @@ def siblings_of(*, engine: Engine, namespace: str, card_id: uuid.UUID) -> list[S
                     col(Card.card_id) != card_id,
                     cast(col(Card.action_sequence), String).like(like_pattern(step), escape="\\"),
                 )
-                .order_by(col(Card.updated_at).desc())
-                .limit(CANDIDATES)
+                .limit(CANDIDATES)  # no order: the scan stops at the limit
             ).scalars()
         )
     mine, out = _row(card), []

@@ -112,9 +112,9 @@ def query_page(
     q = QueryLog
     where: list[Any] = [col(q.namespace) == namespace]
     if filters.card_id is not None:
-        uses = select(col(CardUse.query_id)).where(
-            col(CardUse.card_id) == filters.card_id, col(CardUse.namespace) == namespace
-        )
+        # by the card's index alone (the card is checked to be this namespace's below): with
+        # the namespace too, SQLite walked every use of the namespace by its index
+        uses = select(col(CardUse.query_id)).where(col(CardUse.card_id) == filters.card_id)
         where.append(col(q.query_id).in_(uses))
     if filters.key_id is not None:
         where.append(col(q.key_id) == filters.key_id)
@@ -154,15 +154,21 @@ def _shown(session: Any, namespace: str, rows: list[QueryLog]) -> list[LoggedQue
     """The rows with their cards' scenarios, their keys' names and their outcomes (three reads
     of the page's ids, not one per query)."""
     ids = {uuid.UUID(c) for r in rows for c, _ in (*r.served, *r.withheld)}
-    scenarios = dict(
-        session.execute(
-            select(col(Card.card_id), col(Card.scenario)).where(
-                col(Card.card_id).in_(list(ids)), col(Card.namespace) == namespace
-            )
-        ).all()
-        if ids
-        else []
-    )
+    # by key alone, the namespace checked here: with `namespace = ...` in the statement SQLite
+    # walked the namespace's index instead of the keys
+    scenarios = {
+        cid: scenario
+        for cid, scenario, ns in (
+            session.execute(
+                select(col(Card.card_id), col(Card.scenario), col(Card.namespace)).where(
+                    col(Card.card_id).in_(list(ids))
+                )
+            ).all()
+            if ids
+            else []
+        )
+        if ns == namespace
+    }
     keys = {r.key_id for r in rows if r.key_id is not None}
     names = dict(
         session.execute(
@@ -174,9 +180,8 @@ def _shown(session: Any, namespace: str, rows: list[QueryLog]) -> list[LoggedQue
     outcomes = dict(
         session.execute(
             select(col(CardUse.query_id), col(CardUse.outcome))
-            .where(
+            .where(  # the page's queries are this namespace's: their ids select its uses
                 col(CardUse.query_id).in_([r.query_id for r in rows]),
-                col(CardUse.namespace) == namespace,
                 col(CardUse.outcome).is_not(None),
             )
             .distinct()
