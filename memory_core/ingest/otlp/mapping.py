@@ -90,7 +90,7 @@ def _json_or_text(value: Any) -> Any:
     if isinstance(value, str):
         try:
             return json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser
             return value
     return value
 

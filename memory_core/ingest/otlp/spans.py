@@ -75,21 +75,36 @@ def _hex_id(raw: Any, size: int) -> str | None:
     return data.hex()
 
 
+def _int(raw: Any) -> int:
+    """An OTLP integer (a number or its decimal string, as OTLP/JSON writes 64-bit ones); 0
+    for anything else: a malformed field is no reason to refuse the span."""
+    if isinstance(raw, bool):
+        return 0
+    if isinstance(raw, int):
+        return raw
+    if isinstance(raw, str) and len(raw) <= 20 and raw.strip().lstrip("-").isdigit():
+        return int(raw)
+    return 0
+
+
+def _values(container: Any) -> list[Any]:
+    values = container.get("values") if isinstance(container, dict) else None
+    return values if isinstance(values, list) else []
+
+
 def _value(v: Any) -> Any:
     """An OTLP AnyValue (JSON form) as a plain value."""
     if not isinstance(v, dict):
         return v
-    for key in ("stringValue", "boolValue", "doubleValue"):
+    for key in ("stringValue", "boolValue", "doubleValue", "bytesValue"):
         if key in v:
             return v[key]
     if "intValue" in v:
-        return int(v["intValue"])
-    if "bytesValue" in v:
-        return v["bytesValue"]
+        return _int(v["intValue"])
     if "arrayValue" in v:
-        return [_value(x) for x in (v["arrayValue"] or {}).get("values", [])]
+        return [_value(x) for x in _values(v["arrayValue"])]
     if "kvlistValue" in v:
-        return _attributes((v["kvlistValue"] or {}).get("values", []))
+        return _attributes(_values(v["kvlistValue"]))
     return None
 
 
@@ -104,9 +119,8 @@ def _attributes(items: Any) -> dict[str, Any]:
 
 
 def _status_code(raw: Any) -> int:
-    if isinstance(raw, str):
-        return _STATUS_NAMES.get(raw, int(raw) if raw.isdigit() else STATUS_UNSET)
-    return int(raw) if isinstance(raw, int) and 0 <= raw <= 2 else STATUS_UNSET
+    code = _STATUS_NAMES.get(raw, _int(raw)) if isinstance(raw, str) else _int(raw)
+    return code if 0 <= code <= 2 else STATUS_UNSET
 
 
 def decode_json(body: Any) -> Decoded:
@@ -117,9 +131,12 @@ def decode_json(body: Any) -> Decoded:
     for rs in body.get("resourceSpans") or []:
         if not isinstance(rs, dict):
             continue
-        resource = _attributes((rs.get("resource") or {}).get("attributes"))
-        for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or []:
-            for raw in (ss or {}).get("spans") or []:
+        res = rs.get("resource")
+        resource = _attributes(res.get("attributes") if isinstance(res, dict) else None)
+        scopes = rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or []
+        for ss in scopes if isinstance(scopes, list) else []:
+            spans = ss.get("spans") if isinstance(ss, dict) else None
+            for raw in spans if isinstance(spans, list) else []:
                 _add(out, raw, resource)
     return out
 
@@ -134,23 +151,25 @@ def _add(out: Decoded, raw: Any, resource: dict[str, Any]) -> None:
         out.rejected += 1
         out.reason = out.reason or "a span without a valid traceId or spanId"
         return
-    status = raw.get("status") or {}
+    given_status, given_events = raw.get("status"), raw.get("events")
+    status: dict[str, Any] = given_status if isinstance(given_status, dict) else {}
+    events: list[Any] = given_events if isinstance(given_events, list) else []
     out.spans.append(
         Span(
             trace_id=trace_id,
             span_id=span_id,
             parent_span_id=_hex_id(raw.get("parentSpanId"), 8) or "",
             name=str(raw.get("name") or ""),
-            start_ns=int(raw.get("startTimeUnixNano") or 0),
-            end_ns=int(raw.get("endTimeUnixNano") or 0),
+            start_ns=_int(raw.get("startTimeUnixNano")),
+            end_ns=_int(raw.get("endTimeUnixNano")),
             attributes=_attributes(raw.get("attributes")),
             events=[
                 {
                     "name": str(e.get("name") or ""),
-                    "time_ns": int(e.get("timeUnixNano") or 0),
+                    "time_ns": _int(e.get("timeUnixNano")),
                     "attributes": _attributes(e.get("attributes")),
                 }
-                for e in raw.get("events") or []
+                for e in events
                 if isinstance(e, dict)
             ],
             status_code=_status_code(status.get("code")),

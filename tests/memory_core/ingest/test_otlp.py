@@ -204,3 +204,29 @@ def test_a_wrapper_root_around_one_agent_takes_the_agents_name_and_outcome(engin
     [run] = _runs(engine)
     assert (run.agent_id, run.outcome) == ("triage", "failure")
     assert run.key.count(":") == 1  # one trajectory for the trace
+
+
+def test_malformed_fields_are_read_as_nothing_never_a_crash(engine) -> None:
+    span = {
+        "traceId": "5b8efff798038103d269b633813fc60c",
+        "spanId": "eee19b7ec3c1b174",
+        "startTimeUnixNano": "not a number",
+        "endTimeUnixNano": "9" * 5000,
+        "attributes": [
+            {"key": "gen_ai.tool.name", "value": {"stringValue": "search"}},
+            {"key": "n", "value": {"intValue": {"no": 1}}},
+            {"key": "list", "value": {"arrayValue": ["not", "an", "object"]}},
+            {"key": "kv", "value": {"kvlistValue": "nope"}},
+            {"key": "gen_ai.tool.call.arguments", "value": {"stringValue": "[" * 5000}},
+        ],
+        "events": "nope",
+        "status": {"code": "STATUS_CODE_NONSENSE"},
+    }
+    body = {"resourceSpans": [{"resource": [], "scopeSpans": [{"spans": [span]}, "x"]}, 1]}
+    [read] = decode_json(body).spans
+    assert (read.start_ns, read.end_ns, read.status_code) == (0, 0, 0)
+    assert (
+        read.attributes["n"] == 0 and read.attributes["list"] == [] and read.attributes["kv"] == {}
+    )
+    assert _ingest(engine, [read]).stored == 1
+    assert _runs(engine)[0].steps[0]["tool"] == "search"
