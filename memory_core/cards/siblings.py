@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -26,10 +26,20 @@ from memory_core.models.card import Card, CardKind, CardStatus, CardVersion
 from memory_core.models.columns import utcnow
 from memory_core.validate.review import _record
 
-CANDIDATES = 200  # cards naming the same tool read per page
+CANDIDATES = 100  # cards naming the same tool read per page
 TITLE_ALIKE = 0.6  # word overlap of two scenarios (Jaccard) that reads as the same title
 LIVE = (CardStatus.active.value, CardStatus.review.value)
 _WORD = re.compile(r"[a-z0-9_]+")
+_COMPARED = (
+    col(Card.card_id),
+    col(Card.scenario),
+    col(Card.status),
+    col(Card.confidence),
+    col(Card.run_count),
+    col(Card.preconditions),
+    col(Card.action_sequence),
+    col(Card.failure_modes),
+)
 
 
 @dataclass
@@ -91,9 +101,10 @@ def siblings_of(*, engine: Engine, namespace: str, card_id: uuid.UUID) -> list[S
         if tool is None or card.kind != CardKind.experience.value:
             return []
         step = '"tool": ' + orjson.dumps(tool).decode()  # as the list's tool filter reads it
+        # the columns compared only: whole rows (every JSON column validated) cost most
         found = list(
             session.execute(
-                select(Card)
+                select(*_COMPARED)
                 .where(
                     col(Card.namespace) == namespace,
                     col(Card.status).in_(LIVE),
@@ -102,14 +113,15 @@ def siblings_of(*, engine: Engine, namespace: str, card_id: uuid.UUID) -> list[S
                     cast(col(Card.action_sequence), String).like(like_pattern(step), escape="\\"),
                 )
                 .limit(CANDIDATES)  # no order: the scan stops at the limit
-            ).scalars()
+            ).all()
         )
     mine, out = _row(card), []
     for other in found:
         if _first_tool(other) != tool:
             continue
         alike = _title_overlap(card.scenario, other.scenario)
-        if (card.failure_modes or other.failure_modes) and same_errors(mine, _row(other)):
+        theirs = replace(mine, failure_modes=list(other.failure_modes or []))
+        if (card.failure_modes or other.failure_modes) and same_errors(mine, theirs):
             why = f"same tool {tool} and failure signature"
         elif alike >= TITLE_ALIKE:
             why = f"same tool {tool}, titles {alike:.0%} alike"
