@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
-from sqlalchemy import String, cast, select, update
+from sqlalchemy import String, cast, literal, select, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
@@ -90,6 +90,18 @@ def _first_tool(card: Any) -> str | None:
     return str(steps[0]["tool"]) if steps else None
 
 
+def _names_tool(engine: Engine, tool: str) -> Any:
+    """Cards with a step of this tool: JSONB containment on PostgreSQL (casting every row's
+    JSONB to text for LIKE doubled the card page there), the list's tool filter elsewhere."""
+    if engine.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import JSONB
+
+        wanted = cast(literal(orjson.dumps([{"tool": tool}]).decode()), JSONB)
+        return col(Card.action_sequence).op("@>")(wanted)
+    step = '"tool": ' + orjson.dumps(tool).decode()
+    return cast(col(Card.action_sequence), String).like(like_pattern(step), escape="\\")
+
+
 def siblings_of(*, engine: Engine, namespace: str, card_id: uuid.UUID) -> list[Sibling]:
     """Live experience cards alike this one: the same first tool and the same failure
     signature, or the same first tool and a very similar title; best supported first."""
@@ -100,7 +112,6 @@ def siblings_of(*, engine: Engine, namespace: str, card_id: uuid.UUID) -> list[S
         tool = _first_tool(card)
         if tool is None or card.kind != CardKind.experience.value:
             return []
-        step = '"tool": ' + orjson.dumps(tool).decode()  # as the list's tool filter reads it
         # the columns compared only: whole rows (every JSON column validated) cost most
         found = list(
             session.execute(
@@ -110,7 +121,7 @@ def siblings_of(*, engine: Engine, namespace: str, card_id: uuid.UUID) -> list[S
                     col(Card.status).in_(LIVE),
                     col(Card.kind) == CardKind.experience.value,
                     col(Card.card_id) != card_id,
-                    cast(col(Card.action_sequence), String).like(like_pattern(step), escape="\\"),
+                    _names_tool(engine, tool),
                 )
                 .limit(CANDIDATES)  # no order: the scan stops at the limit
             ).all()
