@@ -128,7 +128,7 @@ def compile_stored(source: str, *, on_use: bool = False) -> CompiledPrecondition
             program = compile_program(source)
         except InvalidPrecondition as exc:
             return CompiledPrecondition(source, Unusable(str(exc)), frozenset())
-        return CompiledPrecondition(source, program, _shared(frozenset(program.variables())))
+        return CompiledPrecondition(source, program, _read_variables(source, program))
     return _OnUse(source, variables)
 
 
@@ -156,7 +156,20 @@ def scan_variables(source: str) -> frozenset[str] | None:
         for m in _IDENTIFIER.finditer(bare)
         if not m.group(1) and not m.group(3) and m.group(2) not in _RESERVED
     )
-    return _shared(found)
+    return _shared(found - _loop_variables(bare))
+
+
+# a macro's loop variable (`tools_used.filter(t, t == "x")`): CEL lists it among the variables
+# though the state never holds it, which made every such precondition read as 'missing'
+_MACRO_LOOP = re.compile(r"\.\s*(?:all|exists|exists_one|map|filter)\s*\(\s*([A-Za-z_]\w*)\s*,")
+
+
+def _loop_variables(source: str) -> frozenset[str]:
+    return frozenset(_MACRO_LOOP.findall(STRING_LITERAL.sub('""', source)))
+
+
+def _read_variables(source: str, program: cel.Program) -> frozenset[str]:
+    return _shared(frozenset(program.variables()) - _loop_variables(source))
 
 
 def _shared(variables: frozenset[str]) -> frozenset[str]:
@@ -168,7 +181,7 @@ def _shared(variables: frozenset[str]) -> frozenset[str]:
 @lru_cache(maxsize=65536)
 def compile_cached(source: str) -> CompiledPrecondition:
     program = compile_program(source)
-    return CompiledPrecondition(source, program, _shared(frozenset(program.variables())))
+    return CompiledPrecondition(source, program, _read_variables(source, program))
 
 
 def compile_program(source: str) -> cel.Program:

@@ -25,7 +25,7 @@ from typing import IO, Any
 
 import orjson
 
-FORMAT = 2
+FORMAT = 3  # 3: a macro's loop variable is not among the variables a card needs
 MAGIC = b"HINDSIGHT-SNAPSHOT\n"
 TMP_SUFFIX = ".tmp"
 MAX_HEADER = 64 * 1024

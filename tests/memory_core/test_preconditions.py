@@ -106,7 +106,9 @@ SCANNED = [
 def test_a_stored_text_reads_its_variables_as_cel_does_without_compiling(source: str) -> None:
     stored = compile_stored(source, on_use=True)
     assert not stored.compiled  # compiled on first use only
-    assert stored.variables == frozenset(cel.compile(source).variables())
+    # as CEL lists them, but a macro's loop variable ("q" below) is bound, not read from a state
+    loop = {"q"} if ".exists(q," in source else set()
+    assert stored.variables == frozenset(cel.compile(source).variables()) - loop
     assert stored.variables == compile_precondition(source).variables
     # shapes the scan cannot read exactly are compiled at once
     assert scan_variables("google.protobuf.Int64Value{value: 1} == x") is None
@@ -158,3 +160,23 @@ def test_programs_compiled_on_use_are_capped_and_compiled_again_when_reached(mon
     for t in threads:
         t.join()
     assert not errors
+
+
+@pytest.mark.parametrize(
+    ("expr", "held_on", "failed_on"),
+    [
+        ('size(tools_used.filter(t, t == "search")) < 2', ["search", "read"], ["search"] * 2),
+        ('tools_used.exists(x, x == "read")', ["search", "read"], ["search"]),
+        ('tools_used.all(x, x != "read")', ["search"], ["read"]),
+        ('tools_used.exists_one(x, x == "search")', ["search"], ["search", "search"]),
+        ('size(tools_used.map(x, x + "!")) == 1', ["search"], ["a", "b"]),
+    ],
+)
+def test_a_macros_loop_variable_is_not_a_state_variable(expr, held_on, failed_on) -> None:
+    # the loop variable is bound by the macro: a state never holds it, so it cannot be missing
+    assert scan_variables(expr) == frozenset({"tools_used"})
+    assert compile_stored(expr).variables == frozenset({"tools_used"})
+    assert compile_precondition(expr).variables == frozenset({"tools_used"})
+    assert verdict(expr, {"tools_used": held_on}) is Verdict.held
+    assert verdict(expr, {"tools_used": failed_on}) is Verdict.failed
+    assert verdict(expr, {}) is Verdict.missing  # the list itself is still needed

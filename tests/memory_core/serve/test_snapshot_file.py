@@ -22,7 +22,7 @@ from memory_core.serve.changes import prune
 from memory_core.serve.retrieval import retrieve
 from memory_core.serve.snapshot import Snapshot, load_snapshot
 from memory_core.serve.snapshot_cache import SnapshotCache
-from memory_core.serve.snapshot_file import MAGIC, read_header
+from memory_core.serve.snapshot_file import FORMAT, MAGIC, read_header
 from memory_core.serve.snapshot_restore import SnapshotFiles, snapshot_files
 from memory_core.serve.uses import UseRecorder
 from memory_core.settings import Settings
@@ -185,7 +185,7 @@ REASONS = {
     "garbage": "not a snapshot file",
     "other_db": "another database",
     "format": "format 999",
-    "format_1": "format 1, this version reads 2",  # the one JSON body before sections
+    "format_1": f"format 1, this version reads {FORMAT}",  # the one JSON body before sections
     "pruned": "pruned past the file's watermark",
 }
 
