@@ -13,15 +13,25 @@ import re
 import threading
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-import bm25s
-import numpy as np
 import Stemmer
-from bm25s.stopwords import STOPWORDS_EN
 
-# bm25s's English list (33 words). Adding retrieval's old extras (from, when, has, have)
-# moved LoCoMo recall@1 from 0.293 to 0.287 (recall@10 0.707 -> 0.708): not worth it
-STOPWORDS = frozenset(STOPWORDS_EN)
+if TYPE_CHECKING:
+    import bm25s
+    import numpy as np
+
+# bm25s's English list (bm25s.stopwords.STOPWORDS_EN, 33 words; a test keeps them equal),
+# written out so that splitting words, all serving needs, imports neither bm25s nor the numpy
+# and scipy it pulls in (~45 MB of each API worker's RSS). Adding retrieval's old extras
+# (from, when, has, have) moved LoCoMo recall@1 from 0.293 to 0.287 (recall@10 0.707 ->
+# 0.708): not worth it
+STOPWORDS = frozenset(
+    (  # noqa: SIM905
+        "a an and are as at be but by for if in into is it no not of on or such that the their "
+        "then there these they this to was will with"
+    ).split()
+)
 _WORD = re.compile(r"[^\W_]{2,}")  # bm25s's \w\w+ without the underscore
 _stemmer_per_thread = threading.local()  # a Stemmer instance is not thread-safe
 
@@ -70,6 +80,8 @@ class KeywordIndex:
         # vocabulary): texts like "0" or "?" only, which then match nothing
         self.bm25: bm25s.BM25 | None = None
         if any(corpus):
+            import bm25s  # with numpy and scipy: only a process that ranks by BM25 pays them
+
             self.bm25 = bm25s.BM25()
             self.bm25.index(corpus, show_progress=False)
 
@@ -81,6 +93,8 @@ class KeywordIndex:
         words = [w for w in terms(text) if w in vocab]
         if not words:
             return None
+        import numpy as np
+
         return np.asarray(self.bm25.get_scores(words))
 
     def ranked(self, *, text: str, limit: int) -> list[tuple[int, float]]:
@@ -88,5 +102,7 @@ class KeywordIndex:
         scores = self.scores(text=text)
         if scores is None:
             return []
+        import numpy as np
+
         order = np.argsort(-scores, kind="stable")[:limit]
         return [(int(i), float(scores[i])) for i in order if scores[i] > 0]

@@ -25,15 +25,17 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from math import erfc, sqrt
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from sqlalchemy import String, cast, select
 from sqlalchemy.engine import Connection
 
 from memory_core.effects.estimate import HarmsTest
 from memory_core.models.card import Card
 from memory_core.settings import EffectRules
+
+if TYPE_CHECKING:  # imported where tested: an API worker that never tests holds no numpy
+    import numpy as np
 
 Z_MAX = 12.0  # p below 1 - Phi(12) ~ 2e-33 is reported as that bound (conservative)
 MEMO_NAMESPACES = 64  # namespaces whose last tests are kept (least recently read dropped)
@@ -48,6 +50,8 @@ _memo_lock = threading.Lock()
 
 def _upper(k1: np.ndarray, n1: np.ndarray, k2: np.ndarray, n2: np.ndarray, z: np.ndarray) -> Any:
     """Newcombe's upper bound of p1 - p2 at z (element-wise; estimate.newcombe's twin)."""
+    import numpy as np
+
     p1, p2 = k1 / n1, k2 / n2
     z2 = z * z
 
@@ -66,6 +70,8 @@ def harms_p(
     k1: Sequence[int], n1: Sequence[int], k2: Sequence[int], n2: Sequence[int]
 ) -> list[float]:
     """One-sided p-values of "served does worse": 1 - Phi(z*) where the upper bound is 0."""
+    import numpy as np
+
     a1, b1, a2, b2 = (np.asarray(x, dtype=float) for x in (k1, n1, k2, n2))
     if len(a1) == 0:
         return []

@@ -13,11 +13,12 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from memory_core.validate.suite import RULES, Rule
+
+if TYPE_CHECKING:  # a frame is handed in: serving a query never imports pandas
+    import pandas as pd
 
 
 def _null(value: Any) -> bool:

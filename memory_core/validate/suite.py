@@ -8,9 +8,10 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:  # a frame is handed in: serving never imports pandas
+    import pandas as pd
 
 MAX_SCENARIO = 500  # one sentence; the column itself holds 1000
 MAX_OUTCOME = 2000

@@ -38,3 +38,11 @@ def test_keyword_index_ranks_by_bm25_on_the_same_terms() -> None:
     assert all(score > 0 for _, score in ranked)
     assert index.scores(text="bicycle") is None
     assert index.ranked(text="the", limit=10) == []
+
+
+def test_the_stopwords_are_bm25s_english_list() -> None:
+    from bm25s.stopwords import STOPWORDS_EN
+
+    from memory_core.keywords import STOPWORDS
+
+    assert frozenset(STOPWORDS_EN) == STOPWORDS
