@@ -13,15 +13,16 @@ import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from memory_core.cards.confidence import RunEvidence, merged_confidence
 from memory_core.consolidate.errors_alike import errors_of, same_errors, union_failure_modes
 from memory_core.consolidate.rows import CardRow, PairJudge
 from memory_core.errors import HindsightError, InvalidPrecondition
 from memory_core.preconditions import compile_stored, normalise_expression
+
+if TYPE_CHECKING:  # imported where vectors are compared: the API's card pages never do
+    import numpy as np
 
 _WORD = re.compile(r"[a-z0-9_]+")
 
@@ -135,6 +136,8 @@ def _similar_pairs(
 ) -> Iterable[tuple[CardRow, CardRow, float, str]]:
     """Pairs of the block at least `floor` alike (cosine; without vectors, word overlap)."""
     if vectors is not None and all(r.card_id in vectors for r in block):
+        import numpy as np
+
         m = np.stack([vectors[r.card_id] for r in block])
         for start in range(0, len(block), 512):  # bounded memory on big blocks
             sims = m[start : start + 512] @ m.T
