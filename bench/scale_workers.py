@@ -6,7 +6,8 @@ the whole server, from /proc, and what each worker added.
     python -m bench.scale_workers [--sizes 5000 100000] [--workers 1 2 4]
 
 With one worker the server is one process; with N > 1, uvicorn's supervisor and N spawned
-workers. Writes bench/results/scale_workers.json.
+workers. `--against CHECKOUT` measures that checkout's server on the same databases too.
+Writes bench/results/scale_workers.json.
 """
 
 from __future__ import annotations
@@ -62,10 +63,10 @@ def memory_mb(pid: int) -> dict[str, float]:
     return {"rss_mb": round(rss / 1024, 1), "pss_mb": round(pss / 1024, 1), "processes": len(pids)}
 
 
-def one(data: Path, key: str, script: Path, workers: int, seconds: float) -> dict:
+def one(data: Path, script: Path, workers: int, seconds: float, code: Path = REPO) -> dict:
     """The server with `workers` workers, warmed under wrk until its memory settles."""
     port = 18600 + random.randrange(90)
-    env = {"HINDSIGHT_DATA_DIR": str(data), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)}
+    env = {"HINDSIGHT_DATA_DIR": str(data), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(code)}
     cmd = [str(Path(sys.executable).parent / "hindsight"), "serve", "--port", str(port)]
     proc = subprocess.Popen([*cmd, "--workers", str(workers)], env=env)
     url = f"http://127.0.0.1:{port}"
@@ -90,6 +91,9 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[5000, 100_000])
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
     ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument(
+        "--against", type=Path, help="another checkout: its servers alternate with this one's"
+    )
     args = ap.parse_args()
     from memory_core import db
     from memory_core.serve.keys import create_key
@@ -106,7 +110,13 @@ def main() -> None:
         engine.dispose()
         script = data / "mix.lua"
         _wrk_script(script, key, mix(2000))
-        by = [one(data, key, script, w, args.seconds) for w in args.workers]
+        by = [one(data, script, w, args.seconds) for w in args.workers]
+        if args.against:  # the other code on the same database, each count right after
+            other = [one(data, script, w, args.seconds, args.against) for w in args.workers]
+            result.setdefault("against", {"code": str(args.against), "sizes": []})
+            result["against"]["sizes"].append({"cards": n, "by_workers": other})
+            for b in other:
+                print(json.dumps({"against": n} | {k: v for k, v in b.items() if k != "warm_runs"}))
         for b in by:
             print(json.dumps({"cards": n, **{k: v for k, v in b.items() if k != "warm_runs"}}))
         first = by[0]
