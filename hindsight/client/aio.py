@@ -21,7 +21,7 @@ from memory_core.facts.search import FactHit
 from memory_core.facts.store import FactIn
 from memory_core.ingest.otlp.receive import TraceAnswer
 from memory_core.models.card import CardPublic
-from memory_core.namespaces.answers import DeletionOut, NamespaceOut
+from memory_core.namespaces.answers import DeletionOut, ImportOut, NamespaceOut
 from memory_core.serve.schemas import (
     CardIn,
     CheckActionRequest,
@@ -199,3 +199,11 @@ class AsyncClient:
     async def namespace_delete(self) -> DeletionOut:
         """Delete the key's namespace and all it holds, the key included (admin)."""
         return await self.call(calls.namespace_delete())
+
+    async def namespace_export(self, *, with_trajectories: bool = False) -> bytes:
+        """The key's namespace as a JSON Lines export file (admin); the raw runs too if asked."""
+        return await self.call(calls.namespace_export(with_trajectories=with_trajectories))
+
+    async def namespace_import(self, export: bytes) -> ImportOut:
+        """Store an export file in the key's namespace, all or nothing (admin); idempotent."""
+        return await self.call(calls.namespace_import(export))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import httpx
 
@@ -51,6 +51,8 @@ def read_answer(call: Call[T], response: httpx.Response) -> T:
         except ValueError:
             body = response.text
         raise error_for(response.status_code, body)
+    if call.raw:
+        return cast(T, response.content)
     return call.answer.validate_json(response.content)
 
 

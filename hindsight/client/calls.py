@@ -19,7 +19,7 @@ from memory_core.facts.search import FactHit
 from memory_core.facts.store import FactIn
 from memory_core.ingest.otlp.receive import TraceAnswer
 from memory_core.models.card import CardPublic
-from memory_core.namespaces.answers import DeletionOut, NamespaceOut
+from memory_core.namespaces.answers import DeletionOut, ImportOut, NamespaceOut
 from memory_core.serve.schemas import (
     CardIn,
     CheckActionRequest,
@@ -74,6 +74,8 @@ ROUTES: dict[str, Route] = {
     "export_traces": Route("POST", "/v1/traces", True),  # keyed by trace (and span)
     "namespace_show": Route("GET", "/v1/namespace", True),
     "namespace_delete": Route("DELETE", "/v1/namespace", True),
+    "namespace_export": Route("GET", "/v1/namespace/export", True),
+    "namespace_import": Route("POST", "/v1/namespace/import", True),  # keyed by ids and keys
 }
 
 
@@ -88,6 +90,7 @@ class Call(Generic[T]):
     json: Any = None
     content: bytes | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
+    raw: bool = False  # the answer is the body's bytes as sent (an export file), not JSON
 
     @property
     def route(self) -> Route:
@@ -240,3 +243,19 @@ def namespace_show() -> Call[NamespaceOut]:
 def namespace_delete() -> Call[DeletionOut]:
     """Delete the key's namespace and all it holds (admin)."""
     return Call("namespace_delete", TypeAdapter(DeletionOut))
+
+
+def namespace_export(*, with_trajectories: bool = False) -> Call[bytes]:
+    """The key's namespace as a JSON Lines export file (admin)."""
+    params = [("with_trajectories", "true")] if with_trajectories else []
+    return Call("namespace_export", TypeAdapter(bytes), params=params, raw=True)
+
+
+def namespace_import(export: bytes) -> Call[ImportOut]:
+    """Store an export file in the key's namespace, all or nothing; again changes nothing."""
+    return Call(
+        "namespace_import",
+        TypeAdapter(ImportOut),
+        content=export,
+        headers={"content-type": "application/x-ndjson"},
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -118,6 +119,12 @@ def test_sync_client_every_operation(api) -> None:
             "outcome": "success",
         }
         assert writer.ingest(run).stored == 1 and writer.ingest([run]).duplicates == 1
+        export = admin.namespace_export()
+        header, *records = [json.loads(line) for line in export.splitlines()]
+        assert header and any(str(card.card_id) in json.dumps(r) for r in records)
+        again = admin.namespace_import(export)  # the namespace holds it all: nothing added
+        assert again.namespace == "team-a" and sum(again.read.values()) == len(records)
+        assert not any(again.added.values())
         shown = admin.namespace_show()
         assert shown.namespace == "team-a" and shown.trajectories == 1
         gone = admin.namespace_delete()
@@ -155,6 +162,9 @@ def test_async_client(api) -> None:
             assert got.warnings
             with pytest.raises(NotFound):
                 await admin.card_history("00000000-0000-0000-0000-000000000001")
+            export = await admin.namespace_export(with_trajectories=True)
+            assert str(card.card_id).encode() in export
+            assert not any((await admin.namespace_import(export)).added.values())
 
     anyio.run(main)
 
