@@ -177,7 +177,8 @@ def answer_cautions(
         return []
     tool = final.tool
     wins, losses = [], []
-    for r in runs:
+    # in id order: the trial a card shows must not depend on the order the database returned
+    for r in sorted(runs, key=lambda v: str(v.id)):
         calls = _calls(r)
         if calls and calls[-1].tool == tool and not calls[-1].error:
             states = states_before_calls(calls, task_type=r.task_type, agent_id=r.agent_id)

@@ -126,7 +126,7 @@ def test_failed_answers_teach_what_the_successful_trials_did_first(engine) -> No
     assert not [c.scenario for c in cards if keys_on_answer(_draft(*c.preconditions), final)]
     shaped = [c for c in cards if c.provenance.get("producer") == "contrast_answers"]
     [read_first] = [c for c in shaped if '!("read" in tools_used)' in c.preconditions]
-    assert read_first.status == "active"
+    assert read_first.status == "active", read_first.flags
     assert read_first.preconditions == ['tool == "finish"', '!("read" in tools_used)']
     assert [a["tool"] for a in read_first.action_sequence][-2:] == ["read", "finish"]
     # it fires on an answer given before any read, whatever the answer, and not after one
