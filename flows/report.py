@@ -29,7 +29,7 @@ def summary_rows(summary: NightlySummary) -> list[dict[str, Any]]:
         ("trajectories ingested", sum(i.stored for i in summary.ingested)),
         ("trajectories retrospected", r.trajectories),
         ("dead letters", len(o.dead_letters)),
-        ("LLM answers rejected (wrong by content, not parked)", len(o.rejections)),
+        ("rejections (answers and drafts wrong by content, not parked)", len(o.rejections)),
         ("stage failures", len(o.failures)),
         ("re-driven by this retry", o.redriven),
         ("recovered by this retry", o.recovered),
@@ -100,16 +100,18 @@ def publish_summary(summary: NightlySummary) -> None:
         create_markdown_artifact(
             rejection_text(o.rejections),
             key=REJECTIONS_KEY,
-            description="LLM answers rejected for their content in this nightly run",
+            description="Answers and drafts rejected for their content in this nightly run",
         )
 
 
 def rejection_text(rejections: list[str], shown: int = 50) -> str:
-    """The answers refused for their content, by run, and where their raw answers are."""
+    """The answers and drafts refused for their content, by run, and where their raw answers
+    are."""
     lines = [
-        f"**{len(rejections)} LLM answers rejected** for their content (well-formed, but wrong: "
-        "a retry would get the same answer, so they are not dead letters and the night is not "
-        "failed for them). Each is kept with its reason and raw answer: "
+        f"**{len(rejections)} rejections**: LLM answers wrong by content (well-formed, but "
+        "wrong), drafts that failed their grounding (rejected) or the trust screen "
+        "(quarantined). A retry would get the same answer, so they are not dead letters and the "
+        "night is not failed for them. Each is kept with its reason and raw answer: "
         "`hindsight dead-letters rejected`, or the console's Dead letters page."
     ]
     lines += [f"* `{x}`" for x in rejections[:shown]]

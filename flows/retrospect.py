@@ -107,6 +107,7 @@ def _llm_batches(
         batch = finish_refs(n, refs, worker, extractions, failed, deferred, settings)
         batch.cards_created += claimed.rule_cards
         batch.evidence_added += claimed.rule_evidence
+        batch.drafts_rejected += claimed.rule_refused
         summary.add(batch)
         spent += batch.tokens_sent + batch.tokens_received
         if deferred:

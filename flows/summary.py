@@ -24,7 +24,8 @@ class RunOutcome(BaseModel):
     # "key: error" of every run parked by this run, one line a run ("key: error; facts: error"
     # when both its parts were parked): dead letters are counted by run everywhere
     dead_letters: list[str] = []
-    # "key: reason" of LLM answers rejected for their content: counted, never parked
+    # "key (part): reason" of LLM answers rejected for their content and of drafts refused
+    # for failing their grounding or the trust screen: counted, never parked
     rejections: list[str] = []
     failures: list[str] = []  # stages (or parts of them) that failed: "stage: error"
 

@@ -64,8 +64,9 @@ def rejected_cmd(
     limit: Annotated[int, typer.Option(min=1)] = 1000,
     fmt: FormatOpt = Format.table,
 ) -> None:
-    """LLM answers rejected for their content (not dead letters: a retry would get the same
-    answer), with the reason; json adds the raw answer."""
+    """Rejections: LLM answers wrong by content and drafts that failed their grounding or the
+    trust screen (not dead letters: a retry would get the same answer), with the reason; json
+    adds the raw answer."""
     from dataclasses import asdict, replace
 
     from memory_core.redact import redact
@@ -81,7 +82,7 @@ def rejected_cmd(
             print_json([{**asdict(r), "trajectory_id": str(r.trajectory_id)} for r in rows])
             return
         table(
-            f"rejected LLM answers: {len(rows)}",
+            f"rejections: {len(rows)}",
             ["id", "key", "part", "reason", "times", "at"],
             [
                 [str(r.trajectory_id), r.key[:40], r.part, r.reason, r.repeats + 1, r.at[:19]]

@@ -108,8 +108,8 @@ def nightly(
         )
         if summary.outcome.rejections:
             console.print(
-                f"{len(summary.outcome.rejections)} LLM answers rejected for their content "
-                "(not dead letters): hindsight dead-letters rejected"
+                f"{len(summary.outcome.rejections)} rejections: answers and drafts wrong by "
+                "content (not dead letters): hindsight dead-letters rejected"
             )
         m = summary.consolidation
         console.print(
@@ -173,6 +173,7 @@ _LLM_ONLY = (
     "llm_failures",
     "rejected",
     "rejected_again",
+    "drafts_rejected",
 )
 
 

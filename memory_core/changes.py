@@ -43,8 +43,9 @@ def _what(version: int, snapshot: dict[str, Any], reason: str) -> tuple[str, uui
     status = snapshot.get("status")
     by = snapshot.get("superseded_by")
     into = uuid.UUID(by) if isinstance(by, str) else None
-    if version == 1:
-        return "created", None
+    if version == 1:  # a draft refused on its way in is a rejection, not a new lesson
+        refused = {CardStatus.rejected.value, CardStatus.quarantined.value}
+        return (str(status) if status in refused else "created"), None
     if status == CardStatus.superseded.value:
         return ("merged" if reason.startswith("merged into") else "superseded"), into
     if snapshot.get("merged"):

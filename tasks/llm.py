@@ -100,6 +100,7 @@ class ClaimedBatch(BaseModel):
     refs: list[ClaimRef] = []
     rule_cards: int = 0
     rule_evidence: int = 0
+    rule_refused: int = 0  # rule drafts the trust screen refused (rejections)
     failed: dict[uuid.UUID, str] = {}  # runs the rule extractor choked on (no LLM for them)
 
 
@@ -152,7 +153,12 @@ def claim_refs(
     rules = build_rule_extractor(settings)
     done = (
         write_rule_lessons(
-            engine=engine, rows=rows, extractor=rules, worker=worker, screen=settings.screen
+            engine=engine,
+            rows=rows,
+            extractor=rules,
+            worker=worker,
+            screen=settings.screen,
+            run_id=str(flow_run.id) if flow_run.id else None,
         )
         if rules is not None and rows
         else None
@@ -178,6 +184,7 @@ def claim_refs(
         refs=sorted(refs, key=lambda ref: (-ref.likely_calls, -ref.estimate)),
         rule_cards=done.cards_created if done else 0,
         rule_evidence=done.evidence_added if done else 0,
+        rule_refused=done.refused if done else 0,
         failed=failed,
     )
 

@@ -59,6 +59,7 @@ class DraftCard:
     provenance: dict[str, Any] = field(default_factory=dict)  # producer, model, prompt...
     status: CardStatus | None = None  # None: the stage's default status
     flags: list[str] = field(default_factory=list)  # why it is quarantined or rejected
+    answer: str = ""  # the LLM's raw answer it came from: kept on its run when it is refused
 
     @property
     def evidence_only(self) -> bool:

@@ -9,7 +9,9 @@ re-retrospect it on a re-drive. Both are listed and re-driven here alike, and co
 run: a run with both parts parked is one dead letter.
 
 What a retry cannot fix is no dead letter: an answer that parses but is wrong by content
-(`extra["llm_rejected"]`) is a rejection, listed here with its reason and raw answer.
+(`extra["llm_rejected"]`) is a rejection, listed here with its reason and raw answer; so is
+a draft refused on its way to the store for failing its grounding or the trust screen
+(`extra["drafts_rejected"]`, beside its rejected or quarantined card).
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ FACTS_DEAD_LETTER = "facts_dead_letter"  # the key of `trajectory.extra` a parke
 # the key of `trajectory.extra` holding a rejected LLM answer: well-formed but wrong by content
 # ({part, reason, raw, run, at}); a retry would get the same answer, so it is never parked
 REJECTED = "llm_rejected"
+# the key holding the drafts of a run refused on their way to the store (failed grounding or
+# the trust screen): {run, at, drafts: [{status, reason, raw, scenario, producer}]}
+DRAFTS_REJECTED = "drafts_rejected"
 
 
 @dataclass(frozen=True)
@@ -183,19 +188,33 @@ def list_rejections(
     limit: int | None = 1000,
     run_id: str | None = None,
 ) -> list[Rejection]:
-    """Rejected LLM answers (all, or those one run made), oldest first."""
-    extra = col(T.extra)
-    q = select(T).where(extra[REJECTED].as_string().is_not(None))
-    if run_id is not None:
-        q = q.where(extra[(REJECTED, "run")].as_string() == run_id)
-    q = _matching(q, namespace, None).order_by(col(T.created_at))
+    """Rejections (all, or those one run made), oldest run first: LLM answers wrong by
+    content (part "retrospect" or "facts") and drafts refused on their way to the store
+    (part "draft", the reason led by "rejected" or "quarantined")."""
+    answer, drafts = col(T.extra)[REJECTED], col(T.extra)[DRAFTS_REJECTED]
+    if run_id is None:
+        q = select(T).where(or_(answer.as_string().is_not(None), drafts.as_string().is_not(None)))
+    else:
+        q = select(T).where(
+            or_(
+                col(T.extra)[(REJECTED, "run")].as_string() == run_id,
+                col(T.extra)[(DRAFTS_REJECTED, "run")].as_string() == run_id,
+            )
+        )
+    q = _matching(q, namespace, None).order_by(col(T.created_at), col(T.id))
     if limit is not None:
         q = q.limit(limit)
     with Session(engine) as session:
         rows = list(session.execute(q).scalars())
-    out = []
-    for r in rows:
-        got = (r.extra or {}).get(REJECTED) or {}
+    out = [x for r in rows for x in _rejections_of(r, run_id)]
+    return out if limit is None else out[:limit]
+
+
+def _rejections_of(r: Trajectory, run_id: str | None) -> list[Rejection]:
+    """A run's rejected answer and refused drafts (those one flow run made, with run_id)."""
+    extra, out = r.extra or {}, []
+    got = extra.get(REJECTED)
+    if isinstance(got, dict) and run_id in (None, got.get("run")):
         out.append(
             Rejection(
                 trajectory_id=r.id,
@@ -209,4 +228,20 @@ def list_rejections(
                 repeats=int(got.get("repeats", 0)),
             )
         )
+    refused = extra.get(DRAFTS_REJECTED)
+    if isinstance(refused, dict) and run_id in (None, refused.get("run")):
+        out += [
+            Rejection(
+                trajectory_id=r.id,
+                key=r.key,
+                namespace=r.namespace,
+                part="draft",
+                reason=f"{d.get('status', '')}: {d.get('reason', '')}",
+                raw=str(d.get("raw", "")),
+                run=refused.get("run"),
+                at=str(refused.get("at", "")),
+            )
+            for d in refused.get("drafts") or []
+            if isinstance(d, dict)
+        ]
     return out

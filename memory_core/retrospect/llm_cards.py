@@ -78,6 +78,7 @@ def to_drafts(
                 provenance=provenance,
                 status=status,
                 flags=flags,
+                answer=card.model_dump_json(),
             )
         )
     return drafts

@@ -242,6 +242,7 @@ def contrast_drafts(
                 },
                 status=status,
                 flags=flags,
+                answer=card.model_dump_json(),
             )
         )
     return drafts

@@ -3,19 +3,29 @@ turn the model was not shown, a card for a decision point it was not given, fail
 Asking again gets the same answer, so a rejection is never a dead letter: the run is done,
 and its marker (`extra["llm_rejected"]`: part, reason, raw answer, run, when) says why for
 debugging. One marker a run: a run rejected again is still one rejection, and its marker
-counts how many times the same reason came back."""
+counts how many times the same reason came back.
+
+A draft refused on its way to the store is a rejection too: one that failed its grounding
+(rejected) or the trust screen (quarantined). Its card is stored with that status and its
+reasons (a curator may still release a quarantined one); the run keeps a second marker
+(`extra["drafts_rejected"]`: run, when, and each refused draft's status, reasons, scenario
+and the raw LLM answer it came from, if any), so the night counts and lists it."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from sqlalchemy import select, update
 from sqlmodel import Session, col
 
 from memory_core.facts.marks import with_key
+from memory_core.models.card import CardStatus
 from memory_core.models.columns import utcnow
+from memory_core.models.drafts import DraftCard
 from memory_core.models.trajectory import Trajectory
-from memory_core.retrospect.dead_letters import REJECTED
+from memory_core.retrospect.dead_letters import DRAFTS_REJECTED, REJECTED
 
 REPEAT_NOTE = "rejected the same way before: asking again does not cure it"
 
@@ -57,3 +67,50 @@ def keep_rejections(
             .execution_options(synchronize_session=False)
         )
     return again
+
+
+REFUSED = (CardStatus.rejected, CardStatus.quarantined)
+KEPT_DRAFTS = 50  # refused drafts kept on one run's marker (the cards keep every one)
+
+
+def refused(drafts: Sequence[DraftCard]) -> list[DraftCard]:
+    """The drafts that failed their grounding or the trust screen (evidence rows are none)."""
+    return [d for d in drafts if d.status in REFUSED and not d.evidence_only]
+
+
+def _entry(d: DraftCard) -> dict[str, Any]:
+    status = d.status.value if d.status else ""
+    return {
+        "status": status,
+        "reason": ("; ".join(d.flags) or status)[:2000],
+        "raw": d.answer[:4000],
+        "scenario": d.scenario[:300],
+        "producer": d.provenance.get("producer"),
+    }
+
+
+def keep_refused_drafts(
+    session: Session, by_run: Mapping[uuid.UUID, Sequence[DraftCard]], run_id: str | None
+) -> int:
+    """Write each run's refused drafts on it in this transaction (added to what this same
+    flow run kept there before: its rule lessons are written first); how many drafts."""
+    found = {rid: refused(drafts) for rid, drafts in by_run.items()}
+    found = {rid: out for rid, out in found.items() if out}
+    if not found:
+        return 0
+    rows = session.execute(
+        select(col(Trajectory.id), col(Trajectory.extra)).where(col(Trajectory.id).in_(list(found)))
+    ).all()
+    before = {rid: (extra or {}).get(DRAFTS_REJECTED) or {} for rid, extra in rows}
+    dialect, at = session.get_bind().dialect.name, utcnow().isoformat()
+    for rid, out in found.items():
+        old = before.get(rid) or {}
+        kept = list(old.get("drafts") or []) if old.get("run") == run_id else []
+        marker = {"run": run_id, "at": at, "drafts": [*kept, *map(_entry, out)][:KEPT_DRAFTS]}
+        session.execute(
+            update(Trajectory)
+            .where(col(Trajectory.id) == rid)
+            .values(extra=with_key(dialect, DRAFTS_REJECTED, marker))
+            .execution_options(synchronize_session=False)
+        )
+    return sum(len(out) for out in found.values())

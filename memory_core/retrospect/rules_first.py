@@ -37,6 +37,7 @@ class RulesResult:
     written: int = 0  # runs whose rule drafts were written now
     cards_created: int = 0
     evidence_added: int = 0
+    refused: int = 0  # drafts that failed the trust screen: rejections, kept on their run
     failed: dict[uuid.UUID, str] = field(default_factory=dict)
 
 
@@ -48,6 +49,7 @@ def write_rule_lessons(
     worker: str,
     card_status: CardStatus = CardStatus.draft,
     screen: bool = True,
+    run_id: str | None = None,
 ) -> RulesResult:
     """In one transaction: the rule drafts of the claimed rows not yet done, and their rules_at.
 
@@ -68,13 +70,13 @@ def write_rule_lessons(
     for rid, extra in contrast_batch(engine=engine, rows=fresh, screen=screen).items():
         per_row[rid].extend(extra)
     counts: dict[uuid.UUID, int] = {}
-    by_namespace: dict[str, list[DraftCard]] = {}
+    runs: list[tuple[uuid.UUID, str, list[DraftCard]]] = []
     for row in fresh:
         drafts = per_row[row.id]
         if screen:  # calls made on an instruction from a tool or user teach nothing
             drafts = untaint(drafts, [Step.model_validate(s) for s in row.steps])
         counts[row.id] = len(drafts)
-        by_namespace.setdefault(row.namespace, []).extend(drafts)
+        runs.append((row.id, row.namespace, drafts))
     if not counts:
         return result
     now = utcnow()
@@ -94,8 +96,8 @@ def write_rule_lessons(
             update(T).where(col(T.id) == bindparam("rid")).values(cards_written=bindparam("n")),
             [{"rid": rid, "n": n} for rid, n in counts.items()],
         )
-        result.cards_created, result.evidence_added = write_run_drafts(
-            session=session, by_namespace=by_namespace, status=card_status, screen=screen
+        result.cards_created, result.evidence_added, result.refused = write_run_drafts(
+            session=session, runs=runs, status=card_status, screen=screen, run_id=run_id
         )
     result.written = len(counts)
     return result

@@ -24,10 +24,10 @@ from memory_core.retrospect.claims import claim_batch, release
 from memory_core.retrospect.contrast_answers import stored_final_answers, without_answer_keys
 from memory_core.retrospect.keys import generalise_warnings, stored_tables
 from memory_core.retrospect.placeholders import without_placeholders
-from memory_core.retrospect.rejections import keep_rejections
+from memory_core.retrospect.rejections import keep_refused_drafts, keep_rejections
 from memory_core.retrospect.siblings import contrast_batch
 from memory_core.retrospect.summary import BatchResult
-from memory_core.screen.gate import untaint
+from memory_core.screen.gate import screen_draft, untaint
 
 log = logging.getLogger(__name__)
 T = Trajectory
@@ -46,11 +46,21 @@ class Claimed(Protocol):
 def write_run_drafts(
     *,
     session: Session,
-    by_namespace: dict[str, list[DraftCard]],
+    runs: Sequence[tuple[uuid.UUID, str, list[DraftCard]]],
     status: CardStatus,
     screen: bool,
-) -> tuple[int, int]:
-    """Write the drafts of agent runs, namespace by namespace: cards created, evidence added."""
+    run_id: str | None = None,
+) -> tuple[int, int, int]:
+    """Write the drafts of agent runs (run id, namespace, drafts), namespace by namespace:
+    cards created, evidence added, and drafts refused (failed grounding or the trust screen),
+    which are also kept on their run as rejections."""
+    by_namespace: dict[str, list[DraftCard]] = {}
+    by_run: dict[uuid.UUID, list[DraftCard]] = {}
+    for rid, namespace, drafts in runs:
+        # screened here, not in the writer, so each run knows which of its drafts were refused
+        screened = [screen_draft(d) for d in drafts] if screen else list(drafts)
+        by_run.setdefault(rid, []).extend(screened)
+        by_namespace.setdefault(namespace, []).extend(screened)
     created = evidence = 0
     for namespace, drafts in by_namespace.items():
         w = write_drafts(
@@ -59,10 +69,10 @@ def write_run_drafts(
             drafts=drafts,
             status=status,
             provenance={"source": "agent_run"},
-            screen=screen,
+            screen=False,
         )
         created, evidence = created + w.created, evidence + w.evidence_added
-    return created, evidence
+    return created, evidence, keep_refused_drafts(session, by_run, run_id)
 
 
 def name_groups(drafts: Sequence[DraftCard], groups: Mapping[uuid.UUID, str | None]) -> None:
@@ -169,12 +179,13 @@ def finish_batch(
                     for rid, x in extractions.items()
                 ],
             )
-        by_namespace: dict[str, list[DraftCard]] = {}
-        for row in rows:
-            if row.id in extractions:
-                by_namespace.setdefault(row.namespace, []).extend(extractions[row.id].drafts)
-        result.cards_created, result.evidence_added = write_run_drafts(
-            session=session, by_namespace=by_namespace, status=card_status, screen=screen
+        made = [(r.id, r.namespace, extractions[r.id].drafts) for r in rows if r.id in extractions]
+        result.cards_created, result.evidence_added, result.drafts_rejected = write_run_drafts(
+            session=session,
+            runs=made,
+            status=card_status,
+            screen=screen,
+            run_id=run_id,
         )
         rejected = {rid: x.rejected for rid, x in extractions.items() if x.rejected}
         result.rejected = len(rejected)

@@ -23,6 +23,9 @@ class BatchResult(BaseModel):
     # had been rejected the same way before (a re-drive that could not cure them)
     rejected: int = 0
     rejected_again: int = 0
+    # drafts refused on their way to the store (failed grounding or the trust screen): stored
+    # as rejected or quarantined cards with their reasons, counted as rejections
+    drafts_rejected: int = 0
     errors: list[str] = []
 
     def add(self, other: BatchResult) -> None:
@@ -48,6 +51,7 @@ class RetrospectSummary(BaseModel):
     tokens_saved: int = 0
     rejected: int = 0
     rejected_again: int = 0
+    drafts_rejected: int = 0
     budget_exhausted: bool = False
     # LLM calls that failed for good (each try of a run whose LLM part was parked), by why
     llm_failed_calls: int = 0

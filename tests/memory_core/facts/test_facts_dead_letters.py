@@ -163,7 +163,7 @@ def test_the_cli_lists_rejected_answers_apart_from_dead_letters(engine, env_for)
     assert "Z9:9" in listed[0]["reason"] and "Z9:9" in listed[0]["raw"]
     assert json.loads(hindsight(env_for, "dead-letters", "list", "-f", "json").stdout) == []
     shown = hindsight(env_for, "dead-letters", "rejected").stdout
-    assert "rejected LLM answers: 1" in shown
+    assert "rejections: 1" in shown
 
 
 @pytest.mark.parametrize(
