@@ -5,7 +5,7 @@ the whole server, from /proc, and what each worker added.
 
     python -m bench.scale_workers [--sizes 5000 100000] [--workers 1 2 4]
 
-With one worker the server is one process; with N > 1, uvicorn's supervisor and N spawned
+With one worker the server is one process (and its watchdog); with N > 1, the parent that loaded the snapshots and N forked
 workers. `--against CHECKOUT` measures that checkout's server on the same databases too.
 Writes bench/results/scale_workers.json.
 """
@@ -56,11 +56,31 @@ def tree(pid: int) -> list[int]:
 
 
 def memory_mb(pid: int) -> dict[str, float]:
-    """RSS and PSS of a process tree, MB, and how many processes it has."""
+    """RSS, PSS and USS (pages no other process maps) of a process tree, MB, and how many
+    processes it has."""
     pids = tree(pid)
     rss = sum(_kb(Path(f"/proc/{p}/status"), "VmRSS") for p in pids)
-    pss = sum(_kb(Path(f"/proc/{p}/smaps_rollup"), "Pss") for p in pids)
-    return {"rss_mb": round(rss / 1024, 1), "pss_mb": round(pss / 1024, 1), "processes": len(pids)}
+    rollups = [Path(f"/proc/{p}/smaps_rollup") for p in pids]
+    pss = sum(_kb(r, "Pss") for r in rollups)
+    uss = sum(_kb(r, "Private_Clean") + _kb(r, "Private_Dirty") for r in rollups)
+    return {
+        "rss_mb": round(rss / 1024, 1),
+        "pss_mb": round(pss / 1024, 1),
+        "uss_mb": round(uss / 1024, 1),
+        "processes": len(pids),
+    }
+
+
+def added(by: list[dict]) -> dict[str, list[float]]:
+    """What each worker added to RSS, PSS and USS over the first count, MB per worker."""
+    first = by[0]
+    return {
+        f"{m}_added_per_worker_mb": [
+            round((b[f"{m}_mb"] - first[f"{m}_mb"]) / (b["workers"] - first["workers"]), 1)
+            for b in by[1:]
+        ]
+        for m in ("rss", "pss", "uss")
+    }
 
 
 def one(data: Path, script: Path, workers: int, seconds: float, code: Path = REPO) -> dict:
@@ -114,29 +134,12 @@ def main() -> None:
         if args.against:  # the other code on the same database, each count right after
             other = [one(data, script, w, args.seconds, args.against) for w in args.workers]
             result.setdefault("against", {"code": str(args.against), "sizes": []})
-            result["against"]["sizes"].append({"cards": n, "by_workers": other})
-            for b in other:
-                print(json.dumps({"against": n} | {k: v for k, v in b.items() if k != "warm_runs"}))
+            result["against"]["sizes"].append({"cards": n, "by_workers": other, **added(other)})
+            print(json.dumps({"against": n, **added(other)}), flush=True)
         for b in by:
             print(json.dumps({"cards": n, **{k: v for k, v in b.items() if k != "warm_runs"}}))
-        first = by[0]
-        added = [
-            round((b["rss_mb"] - first["rss_mb"]) / (b["workers"] - first["workers"]), 1)
-            for b in by[1:]
-        ]
-        added_pss = [
-            round((b["pss_mb"] - first["pss_mb"]) / (b["workers"] - first["workers"]), 1)
-            for b in by[1:]
-        ]
-        result["sizes"].append(
-            {
-                "cards": n,
-                "by_workers": by,
-                "rss_added_per_worker_mb": added,
-                "pss_added_per_worker_mb": added_pss,
-            }
-        )
-        print(json.dumps({"cards": n, "rss_added_per_worker_mb": added}), flush=True)
+        result["sizes"].append({"cards": n, "by_workers": by, **added(by)})
+        print(json.dumps({"cards": n, **added(by)}), flush=True)
     result["load_after"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     path = REPO / "bench" / "results" / "scale_workers.json"
     path.write_text(json.dumps(result, indent=1))

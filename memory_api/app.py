@@ -23,10 +23,7 @@ from memory_api.hot_query import HotQuery
 from memory_api.metrics import install_metrics
 from memory_api.routes import ROUTERS
 from memory_api.ui import CONSOLE_PATH, mount_console
-from memory_core.db import make_engine
 from memory_core.serve.service import MemoryService
-from memory_core.serve.snapshot_restore import snapshot_files
-from memory_core.settings import Settings
 
 
 def freeze_long_lived() -> None:
@@ -35,17 +32,6 @@ def freeze_long_lived() -> None:
     it grows with the cards. Young cycles are collected first; the snapshot has none."""
     gc.collect(1)
     gc.freeze()
-
-
-def app_from_env() -> FastAPI:
-    """The API over a service built from the HINDSIGHT_* settings: uvicorn's factory when it
-    runs several worker processes (each holds its own snapshots, key cache and use writer)."""
-    settings = Settings()
-    service = MemoryService(engine=make_engine(settings), settings=settings)
-    # saved snapshots as `hindsight serve` uses them (several workers may write one file: each
-    # writes a temp file of its own and renames it over the file)
-    service.snapshots.files = snapshot_files(settings)
-    return create_app(service, freeze_gc=True)
 
 
 def _route(path: str, method: str) -> Any:

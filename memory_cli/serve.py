@@ -35,7 +35,10 @@ def serve(
     host: Annotated[str | None, typer.Option(help="default: the setting (127.0.0.1)")] = None,
     port: Annotated[int | None, typer.Option(help="default: the setting (8765)")] = None,
     workers: Annotated[
-        int, typer.Option(min=1, help="processes; each holds its own snapshot of the cards")
+        int,
+        typer.Option(
+            min=1, help="processes, forked after the keyed namespaces' snapshots were loaded"
+        ),
     ] = 1,
 ) -> None:
     """Run the read API (OpenAPI docs at /docs)."""
@@ -58,15 +61,13 @@ def serve(
         soft_wrap=True,
     )
     # httptools and uvloop (uvicorn[standard]) are picked when installed, as they are
-    uvicorn.run(
-        app if workers == 1 else "memory_api.app:app_from_env",
-        factory=workers > 1,
-        workers=workers,
-        host=bind_host,
-        port=bind_port,
-        log_level="warning",
-        access_log=False,
-    )
+    config = {"host": bind_host, "port": bind_port, "log_level": "warning", "access_log": False}
+    if workers == 1:
+        uvicorn.run(app, **config)  # type: ignore[arg-type]
+        return
+    from memory_api.prefork import serve_forked
+
+    serve_forked(app, app.state.service, workers=workers, **config)
 
 
 def mcp(

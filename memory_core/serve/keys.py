@@ -123,6 +123,19 @@ def record_last_use(*, engine: Engine, used: Mapping[uuid.UUID, datetime]) -> No
             session.execute(update(ApiKey).where(col(ApiKey.id) == key_id).values(last_used_at=at))
 
 
+def keyed_namespaces(engine: Engine) -> list[str]:
+    """The namespaces some unrevoked key reads, by name."""
+    with read_session(engine) as session:
+        return list(
+            session.execute(
+                select(ApiKey.namespace)
+                .where(col(ApiKey.revoked_at).is_(None))
+                .distinct()
+                .order_by(ApiKey.namespace)
+            ).scalars()
+        )
+
+
 class KeyRing:
     """Checks presented keys against the database, remembering answers for cache_s seconds."""
 

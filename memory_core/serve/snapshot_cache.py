@@ -112,6 +112,17 @@ class SnapshotCache(FeedCatchUp):
             self._background.start(namespace, self._verify)
         return snap
 
+    def preload(self, namespaces: Sequence[str]) -> int:
+        """Load these namespaces now, in order, while the budget has room, and wait for their
+        saves: a server does it before forking its workers, which then share the pages (no
+        thread may run across a fork). How many cards are held."""
+        for ns in namespaces:
+            if self.cached()[1] >= self._max_cards:
+                break
+            self._load(ns)
+        self._background.wait()
+        return self.cached()[1]
+
     def catch_up_all(self, *, older_than_s: float) -> int:
         """Bring every held snapshot last checked this long ago current (the poller's round;
         a snapshot or feed another thread holds is left to it); how many were."""

@@ -22,9 +22,15 @@ class UpkeepThreads:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._running: set[str] = set()
+        self._idle = threading.Condition(self._lock)
 
     def __len__(self) -> int:
         return len(self._running)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until none runs (a process about to fork); False when timeout passed first."""
+        with self._idle:
+            return self._idle.wait_for(lambda: not self._running, timeout)
 
     def start(self, key: str, task: Callable[[str], object]) -> None:
         """Run task(key) in a thread unless one of this key runs; a database error is logged
@@ -42,5 +48,6 @@ class UpkeepThreads:
             finally:
                 with self._lock:
                     self._running.discard(key)
+                    self._idle.notify_all()
 
         threading.Thread(target=run, name=f"snapshot-{key}", daemon=True).start()

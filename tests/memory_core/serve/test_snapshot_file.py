@@ -312,16 +312,6 @@ def test_the_servers_save_and_read_snapshot_files(engine, settings) -> None:
     assert service.snapshots.files == snapshot_files(settings) == _files(settings, 20_000)
 
 
-def test_serve_with_several_workers_reads_snapshot_files_too(settings, monkeypatch) -> None:
-    """`hindsight serve --workers N` builds each worker's app from the environment."""
-    from memory_api.app import app_from_env
-
-    monkeypatch.setenv("HINDSIGHT_DATA_DIR", str(settings.data_dir))
-    monkeypatch.setenv("HINDSIGHT_DATABASE_URL", settings.sqlalchemy_url)
-    app = app_from_env()
-    assert app.state.service.snapshots.files == _files(settings, 20_000)
-
-
 def test_a_file_written_for_another_database_is_not_used(
     engine, settings, sqlite_template, tmp_path, caplog
 ) -> None:
