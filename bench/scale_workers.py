@@ -1,13 +1,13 @@
-"""Memory per uvicorn worker: `hindsight serve --workers N` on one SQLite database of 5,000 and
+"""Memory per API worker: `hindsight serve --workers N` on one SQLite database of 5,000 and
 100,000 cards (bench/scale_data), each worker warmed by queries until it holds the namespace's
 snapshot; the RSS and PSS (proportional: a page shared by k processes counts 1/k in each) of
 the whole server, from /proc, and what each worker added.
 
     python -m bench.scale_workers [--sizes 5000 100000] [--workers 1 2 4]
 
-With one worker the server is one process (and its watchdog); with N > 1, the parent that loaded the snapshots and N forked
-workers. `--against CHECKOUT` measures that checkout's server on the same databases too.
-Writes bench/results/scale_workers.json.
+With one worker the server is one process (and its watchdog); with N > 1, also the parent that
+loaded the snapshots, which forks the N workers. `--against CHECKOUT` measures that checkout's
+server on the same databases too. Writes bench/results/scale_workers.json.
 """
 
 from __future__ import annotations

@@ -128,7 +128,7 @@ def keyed_namespaces(engine: Engine) -> list[str]:
     with read_session(engine) as session:
         return list(
             session.execute(
-                select(ApiKey.namespace)
+                select(col(ApiKey.namespace))
                 .where(col(ApiKey.revoked_at).is_(None))
                 .distinct()
                 .order_by(ApiKey.namespace)

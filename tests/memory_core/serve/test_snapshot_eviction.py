@@ -151,3 +151,22 @@ def test_an_evicted_snapshots_used_cards_are_freed_though_loads_freeze_the_heap(
         gc.unfreeze()  # back into the collector's view, before any collection runs
     left = [o for o in gc.get_objects() if isinstance(o, Entry) and o.card_id == card_id]
     assert left == []  # freed at the eviction, not left to a collector frozen out of it
+
+
+def test_a_server_preloads_the_keyed_namespaces_within_the_budget(engine) -> None:
+    """Before forking its workers: the namespaces unrevoked keys read, loaded in name order
+    until the budget is held, with no thread left running."""
+    from memory_core.serve.keys import create_key, keyed_namespaces, revoke_key
+
+    seeded = _seed(engine, ["a", "b", "c", "d"], per=2)
+    for ns in ("c", "a", "b"):
+        create_key(engine=engine, namespace=ns, scopes=["read"])
+    revoked = create_key(engine=engine, namespace="d", scopes=["read"])[0]
+    revoke_key(engine=engine, key_id=revoked.id)
+    assert keyed_namespaces(engine) == ["a", "b", "c"]
+
+    cache = SnapshotCache(engine=engine, refresh_s=60.0, max_cards=4)  # two namespaces
+    assert cache.preload(keyed_namespaces(engine)) == 4
+    assert [ns for ns in "abcd" if cache.ready(ns)] == ["a", "b"]
+    assert len(cache._background) == 0
+    assert _scenarios(cache.get("a")) == seeded["a"]
