@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select, tuple_
+from sqlalchemy import and_, select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
@@ -93,32 +93,36 @@ def _validated(
 ) -> list[Change]:
     """Drafts that validation moved to active or review since then (no version of their own:
     the card's last version is still the draft's)."""
-    q = select(Card).where(
-        col(Card.updated_at) >= since,
-        col(Card.status).in_([CardStatus.active.value, CardStatus.review.value]),
+    # the columns shown and the last version's status alone, in one read: whole rows and
+    # whole snapshots of a night's thousands of cards made the Changes page take 0.4-0.8 s
+    q = (
+        select(
+            col(Card.card_id),
+            col(Card.status),
+            col(Card.confidence),
+            col(Card.updated_at),
+            col(Card.namespace),
+            col(Card.scenario),
+            col(Card.evidence_count),
+        )
+        .join(
+            CardVersion,
+            and_(
+                col(CardVersion.card_id) == col(Card.card_id),
+                col(CardVersion.version) == col(Card.version),
+            ),
+        )
+        .where(
+            col(Card.updated_at) >= since,
+            col(Card.status).in_([CardStatus.active.value, CardStatus.review.value]),
+            # its last change has no version of its own (else it is listed already)
+            col(CardVersion.snapshot)["status"].as_string() == CardStatus.draft.value,
+        )
     )
     if namespace is not None:
         q = q.where(col(Card.namespace) == namespace)
-    cards = list(session.execute(q.limit(limit)).scalars())
-    if not cards:
-        return []
-    last = {
-        (cid, ver): snap
-        for cid, ver, snap in session.execute(
-            select(
-                col(CardVersion.card_id), col(CardVersion.version), col(CardVersion.snapshot)
-            ).where(
-                tuple_(col(CardVersion.card_id), col(CardVersion.version)).in_(
-                    [(c.card_id, c.version) for c in cards]
-                )
-            )
-        ).all()
-    }
     out = []
-    for c in cards:
-        snap = last.get((c.card_id, c.version))
-        if not snap or snap.get("status") != CardStatus.draft.value:
-            continue  # its last change has a version of its own, listed already
+    for c in session.execute(q.limit(limit)).all():
         active = c.status == CardStatus.active.value
         reason = (
             f"passed validation (confidence {c.confidence:.2f})"

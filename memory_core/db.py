@@ -92,6 +92,22 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
+# index entries ANALYZE reads per index on SQLite: ~40 ms at 100,000 cards (a full one ~300)
+ANALYSIS_ROWS = 2000
+
+
+def refresh_statistics(engine: Engine) -> None:
+    """Planner statistics for SQLite (PostgreSQL's autovacuum keeps its own). Without them
+    SQLite takes `namespace = ?` for a ten-row range: a store of one namespace read its cards
+    by id through the namespace index (115 ms for 50 ids at 100,000 cards, not 1)."""
+    if engine.dialect.name != "sqlite":
+        return
+    with engine.connect() as conn:
+        conn.exec_driver_sql(f"PRAGMA analysis_limit={ANALYSIS_ROWS}")
+        conn.exec_driver_sql("ANALYZE")
+        conn.commit()
+
+
 def alembic_config(url: str) -> Config:
     """An Alembic config pointing at the packaged migrations and the given database."""
     from alembic.config import Config

@@ -1,7 +1,8 @@
 """A new store's schema in one step: the models' tables (create_all), what the migrations add
-beyond the models (the change feed's triggers, the card table's fill factor), stamped at the
-head revision. Running every migration one by one on an empty database took most of a new
-store's first command (17 migrations, a SQLite table rebuild each for several)."""
+beyond the models (the change feed's triggers, the card table's fill factor, the first tool's
+expression index), stamped at the head revision. Running every migration one by one on an
+empty database took most of a new store's first command (17 migrations, a SQLite table
+rebuild each for several)."""
 
 from __future__ import annotations
 
@@ -91,6 +92,7 @@ def create_new(engine: Engine, config: Config) -> bool:
         with Operations.context(context):
             feed = _migration("0013_card_change_feed.py")
             feed.create_triggers(f"{feed.WATCHED}, {FEED_ALSO_WATCHES}")
+            _migration("0033_console_list_indexes.py").create_first_tool_index()
             if conn.dialect.name == "postgresql":  # 0009: room to rewrite a card row in place
                 conn.execute(text("ALTER TABLE card SET (fillfactor = 80)"))
         context.stamp(scripts, head)

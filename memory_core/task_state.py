@@ -62,14 +62,13 @@ _ERROR_START = re.compile(
 MAX_SIGNATURE_CHARS = 160
 
 
+_STATUS_BEFORE = re.compile(r"(http(/[\d.]+)?|status|code)\s*[:=]?\s*$")
+
+
 def _mask_number(m: re.Match[str]) -> str:
     # an HTTP status is the error's category (429 vs 503), not a varying value
     before = m.string[max(0, m.start() - 12) : m.start()].casefold()
-    if (
-        len(m.group(0)) == 3
-        and m.group(0)[0] in "12345"
-        and re.search(r"(http(/[\d.]+)?|status|code)\s*[:=]?\s*$", before)
-    ):
+    if len(m.group(0)) == 3 and m.group(0)[0] in "12345" and _STATUS_BEFORE.search(before):
         return m.group(0)
     return "<n>"
 

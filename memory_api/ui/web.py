@@ -27,6 +27,8 @@ CSP = (
     "default-src 'self'; script-src 'none'; style-src 'self'; img-src 'self' data:; "
     "form-action 'self'; frame-ancestors 'none'"
 )
+# an inline `x if c` needs its `else ''`: the Undefined it yields otherwise raises inside
+# markupsafe's escape (269 of them made a third of a card page with its siblings)
 templates = Jinja2Templates(directory=str(HERE / "templates"))
 templates.env.filters["pretty"] = lambda v: json.dumps(v, indent=2, sort_keys=True, default=str)
 # text from stored rows (card lists, facts, charts) redacted as the service's answers are:

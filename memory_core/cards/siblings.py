@@ -6,27 +6,29 @@ from __future__ import annotations
 
 import re
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
-import orjson
-from sqlalchemy import String, cast, literal, select, update
+from sqlalchemy import literal_column, select, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
 from memory_core.cards.confidence import merged_confidence
-from memory_core.cards.filters import like_pattern
 from memory_core.consolidate.apply import apply_plan
-from memory_core.consolidate.errors_alike import same_errors, union_failure_modes
+from memory_core.consolidate.errors_alike import (
+    errors_in,
+    same_error_sets,
+    union_failure_modes,
+)
 from memory_core.consolidate.plan import Merge, MergePlan
 from memory_core.consolidate.rows import CardRow
 from memory_core.db import read_session, session_scope
 from memory_core.errors import InvalidInput, NotFound
-from memory_core.models.card import Card, CardKind, CardStatus, CardVersion
+from memory_core.models.card import FIRST_TOOL_SQL, Card, CardKind, CardStatus, CardVersion
 from memory_core.models.columns import utcnow
 from memory_core.validate.review import _record
 
-CANDIDATES = 100  # cards naming the same tool read per page
+CANDIDATES = 100  # cards with the same first tool read per page
 TITLE_ALIKE = 0.6  # word overlap of two scenarios (Jaccard) that reads as the same title
 LIVE = (CardStatus.active.value, CardStatus.review.value)
 _WORD = re.compile(r"[a-z0-9_]+")
@@ -90,18 +92,6 @@ def _first_tool(card: Any) -> str | None:
     return str(steps[0]["tool"]) if steps else None
 
 
-def _names_tool(engine: Engine, tool: str) -> Any:
-    """Cards with a step of this tool: JSONB containment on PostgreSQL (casting every row's
-    JSONB to text for LIKE doubled the card page there), the list's tool filter elsewhere."""
-    if engine.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import JSONB
-
-        wanted = cast(literal(orjson.dumps([{"tool": tool}]).decode()), JSONB)
-        return col(Card.action_sequence).op("@>")(wanted)
-    step = '"tool": ' + orjson.dumps(tool).decode()
-    return cast(col(Card.action_sequence), String).like(like_pattern(step), escape="\\")
-
-
 def siblings_of(*, engine: Engine, namespace: str, card_id: uuid.UUID) -> list[Sibling]:
     """Live experience cards alike this one: the same first tool and the same failure
     signature, or the same first tool and a very similar title; best supported first."""
@@ -121,18 +111,20 @@ def siblings_of(*, engine: Engine, namespace: str, card_id: uuid.UUID) -> list[S
                     col(Card.status).in_(LIVE),
                     col(Card.kind) == CardKind.experience.value,
                     col(Card.card_id) != card_id,
-                    _names_tool(engine, tool),
+                    # the first tool's index: that tool's cards only, not a scan for them
+                    literal_column(FIRST_TOOL_SQL[engine.dialect.name]) == tool,
                 )
-                .limit(CANDIDATES)  # no order: the scan stops at the limit
+                .limit(CANDIDATES)  # no order: the read stops at the limit
             ).all()
         )
-    mine, out = _row(card), []
+    # this card's errors normalised once, not once per candidate (the card page's main cost)
+    mine, out = errors_in(card.failure_modes or []), []
     for other in found:
         if _first_tool(other) != tool:
             continue
         alike = _title_overlap(card.scenario, other.scenario)
-        theirs = replace(mine, failure_modes=list(other.failure_modes or []))
-        if (card.failure_modes or other.failure_modes) and same_errors(mine, theirs):
+        theirs = errors_in(other.failure_modes or [])
+        if (card.failure_modes or other.failure_modes) and same_error_sets(mine, theirs):
             why = f"same tool {tool} and failure signature"
         elif alike >= TITLE_ALIKE:
             why = f"same tool {tool}, titles {alike:.0%} alike"

@@ -28,7 +28,12 @@ def error_key(mode: dict[str, Any]) -> str:
 
 def errors_of(row: CardRow) -> frozenset[str]:
     """The normalised errors a card warns of (none for a card that only says what worked)."""
-    return frozenset(k for k in (error_key(m) for m in row.failure_modes) if k)
+    return errors_in(row.failure_modes)
+
+
+def errors_in(modes: Iterable[dict[str, Any]]) -> frozenset[str]:
+    """The normalised errors of a list of failure modes."""
+    return frozenset(k for k in (error_key(m) for m in modes) if k)
 
 
 def _words(signature: str) -> frozenset[str]:
@@ -50,7 +55,11 @@ def _covered(ours: Iterable[str], theirs: frozenset[str]) -> bool:
 
 def same_errors(a: CardRow, b: CardRow) -> bool:
     """Both cards warn of no error, or each error of one is (a wording of) one of the other's."""
-    ea, eb = errors_of(a), errors_of(b)
+    return same_error_sets(errors_of(a), errors_of(b))
+
+
+def same_error_sets(ea: frozenset[str], eb: frozenset[str]) -> bool:
+    """same_errors on errors already normalised (a card compared with many normalises once)."""
     if not ea or not eb:
         return not ea and not eb
     return _covered(ea, eb) and _covered(eb, ea)

@@ -107,9 +107,13 @@ def search_facts(
             cards = facts_as_of(session, namespace=namespace, at=as_of)
             if not include_claims:
                 cards = [c for c in cards if c.standing != FactStanding.claim.value]
+        # the most used fact scales the use term (read over the facts, through their index:
+        # over every card of the namespace it cost 70-140 ms at 100,000 cards)
         max_uses = (
             session.execute(
-                select(func.max(Card.use_count)).where(col(Card.namespace) == namespace)
+                select(func.max(Card.use_count)).where(
+                    col(Card.namespace) == namespace, col(Card.kind) == CardKind.fact.value
+                )
             ).scalar()
             or 0
         )

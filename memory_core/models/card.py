@@ -41,6 +41,12 @@ LIVE_STATUSES = ("draft", "review", "active", "quarantined")
 _LIVE_SQL = "status IN ('draft', 'review', 'active', 'quarantined')"
 _SUPERSEDED_SQL = "superseded_by IS NOT NULL"
 CARD_FILLFACTOR = 80
+# a card's first tool as each database indexes it (ix_card_first_tool, migration 0033): a
+# query must spell it the same way for the planner to use the index
+FIRST_TOOL_SQL = {
+    "postgresql": "(action_sequence #>> '{0,tool}')",
+    "sqlite": "json_extract(action_sequence, '$[0].tool')",
+}
 
 
 class ActionStep(BaseModel):
@@ -116,6 +122,9 @@ class Card(CardBase, table=True):
         Index("ix_card_namespace_status", "namespace", "status"),
         # the console lists and counts one kind (facts) per namespace
         Index("ix_card_namespace_kind_status", "namespace", "kind", "status"),
+        # the console's list walks a kind's cards newest change first (the status read from
+        # the entry); updated_at moves with versions, not with uses or outcomes
+        Index("ix_card_namespace_kind_updated", "namespace", "kind", "updated_at", "status"),
         # the harms test reads the namespace's cards with enough withheld outcomes (few)
         Index("ix_card_namespace_withheld", "namespace", "withheld_outcomes"),
         # few cards are superseded: the others need no entry (and no index write per update)
@@ -254,10 +263,12 @@ class CardUse(SQLModel, table=True):
     """A card served to an agent (or withheld from it), and the outcome later reported."""
 
     __tablename__ = "card_use"
+    # the namespace's uses by time (the overview's uses per day read the entries alone)
+    __table_args__ = (Index("ix_card_use_namespace_used", "namespace", "used_at"),)
 
     id: uuid.UUID = Field(default_factory=new_id, primary_key=True)
     card_id: uuid.UUID = Field(foreign_key="card.card_id", index=True)
-    namespace: str = Field(max_length=128, index=True)
+    namespace: str = Field(max_length=128)
     used_at: datetime = Field(default_factory=utcnow, sa_column=utc_column())
     outcome: str | None = Field(default=None, max_length=16)
     context: dict[str, Any] = Field(default_factory=dict, sa_column=json_column())

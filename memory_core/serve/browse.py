@@ -115,7 +115,7 @@ def _where(engine: Engine, namespace: str, filters: CardFilter) -> list[Any]:
             harmful = harm_ids(
                 harms_tests(conn, rules=filters.effect_rules, namespaces=[namespace])
             )
-    return card_filters(namespace, filters, harm_ids=harmful)
+    return card_filters(namespace, filters, harm_ids=harmful, dialect=engine.dialect.name)
 
 
 def count_cards(*, engine: Engine, namespace: str, filters: CardFilter) -> int:

@@ -14,7 +14,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import col
 
 from memory_core.db import read_session
-from memory_core.models.card import Card, CardUse
+from memory_core.models.card import Card, CardKind, CardStatus, CardUse
 
 MODE_CHARS = 240  # a failure mode's label, at most
 FAILURE_SAMPLE = 500  # failure modes are JSON: counted over the most recently changed cards
@@ -71,12 +71,17 @@ def uses_per_day(
 
 
 def top_failure_modes(*, engine: Engine, namespace: str, limit: int = 8) -> list[tuple[str, int]]:
-    """The failure modes most active cards name (among the most recently changed ones)."""
+    """The failure modes most active experience cards name (among the most recently changed
+    ones: the list's index walks them newest first; facts name none)."""
     seen: Counter[str] = Counter()
     with read_session(engine) as session:
         rows = session.execute(
             select(col(Card.failure_modes))
-            .where(col(Card.namespace) == namespace, col(Card.status) == "active")
+            .where(
+                col(Card.namespace) == namespace,
+                col(Card.kind) == CardKind.experience.value,
+                col(Card.status) == CardStatus.active.value,
+            )
             .order_by(col(Card.updated_at).desc())
             .limit(FAILURE_SAMPLE)
         ).scalars()

@@ -15,7 +15,7 @@ from pydantic import TypeAdapter
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
-from memory_core.db import READ_ONLY
+from memory_core.db import READ_ONLY, refresh_statistics
 from memory_core.effects.holdout import split_arms
 from memory_core.models.columns import row_id, utcnow
 from memory_core.namespaces.delete import Deletion, delete_namespace
@@ -75,7 +75,8 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
         )
 
     def start(self) -> None:
-        """Start the background use writer."""
+        """Start the background use writer (after SQLite's planner statistics are fresh)."""
+        refresh_statistics(self.engine)
         self.uses.start()
 
     def close(self) -> None:

@@ -13,6 +13,7 @@ from sqlalchemy import inspect
 from sqlmodel import SQLModel
 
 from memory_core import db
+from memory_core.models.card import FIRST_TOOL_SQL
 from memory_core.schema_new import head_revision
 from memory_core.settings import Settings
 from tests.helpers.serve import add_card
@@ -31,10 +32,34 @@ def test_down_and_up_again(settings, engine) -> None:
     )
 
 
+# indexes the migrations add beyond the models (spelt per database), checked on their own
+BEYOND_MODELS = {"ix_card_first_tool"}
+
+
 def test_models_match_the_migrations(settings, engine) -> None:
     with engine.connect() as conn:
-        diff = compare_metadata(MigrationContext.configure(conn), SQLModel.metadata)
-    assert diff == []
+        assert _model_diff(conn) == []
+
+
+def _model_diff(conn) -> list:
+    def compared(_obj, name, _type, _reflected, _to) -> bool:
+        return name not in BEYOND_MODELS
+
+    ctx = MigrationContext.configure(conn, opts={"include_object": compared})
+    return compare_metadata(ctx, SQLModel.metadata)
+
+
+def test_a_cards_first_tool_is_read_through_its_index(settings, engine) -> None:
+    """0033: the first tool spelt as the siblings query spells it is what the index holds."""
+    expr = FIRST_TOOL_SQL[engine.dialect.name]
+    sql = f"SELECT card_id FROM card WHERE namespace = 'n' AND {expr} = 'search'"
+    with engine.connect() as conn:
+        if engine.dialect.name == "postgresql":
+            conn.exec_driver_sql("SET enable_seqscan = off")  # an empty table reads whole
+            plan = " ".join(r[0] for r in conn.exec_driver_sql("EXPLAIN " + sql))
+        else:
+            plan = " ".join(r[-1] for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql))
+    assert "ix_card_first_tool" in plan, plan
 
 
 def test_card_rewrites_skip_key_checks_and_keep_page_room(settings, engine) -> None:
@@ -147,7 +172,7 @@ def test_a_new_store_is_created_in_one_step_as_the_migrations_make_it(settings, 
             for part in want:
                 assert got[part] == want[part], part
             with migrated.connect() as conn:
-                assert compare_metadata(MigrationContext.configure(conn), SQLModel.metadata) == []
+                assert _model_diff(conn) == []
             # the change feed's triggers work on the created schema: a card write logs a row
             add_card(created, namespace="default")
             with created.connect() as conn:
