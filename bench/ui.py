@@ -140,6 +140,8 @@ def run_one(
         dead = c.get("/ui/dead-letters").text.split('href="/ui/trajectories/')[1].split("?")[0]
         state = json.dumps(query_states(1, n)[0])
         pages = {
+            # the sign-in form reads nothing: the baseline of a loaded machine
+            "empty": ("GET", "/ui/login", {}),
             "cards": ("GET", "/ui/cards", {}),
             "cards_text": ("GET", "/ui/cards?q=tool_7%20after", {}),
             "cards_tool": ("GET", "/ui/cards?tool=tool_7&status=active", {}),

@@ -1,5 +1,5 @@
 """`hindsight dead-letters`: trajectories whose extraction kept failing (their retrospection,
-or the LLM part of their facts); list and re-drive."""
+or the LLM part of their facts); list, re-drive, or discard with a reason."""
 
 from __future__ import annotations
 
@@ -137,3 +137,38 @@ def redrive_cmd(
             f"{n} dead letter(s) back to pending; run `hindsight retrospect` "
             "(and `hindsight facts extract` for parked facts) next"
         )
+
+
+@app.command("discard")
+def discard_cmd(
+    ids: Annotated[
+        list[str] | None,
+        typer.Argument(help="ids (or any unique prefix) or keys"),
+    ] = None,
+    reason: Annotated[str, typer.Option(help="why the runs are given up on (kept with them)")] = "",
+    every: Annotated[
+        bool, typer.Option("--all", help="every dead letter (of --namespace)")
+    ] = False,
+    namespace: Annotated[str | None, typer.Option(help="only this namespace")] = None,
+    by: Annotated[str | None, typer.Option(help="who decided (default: cli:USER)")] = None,
+) -> None:
+    """Give up on dead letters, as the console's Discard does: they leave the list, and each
+    run's record keeps who, when, why and the errors it had."""
+    import getpass
+
+    from memory_core.errors import InvalidInput
+    from memory_core.retrospect.discard import discard
+
+    with fail_on_errors():
+        if bool(ids) == every:
+            raise InvalidInput("name the dead letters to discard, or --all", field="ids")
+        _, engine = load()
+        chosen = [_id_or_key(i, engine) for i in ids] if ids else None
+        n = discard(
+            engine=engine,
+            ids=chosen,
+            namespace=namespace,
+            reason=reason,
+            actor=by or f"cli:{getpass.getuser()}",
+        )
+        console.print(f"{n} dead letter(s) discarded: {reason.strip()}", markup=False)

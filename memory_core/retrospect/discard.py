@@ -50,14 +50,14 @@ def discard(
     *,
     engine: Engine,
     ids: Sequence[str] | None,
-    namespace: str,
+    namespace: str | None,
     reason: str,
     actor: str,
     now: datetime | None = None,
 ) -> int:
-    """Discard dead letters (by id or key; None: all of the namespace) with a reason kept in
-    each run's record; returns how many runs. A run no longer parked is left alone, so a
-    second discard of the same runs changes nothing."""
+    """Discard dead letters (by id or key; None: all of the namespace, or of every namespace
+    when it is None) with a reason kept in each run's record; returns how many runs. A run no
+    longer parked is left alone, so a second discard of the same runs changes nothing."""
     why = (reason or "").strip()
     if not why:
         raise InvalidInput("a reason is needed to discard a dead letter", field="reason")

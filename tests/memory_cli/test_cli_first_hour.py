@@ -147,6 +147,30 @@ def test_dead_letters_redrive_takes_a_unique_id_prefix(env_for, engine) -> None:
     assert json.loads(ok(env_for, "dead-letters", "list", "-f", "json").stdout) == []
 
 
+def test_dead_letters_discard_needs_a_reason_and_keeps_it(env_for, engine) -> None:
+    from memory_core.retrospect.discard import list_discarded
+
+    _dead_letter(engine, uuid.uuid4(), "gone")
+    _dead_letter(engine, uuid.uuid4(), "kept")
+    no_reason = run(env_for, "dead-letters", "discard", "gone")
+    assert no_reason.returncode == 2 and "reason" in no_reason.stderr
+    nothing_named = run(env_for, "dead-letters", "discard", "--reason", "stale")
+    assert nothing_named.returncode == 2 and "--all" in nothing_named.stderr
+    why = "the provider retired this model"
+    out = ok(env_for, "dead-letters", "discard", "gone", "--reason", why).stdout
+    assert "1 dead letter(s) discarded" in out
+    left = json.loads(ok(env_for, "dead-letters", "list", "-f", "json").stdout)
+    assert [d["key"] for d in left] == ["kept"]
+    gone = list_discarded(engine=engine, namespace="default")
+    assert [(d.key, d.reason, d.errors) for d in gone] == [
+        ("gone", why, ["retrospect: LLMTransient: down"])
+    ]
+    assert gone[0].by.startswith("cli:")
+    out = ok(env_for, "dead-letters", "discard", "--all", "--reason", "cleared").stdout
+    assert "1 dead letter(s) discarded" in out
+    assert json.loads(ok(env_for, "dead-letters", "list", "-f", "json").stdout) == []
+
+
 _CHATTER = (
     "Traceback",
     "Error flushing events",
