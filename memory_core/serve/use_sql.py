@@ -125,32 +125,36 @@ class UseStatements:
 
     def insert(self, rows: int) -> _Compiled:
         """INSERT of `rows` use rows (parameters: each row's INSERT_COLUMNS in turn)."""
-        names = [f"{c}_{i}" for i in range(rows) for c in INSERT_COLUMNS]
+        names = lambda: [f"{c}_{i}" for i in range(rows) for c in INSERT_COLUMNS]  # noqa: E731
         return self._compiled("insert", rows, lambda: _insert(rows), names)
 
     def insert_queries(self, rows: int) -> _Compiled:
         """INSERT of `rows` query log rows (parameters: each row's QUERY_COLUMNS in turn)."""
-        names = [f"{c}_{i}" for i in range(rows) for c in QUERY_COLUMNS]
+        names = lambda: [f"{c}_{i}" for i in range(rows) for c in QUERY_COLUMNS]  # noqa: E731
         build = lambda: _insert(rows, QueryLog.__tablename__, QUERY_COLUMNS)  # noqa: E731
         return self._compiled("queries", rows, build, names)
 
     def update(self, cards: int) -> _Compiled:
         """UPDATE of `cards` cards of one namespace (parameters: each card's UPDATE_COLUMNS
         in turn, then the namespace)."""
-        names = [f"{c}_{i}" for i in range(cards) for c in UPDATE_COLUMNS]
+        names = lambda: [f"{c}_{i}" for i in range(cards) for c in UPDATE_COLUMNS]  # noqa: E731
         return self._compiled("update", cards, lambda: _update(cards), names)
 
     def lock(self, cards: int) -> _Compiled:
         """SELECT ... FOR UPDATE of `cards` cards of one namespace (parameters: the card ids,
         then the namespace)."""
-        names = [f"cid_{i}" for i in range(cards)]
+        names = lambda: [f"cid_{i}" for i in range(cards)]  # noqa: E731
         return self._compiled("lock", cards, lambda: _lock(cards), names)
 
-    def _compiled(self, kind: str, n: int, build: Callable[[], Any], names: list[str]) -> _Compiled:
+    def _compiled(
+        self, kind: str, n: int, build: Callable[[], Any], names: Callable[[], list[str]]
+    ) -> _Compiled:
+        """The statement of this kind and row count, compiled on its first use (its parameter
+        names too, built only then: a flush asks for a statement per chunk)."""
         if not 0 < n <= CHUNK:
             raise ValueError(f"{n} rows in one statement (1 to {CHUNK})")
         found = self._cache.get((kind, n))
         if found is None:
             extra = ["ns"] if kind in ("update", "lock") else []
-            found = self._cache[(kind, n)] = _Compiled(build(), self.dialect, names + extra)
+            found = self._cache[(kind, n)] = _Compiled(build(), self.dialect, names() + extra)
         return found

@@ -213,6 +213,15 @@ class UseRecorder:
                     seen[0] += 1
                     if at > seen[1]:
                         seen[1] = at
+        # a card's last use is its query's time: converted once per query, not once per card
+        times: dict[datetime, Any] = {}
+
+        def bind_time(at: datetime) -> Any:
+            times[at] = converted = b["used_at"](at)
+            return converted
+
+        # what a use row keeps of its query's state, made once for its uses and its log row
+        contexts = [use_context(*q[2]) if q[2] is not None else None for q in batch]
         # each chunk converted just before it runs: the statement hands the GIL back, so the
         # event loop waits for the writer's Python one chunk at a time, not a whole batch
         with self._engine.begin() as conn:
@@ -224,7 +233,7 @@ class UseRecorder:
                 ns_v = b["namespace"](ns)
                 for i in range(0, len(ordered), CHUNK):
                     chunk = [
-                        (n, b["used_at"](at), b["card_id"](cid))
+                        (n, times.get(at) or bind_time(at), b["card_id"](cid))
                         for n, at, cid in ordered[i : i + CHUNK]
                     ]
                     if st.locks:
@@ -234,11 +243,12 @@ class UseRecorder:
                     conn.exec_driver_sql(
                         update.sql, update.params([*chain.from_iterable(chunk), ns_v])
                     )
-            for rows in _chunks(_use_rows(batch, b), CHUNK * len(INSERT_COLUMNS)):
+            for rows in _chunks(_use_rows(batch, contexts, b), CHUNK * len(INSERT_COLUMNS)):
                 insert = st.insert(len(rows) // len(INSERT_COLUMNS))
                 conn.exec_driver_sql(insert.sql, insert.params(rows))
             # the query log in the same transaction: a query's row exists when its uses do
-            for rows in _chunks(_query_rows(batch, st.bind_query), CHUNK * len(QUERY_COLUMNS)):
+            queries = _query_rows(batch, contexts, st.bind_query)
+            for rows in _chunks(queries, CHUNK * len(QUERY_COLUMNS)):
                 insert = st.insert_queries(len(rows) // len(QUERY_COLUMNS))
                 conn.exec_driver_sql(insert.sql, insert.params(rows))
 
@@ -256,27 +266,30 @@ class UseRecorder:
                     log.warning("a write after the uses failed: %s", str(exc).splitlines()[0])
 
 
-def _use_rows(batch: list[Queued], b: dict[str, Callable[[Any], Any]]) -> Iterator[Any]:
+def _use_rows(
+    batch: list[Queued], contexts: list[dict[str, Any] | None], b: dict[str, Callable[[Any], Any]]
+) -> Iterator[Any]:
     """The insert's parameters, row after row (INSERT_COLUMNS each), converted as they go."""
     bind_id, bind_card = b["id"], b["card_id"]
-    for ns, at, ctx, query_id, uses, _ in batch:
-        # converted once per query: every use of it shares them (the context is made here,
-        # not on the event loop that queued it)
+    for (ns, at, _, query_id, uses, _), ctx in zip(batch, contexts, strict=True):
+        # converted once per query: every use of it shares them
         ns_v, at_v = b["namespace"](ns), b["used_at"](at)
-        ctx_v = b["context"](use_context(*ctx) if ctx is not None else {})
+        ctx_v = b["context"](ctx if ctx is not None else {})
         query_v = b["query_id"](query_id)
         for use_id, card_id, arm in uses:
             yield from (bind_id(use_id), bind_card(card_id), ns_v, at_v, None, ctx_v, arm, query_v)
 
 
-def _query_rows(batch: list[Queued], b: dict[str, Callable[[Any], Any]]) -> Iterator[Any]:
+def _query_rows(
+    batch: list[Queued], contexts: list[dict[str, Any] | None], b: dict[str, Callable[[Any], Any]]
+) -> Iterator[Any]:
     """The query log insert's parameters (QUERY_COLUMNS each), for queries that keep a row."""
     served = UseArm.served.value
-    for ns, at, ctx, query_id, uses, asked in batch:
+    for (ns, at, _, query_id, uses, asked), ctx in zip(batch, contexts, strict=True):
         if asked is None or query_id is None:
             continue
         key_id, latency_ms, scores = asked
-        state, via = (use_context(*ctx)["state"], ctx[1]) if ctx is not None else ({}, "api")
+        state, via = (ctx["state"], ctx["via"]) if ctx is not None else ({}, "api")
         arms: dict[bool, list[list[Any]]] = {True: [], False: []}
         for _, card_id, arm in uses:  # best first, as retrieval ranked them
             arms[arm == served].append([str(card_id), round(scores.get(card_id, 0.0), 4)])
