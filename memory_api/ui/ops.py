@@ -6,6 +6,7 @@ import json
 import textwrap
 import uuid
 from typing import Any
+from urllib.parse import urlencode
 
 from anyio import to_thread
 from fastapi import APIRouter, Request
@@ -14,6 +15,7 @@ from pydantic import ValidationError
 
 from memory_api.ui.datadocs import docs_root
 from memory_api.ui.web import Console, ConsoleRoute
+from memory_core.cards.filters import CardFilter
 from memory_core.cards.query import example_state
 from memory_core.db import read_session
 from memory_core.effects.cards import verdict_counts
@@ -22,9 +24,11 @@ from memory_core.errors import InvalidInput
 from memory_core.models.columns import utcnow
 from memory_core.redact import redact
 from memory_core.serve import browse, pictures
+from memory_core.serve.list_columns import page_facts
 from memory_core.serve.schemas import QueryRequest
 
 DEFAULT_BUDGET = 400
+FACTS_PAGE = 50  # facts on one page of the list
 
 
 LABEL_CHARS = 30  # a label's line in the chart's label column (12px text, 190px)
@@ -142,12 +146,20 @@ def router(console: Console) -> APIRouter:
         return console.render(request, "changes.html", user, rows=rows, since=when)
 
     @r.get("/facts", response_class=HTMLResponse)
-    def facts(request: Request, q: str = "", fact: uuid.UUID | None = None) -> Response:
+    def facts(
+        request: Request, q: str = "", fact: uuid.UUID | None = None, after: str | None = None
+    ) -> Response:
         user = console.user(request)
         p = user.principal
         p.require("read")  # the search, the chain, conflicts and expiring facts are all reads
         ns, e = p.namespace, svc.engine
-        hits, chain, conflicts, expiring = console.gather(
+        # every active fact, fifty a page newest first (keyset), narrowed by the search's text
+        listed = CardFilter(statuses=("active",), kind="fact", text=q.strip() or None)
+        page, total, hits, chain, conflicts, expiring = console.gather(
+            lambda: browse.list_page(
+                engine=e, namespace=ns, filters=listed, after=after, limit=FACTS_PAGE
+            ),
+            lambda: browse.count_cards(engine=e, namespace=ns, filters=listed),
             lambda: (
                 # an operator sees claims too, each marked with its speaker
                 svc.search_facts(
@@ -160,10 +172,18 @@ def router(console: Console) -> APIRouter:
             lambda: browse.fact_conflicts(engine=e, namespace=ns),
             lambda: browse.expiring_facts(engine=e, namespace=ns),
         )
+        values = page_facts(engine=e, namespace=ns, card_ids=[c.card_id for c in page.cards])
         return console.render(
             request,
             "facts.html",
             user,
+            page=page,
+            values=values,
+            total=total,
+            next_qs=urlencode([("q", q), ("after", page.next_cursor)])
+            if page.next_cursor
+            else None,
+            first_qs=urlencode([("q", q)]) if after else None,
             q=q,
             hits=hits,
             chain=chain,

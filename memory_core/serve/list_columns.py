@@ -1,5 +1,5 @@
-"""The card list's tool column: each listed card's tools, read for the page's ids only (the
-list query leaves the JSON columns out: sorting whole rows cost most of a page).
+"""The card list's tool column and the fact list's key and value, read for the page's ids only
+(the list query leaves these columns out: sorting whole rows cost most of a page).
 
 Layer: service.
 """
@@ -34,3 +34,19 @@ def page_tools(
         tools = [s.get("tool") for s in steps or [] if isinstance(s, dict)]
         out[card_id] = list(dict.fromkeys(t for t in tools if isinstance(t, str) and t))
     return out
+
+
+def page_facts(
+    *, engine: Engine, namespace: str, card_ids: Sequence[uuid.UUID]
+) -> dict[uuid.UUID, Card]:
+    """Each listed fact's key, question, value, expiry and standing (a partial Card)."""
+    if not card_ids:
+        return {}
+    cols = (Card.key, Card.query, Card.value, Card.valid_until, Card.standing)
+    with read_session(engine) as session:
+        rows = session.execute(
+            select(col(Card.card_id), *(col(c) for c in cols)).where(
+                col(Card.card_id).in_(list(card_ids)), col(Card.namespace) == namespace
+            )
+        ).all()
+    return {r.card_id: r for r in rows}

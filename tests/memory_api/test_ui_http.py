@@ -356,3 +356,26 @@ def test_two_active_values_of_one_key_and_query_show_as_a_conflict(ui, engine) -
         conflicts = page.split("<h2>Conflicts</h2>")[1].split("<h2>Expiring</h2>")[0]
         assert f"/ui/cards/{first}" in conflicts and f"/ui/cards/{second}" in conflicts
         assert "No fact has an expiry" in page
+
+
+def test_facts_are_listed_fifty_a_page_and_narrowed_by_the_search(ui, engine) -> None:
+    server, s = ui
+    for i in range(53):
+        _fact(engine, f"city.{i:02d}", f"office number {i:02d}")
+    _fact(engine, "db", "we use PostgreSQL", "Which database do we use?")
+    with signed_in(server.url, s.keys["read"]) as c:
+        first = c.get("/ui/facts")
+        assert first.status_code == 200
+        listed = first.text.split('id="all-h"')[1]
+        assert "Active facts (54)" in listed
+        rows = listed.split("</table>")[0].count("<tr>") - 1  # less the header's
+        assert rows == 50
+        nxt = html.unescape(listed.split('rel="next" href="')[1].split('"')[0])
+        rest = c.get(nxt).text.split('id="all-h"')[1].split("</table>")[0]
+        assert rest.count("<tr>") - 1 == 4
+        assert 'rel="next"' not in c.get(nxt).text  # the last page
+        seen = set(re.findall(r"office number (\d\d)", listed.split("</table>")[0] + rest))
+        assert len(seen) == 53  # every fact once across the two pages
+        narrowed = c.get("/ui/facts", params={"q": "postgres"}).text.split('id="all-h"')[1]
+        assert "Active facts (1 containing" in narrowed and "we use PostgreSQL" in narrowed
+        assert "office number" not in narrowed.split("</table>")[0]
