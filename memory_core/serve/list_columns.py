@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
@@ -38,8 +39,8 @@ def page_tools(
 
 def page_facts(
     *, engine: Engine, namespace: str, card_ids: Sequence[uuid.UUID]
-) -> dict[uuid.UUID, Card]:
-    """Each listed fact's key, question, value, expiry and standing (a partial Card)."""
+) -> dict[uuid.UUID, Any]:
+    """Each listed fact's key, question, value, expiry and standing (a row of these)."""
     if not card_ids:
         return {}
     cols = (Card.key, Card.query, Card.value, Card.valid_until, Card.standing)
