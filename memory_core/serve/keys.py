@@ -204,6 +204,12 @@ class KeyRing:
         hit = self._cache.get(hash_key(secret))
         return hit is not None and hit[1] > time.monotonic()
 
+    def known(self, secret: str) -> Principal | None:
+        """The principal a fresh cached answer gives this key (one hash, no database read);
+        None when verifying it would read the database or refuse it."""
+        hit = self._cache.get(hash_key(secret))
+        return hit[0] if hit is not None and hit[1] > time.monotonic() else None
+
     def forget(self) -> None:
         """Drop cached answers (after a revoke in this process)."""
         with self._lock:
