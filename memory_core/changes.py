@@ -19,7 +19,7 @@ from sqlalchemy import and_, select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
-from memory_core.models.card import Card, CardStatus, CardVersion
+from memory_core.models.card import Card, CardKind, CardStatus, CardVersion
 from memory_core.redact import redact
 
 
@@ -113,6 +113,8 @@ def _validated(
             ),
         )
         .where(
+            # every kind named: the list's (namespace, kind, updated_at) index reads the range
+            col(Card.kind).in_([k.value for k in CardKind]),
             col(Card.updated_at) >= since,
             col(Card.status).in_([CardStatus.active.value, CardStatus.review.value]),
             # its last change has no version of its own (else it is listed already)

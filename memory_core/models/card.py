@@ -238,7 +238,11 @@ class CardVersion(SQLModel, table=True):
     """A snapshot of a card at one version, with who changed it and why."""
 
     __tablename__ = "card_version"
-    __table_args__ = (UniqueConstraint("card_id", "version", name="uq_card_version"),)
+    __table_args__ = (
+        UniqueConstraint("card_id", "version", name="uq_card_version"),
+        # the Changes page reads the versions written since a time
+        Index("ix_card_version_created", "created_at"),
+    )
 
     id: uuid.UUID = Field(default_factory=new_id, primary_key=True)
     # no foreign key, on purpose: cards are never deleted, and every writer adds history in
