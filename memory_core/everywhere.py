@@ -7,7 +7,8 @@ empty state (`true`, `1 == 1`, no preconditions at all), or on every probe state
 card is refused unless its writer says it applies everywhere.
 
 The probes: each variable the set reads takes values of every type a task state carries
-(strings, numbers, booleans, lists, maps with the fields the set reads), values no literal of
+(strings, numbers, booleans, lists, maps with the fields the set reads; a variable of the
+documented vocabulary only values of its type), values no literal of
 the set names ("", a probe word, 0, large numbers; negative ones only for a variable outside
 the documented vocabulary, whose counts and indexes never go below zero), and the literals of
 the set a state really takes (`used`: every literal when the caller cannot tell, the values
@@ -35,6 +36,16 @@ from memory_core.preconditions import (
 
 PROBE_WORD = "\u2063probe\u2063"  # a value no literal of a card names
 NON_NEGATIVE = frozenset({"step", "error_count", "retry_count"})  # indexes and counts
+# the documented vocabulary's types (memory_core.task_state): the states the product derives,
+# and an agent filling the vocabulary, carry these and no others, so `type(step) == int` or
+# `tool != 1` picks no states (bool is no int here)
+TYPES: dict[str, tuple[type, ...]] = {
+    **dict.fromkeys(("task_type", "agent_id", "tool", "last_tool", "last_error"), (str,)),
+    "last_error_code": (str, int),
+    **dict.fromkeys(("step", "error_count", "retry_count"), (int,)),
+    "tools_used": (list,),
+    "args": (dict,),
+}
 MAX_PROBES = 1024  # states tried per set (a product larger than this is sampled)
 _NUMBER = re.compile(r"(?<![\w.\"'])-?\d+(?:\.\d+)?(?![\w.])")
 EVERYWHERE = "applies_everywhere"  # the provenance field: its writer meant it for every state
@@ -68,7 +79,9 @@ def _scalars(variable: str, strings: list[str], numbers: list[int | float]) -> l
     if variable not in NON_NEGATIVE:
         ints += [-1, -(10**9), 0.5, -0.5]
     for n in numbers:
-        ints += [n, n + 1, n - 1] if variable not in NON_NEGATIVE or n > 0 else [n, n + 1]
+        ints += [n, n + 1, n - 1]
+    if variable in NON_NEGATIVE:  # `retry_count > -1` holds on every state
+        ints = [n for n in ints if n >= 0]
     return ["", PROBE_WORD, *strings, *dict.fromkeys(ints), True, False]
 
 
@@ -80,7 +93,17 @@ def _values(
     fields = _fields(variable, sources)
     maps: list[Any] = [{}]
     maps += [{f: v for f in fields} for v in scalars] if fields else [{PROBE_WORD: ""}]
-    return [*scalars, *lists, *maps]
+    values = [*scalars, *lists, *maps]
+    types = TYPES.get(variable)
+    if types is None:  # an agent's own variable: any type
+        return values
+    return [
+        v
+        for v in values
+        if isinstance(v, types)
+        and not (isinstance(v, bool) and bool not in types)
+        and not (isinstance(v, list) and not all(isinstance(x, str) for x in v))
+    ]
 
 
 def _probes(

@@ -32,6 +32,17 @@ EVERY_STATE = [
     ["tool == tool"],
     ['tool != "x" || tool == "x"'],
     ["retry_count >= 0", 'last_tool != "never_called"'],
+    # disguises: constants, identities, counts compared below zero, a type no state carries
+    ['"a" in ["a"]'],
+    ["!false"],
+    ["size(x) >= 0"],
+    ['tool.startsWith("")'],
+    ["step + 1 > step"],
+    ["retry_count > -1"],
+    ["step != -1"],
+    ["tool != 1"],
+    ['type(tool) == type("")'],
+    ["size(args) >= 0"],
 ]
 PICKS = [
     ['tool == "x"'],
@@ -44,6 +55,9 @@ PICKS = [
     ['task_type == "booking"', 'tool == "book_flight"', 'args.cabin == "basic"'],
     ["balance >= 0"],  # an agent's own variable: it may well be negative
     ['task_type != "booking"'],  # a task type the namespace's runs have
+    ["retry_count != 0"],
+    ["step < 10000000000"],
+    ["size(args) > 0"],
 ]
 
 
