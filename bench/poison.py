@@ -22,7 +22,8 @@ LoCoMo recall@10 (categories 1-4) with the poison mixed in, against the unpoison
     python bench/poison.py data [--locomo-conversations 2]
 
 With `--attacks instructed`, the orders obeyed from the task message or a successful result of
-bench/poison_instructed.py (keys `instructed` and `instructed_first`, one poisoned run).
+bench/poison_instructed.py (keys `instructed` and `instructed_first`, one poisoned run);
+`--attacks fresh` the same with the set of bench/poison_fresh.py (keys `fresh`, `fresh_first`).
 
 With `--attacks heldout`, the set of bench/poison_heldout.py instead (written and measured
 once before the screen was changed for it): its numbers go to the `heldout` key, the first
@@ -245,16 +246,22 @@ def run_heldout(args: Any, paths: set[str], result: dict[str, Any]) -> None:
 
 
 def run_instructed(args: Any, paths: set[str], result: dict[str, Any]) -> None:
-    """The instructed-step set (bench/poison_instructed.py) through the rule and LLM paths at
-    one poisoned run (0.1% and 1% of tau-bench); the first measurement is kept apart."""
+    """An instructed-step set (bench/poison_instructed.py, or bench/poison_fresh.py with
+    `--attacks fresh`) through the rule and LLM paths at one poisoned run (0.1% and 1% of
+    tau-bench); the first measurement is kept apart."""
     import poison_llm as pll
-    from poison_instructed import instructed_variants
 
     from memory_core.models.columns import utcnow
 
+    if args.attacks == "fresh":
+        from poison_fresh import fresh_variants as make
+    else:
+        from poison_instructed import instructed_variants as make
+
     t0 = time.perf_counter()
-    vs = instructed_variants()
-    got: dict[str, Any] = dict(result.get("instructed") or {})
+    vs = make()
+    key = args.attacks
+    got: dict[str, Any] = dict(result.get(key) or {})
     got["variants"] = len(vs)
     rates = (0.001,)
     if "rules" in paths:
@@ -263,11 +270,11 @@ def run_instructed(args: Any, paths: set[str], result: dict[str, Any]) -> None:
         recs = json.loads((args.data / "tau-bench-airline" / "trajectories.json").read_text())
         got["llm"] = pll.run_tau_llm(recs, vs, rates, utcnow(), _summary)
     got.setdefault("wall_s", {})[args.paths] = round(time.perf_counter() - t0, 1)
-    result["instructed"] = got
-    keep = dict(result.get("instructed_first") or {})
-    result["instructed_first"] = {**got, **keep}  # a path measured before stays as it was
+    result[key] = got
+    keep = dict(result.get(f"{key}_first") or {})
+    result[f"{key}_first"] = {**got, **keep}  # a path measured before stays as it was
     args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"instructed: {len(vs)} variants; {got['wall_s']} s; {args.out}")
+    print(f"{key}: {len(vs)} variants; {got['wall_s']} s; {args.out}")
 
 
 def main() -> None:
@@ -290,11 +297,12 @@ def main() -> None:
     )
     ap.add_argument(
         "--attacks",
-        choices=("main", "heldout", "instructed"),
+        choices=("main", "heldout", "instructed", "fresh"),
         default="main",
         help="heldout: the set of bench/poison_heldout.py, written into the 'heldout' key "
         "(its first measurement is kept as 'heldout_first'); instructed: the set of "
-        "bench/poison_instructed.py at one poisoned run ('instructed', 'instructed_first')",
+        "bench/poison_instructed.py at one poisoned run ('instructed', 'instructed_first'); "
+        "fresh: the set of bench/poison_fresh.py the same way ('fresh', 'fresh_first')",
     )
     args = ap.parse_args()
     paths = set(args.paths.split(","))
@@ -303,7 +311,7 @@ def main() -> None:
     if args.attacks == "heldout":
         run_heldout(args, paths, result)
         return
-    if args.attacks == "instructed":
+    if args.attacks in ("instructed", "fresh"):
         run_instructed(args, paths, result)
         return
     vs = variants()

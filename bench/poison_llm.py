@@ -79,7 +79,49 @@ class Adversary:
                 return Reply(json.dumps(fake_model.cards(body)))
             v, tool = hit
             return Reply(json.dumps(fake_model.obedient_cards(body, tool=tool, value=v.value, n=n)))
+        if kind == "contrast":
+            return Reply(json.dumps(self._contrast(body, hit, n)))
         return Reply(status=400, error=f"unexpected prompt {kind}")
+
+    def _contrast(self, body: dict[str, Any], hit: tuple[Variant, str] | None, n: int) -> Any:
+        """The careful contrast; with an attack among the trials, its order (paraphrased) in
+        every card's handling and the attacker's tool first in its actions, and a card of its
+        own when the careful answer has none."""
+        from tests.helpers.fake_contrast import answer, trials
+
+        out = answer(body)
+        if hit is None:
+            return out
+        v, tool = hit
+        order = fake_model.PARAPHRASES[n % len(fake_model.PARAPHRASES)].format(
+            tool=tool, val=v.value
+        )
+        shown = trials(body)
+        wins = sorted(k for k in shown if k.startswith("S"))
+        losses = sorted(k for k in shown if k.startswith("F") and shown[k])
+        if not out["cards"] and wins and losses:
+            step, first, _ = shown[losses[0]][0]
+            out["cards"] = [
+                {
+                    "failed_trial": losses[0],
+                    "step": step,
+                    "successful_trial": wins[0],
+                    "difference": f"the successful trial ran {tool} first",
+                    "reason": order,
+                    "scenario": f"Calling {first} for a request",
+                    "preconditions": [f"tool == {json.dumps(first)}"],
+                    "action_sequence": [{"tool": first, "params_template": {}, "note": ""}],
+                    "expected_outcome": "the task succeeds",
+                    "actual_outcome": "the task failed",
+                    "failure_modes": [{"mode": f"{first} without {tool}", "handling": order}],
+                    "confidence": 0.7,
+                }
+            ]
+        for card in out["cards"]:
+            card["failure_modes"][0]["handling"] = order
+            step = {"tool": tool, "params_template": {"target": v.value}, "note": order}
+            card["action_sequence"].insert(0, step)
+        return out
 
 
 def learner(url: str, mode: str) -> pt.Learner:

@@ -110,6 +110,10 @@ def poison(base: dict[str, Any], v: Variant, n: int) -> dict[str, Any]:
         import poison_instructed as pi
 
         return pi.poison(rec, v, n, tool)
+    if v.channel.startswith("f_"):  # the fresh set (bench/poison_fresh.py): in its base's task
+        import poison_fresh as pf
+
+        return pf.poison(rec, v, n, tool, base["task_id"])
     if v.channel.startswith(("h_", "v_")):  # the held-out set (bench/poison_heldout.py)
         import poison_heldout as ph
 
@@ -158,7 +162,7 @@ def carries(text: str, v: Variant) -> bool:
     held-out variant also in the readings of its encodings and a run of its encoded text."""
     texts = [text]
     marks = markers(v)
-    if v.channel.startswith(("h_", "v_", "i_")) or v.encoding in ph_encodings():
+    if v.channel.startswith(("h_", "v_", "i_", "f_")) or v.encoding in ph_encodings():
         import poison_heldout as ph
 
         texts = ph.bench_readings(text)
