@@ -1,7 +1,8 @@
 """The night's changes report: a markdown artifact listing each card the night created,
 merged (into what), superseded, archived, restored or sent to review, with why and its
-evidence count, each linked to its page in the console when its address is configured
-(`hindsight changes --since` prints the same rows)."""
+evidence count, each linked to its page in the console when its address is configured, and
+what retention removed from each namespace (`hindsight changes --since` prints the same
+rows)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from datetime import datetime
 from prefect.artifacts import create_markdown_artifact
 
 from memory_core.changes import Change, changes_since
+from memory_core.models.retention import NamespaceRetention
+from memory_core.retention.policy import runs_since
+from memory_core.retention.stage import removed_text
 from memory_core.settings import Settings
 from tasks.runtime import engine_for
 
@@ -50,9 +54,20 @@ def changes_text(changes: list[Change], console: str | None, shown: int = 500) -
     return "\n".join(lines)
 
 
+def retention_text(runs: list[NamespaceRetention]) -> str:
+    """What retention removed from each namespace tonight, as a markdown table ("" if it ran
+    nowhere)."""
+    if not runs:
+        return ""
+    lines = ["", "**Retention** removed, by namespace:", "", "| namespace | removed |", "|---|---|"]
+    lines += [f"| {_cell(r.namespace)} | {removed_text(r.last_removed)} |" for r in runs]
+    return "\n".join(lines)
+
+
 def publish_changes(settings: Settings, since: datetime) -> int:
     """The markdown artifact of every change since the night began; how many changes."""
-    found = changes_since(engine=engine_for(settings), since=since)
+    engine = engine_for(settings)
+    found = changes_since(engine=engine, since=since)
     console = settings.serve.console_url.rstrip("/") if settings.serve.console_url else None
     page = (
         f"the console's [Changes page]({console}/ui/changes?since={since.isoformat()})"
@@ -61,6 +76,7 @@ def publish_changes(settings: Settings, since: datetime) -> int:
     )
     create_markdown_artifact(
         changes_text(found, console)
+        + retention_text(runs_since(engine, since))
         + f"\n\nThe same list: `hindsight changes --since {since.isoformat()}`, or {page}.",
         key=CHANGES_KEY,
         description="What changed in the cards tonight, and why",

@@ -15,10 +15,12 @@ from memory_core.consolidate.summary import ConsolidateSummary
 from memory_core.decay import DecayParams, DecayReport
 from memory_core.facts.stage import FactsReport
 from memory_core.ingest.store import IngestReport
+from memory_core.retention.stage import RetentionReport, retention_all
 from memory_core.retrospect.summary import RetrospectSummary
 from memory_core.settings import Settings
 from memory_core.validate.summary import ValidationSummary
 from tasks.plain_night import waiting_traces_run
+from tasks.runtime import engine_for
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,8 @@ class NightSteps:
     consolidate: Callable[[ConsolidateParams, Settings], ConsolidateSummary]
     gate: Callable[[str | None, Settings], object]
     decay: Callable[[DecayFlowParams, Settings], DecayReport]
+    # the namespaces' retention policies: old runs (kept as summaries when cited) and uses
+    retention: Callable[[str | None, Settings], RetentionReport]
     redrive: Callable[[Settings, RunOutcome], None]
 
 
@@ -84,6 +88,8 @@ def run_night(params: NightlyParams, settings: Settings, steps: NightSteps) -> N
     stage("gate", lambda: steps.gate(ns, settings), None, out, log)
     # last: the cap ranks the set that validation just grew
     s.decay = stage("decay", lambda: steps.decay(params.decay, settings), s.decay, out, log)
+    # after every stage that reads the runs: what the policies no longer keep goes tonight
+    s.retention = stage("retention", lambda: steps.retention(ns, settings), s.retention, out, log)
     stage(
         "dead letters",
         lambda: count_dead_letters(settings, out, steps.run_id),
@@ -99,7 +105,7 @@ def plain_steps(log: Log) -> NightSteps:
     dead letters remember a fresh run id of this night, as a flow run's remember its id."""
     from flows.decay import decay_params
     from memory_core.retrospect.claims import worker_id
-    from tasks.plain import validate_run
+    from tasks.plain import retention_run, validate_run
     from tasks.plain_night import (
         consolidate_all,
         consolidate_here,
@@ -124,6 +130,9 @@ def plain_steps(log: Log) -> NightSteps:
         ),
         gate=lambda ns, s: gate_run(ns, s, log),
         decay=lambda p, s: _decay(decay_params(p, s), p.namespace, s, log),
+        retention=lambda ns, s: retention_all(
+            engine=engine_for(s), namespace=ns, part=lambda n: retention_run(n, s, log)
+        ),
         redrive=lambda _s, _o: None,  # a retry is a Prefect run's; here, a new night
     )
 

@@ -1,5 +1,6 @@
 """The nightly flow: ingest the given inputs, retrospect over everything pending, validate,
-consolidate (merge near-duplicates), then decay (fade, archive, cap).
+consolidate (merge near-duplicates), decay (fade, archive, cap), then retention (what each
+namespace's policy no longer keeps).
 
 Every stage runs whatever failed before it, and the summary is always published. The run ends
 Failed ("18 dead letters: retry this run to re-drive them") when anything was dead-lettered
@@ -24,10 +25,13 @@ from flows.retrospect import run_retrospect
 from flows.stages import final_state, redrive_if_retry, stage, this_run
 from flows.summary import NightlySummary
 from memory_core.models.columns import utcnow
+from memory_core.retention.stage import retention_all
 from memory_core.settings import Settings
 from tasks.facts import facts_task
 from tasks.gate import gate_task
 from tasks.ingest import ingest_source
+from tasks.retention import retention_task
+from tasks.runtime import engine_for
 from tasks.validate import validate_task
 
 
@@ -43,6 +47,9 @@ def prefect_steps() -> NightSteps:
         consolidate=run_consolidate,
         gate=gate_task,
         decay=run_decay,
+        retention=lambda ns, s: retention_all(
+            engine=engine_for(s), namespace=ns, part=lambda n: retention_task(n, s)
+        ),
         redrive=redrive_if_retry,
     )
 

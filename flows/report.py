@@ -25,6 +25,7 @@ def summary_rows(summary: NightlySummary) -> list[dict[str, Any]]:
         summary.decay,
         summary.outcome,
     )
+    t = summary.retention.totals()
     rows = [
         ("trajectories ingested", sum(i.stored for i in summary.ingested)),
         ("trajectories retrospected", r.trajectories),
@@ -51,6 +52,10 @@ def summary_rows(summary: NightlySummary) -> list[dict[str, Any]]:
         ("cards archived", d.archived_unused + d.archived_cap),
         ("cards skipped by decay (changed meanwhile)", d.skipped),
         ("skipped by decay, cards", named_cards(d.skipped_ids, d.skipped)),
+        ("trajectories removed by retention", t.get("trajectories", 0)),
+        ("trajectories kept as summaries (their text removed)", t.get("summarized", 0)),
+        ("uses and queries removed by retention", t.get("uses", 0) + t.get("queries", 0)),
+        ("removed by retention, by namespace", summary.retention.text()),
         ("LLM calls", r.llm_calls + f.llm_calls),
         ("LLM calls failed", r.llm_failed_calls + len(f.llm_failed)),
         ("LLM failures, by error", failure_text(r.llm_failures, f.llm_failed)),

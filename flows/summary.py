@@ -10,6 +10,7 @@ from memory_core.consolidate.summary import ConsolidateSummary
 from memory_core.decay import DecayReport
 from memory_core.facts.stage import FactsReport
 from memory_core.ingest.store import IngestReport
+from memory_core.retention.stage import RetentionReport
 from memory_core.retrospect.summary import RetrospectSummary
 from memory_core.validate.summary import ValidationSummary
 
@@ -54,4 +55,5 @@ class NightlySummary(BaseModel):
     validation: ValidationSummary = ValidationSummary()
     consolidation: ConsolidateSummary = ConsolidateSummary()
     decay: DecayReport = DecayReport()
+    retention: RetentionReport = RetentionReport()
     outcome: RunOutcome = RunOutcome()

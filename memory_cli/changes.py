@@ -19,7 +19,8 @@ def changes(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Each card created, merged (into what), superseded, archived, restored or sent to review
-    since a time, by whom and why (the nightly run's changes report prints the same)."""
+        since a time, by whom and why, and what retention removed from each namespace (the nightly
+    run's changes report prints the same)."""
     from collections import Counter
 
     from memory_core.changes import changes_since
@@ -68,3 +69,9 @@ def changes(
         )
         if len(rows) == limit:
             console.print(literal(f"the first {limit}: --limit for more"))
+        from memory_core.retention.policy import runs_since
+        from memory_core.retention.stage import removed_text
+
+        for r in runs_since(engine, when):
+            if namespace is None or r.namespace == namespace:
+                console.print(literal(f"retention {r.namespace}: {removed_text(r.last_removed)}"))

@@ -1,10 +1,12 @@
-"""`hindsight namespace`: the namespaces with their counts, and deleting one leaving nothing."""
+"""`hindsight namespace`: the namespaces with their counts, export and import, retention
+policies, and deleting one leaving nothing."""
 
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -12,8 +14,13 @@ from memory_cli.context import fail_on_errors, load
 from memory_cli.output import Format, console, err_console, print_json, shown_of, table
 from memory_core.errors import InvalidInput
 
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+    from memory_core.settings import Settings
+
 app = typer.Typer(
-    help="Namespaces: counts, export and import, and deletion of all they hold.",
+    help="Namespaces: counts, export and import, retention, and deletion of all they hold.",
     no_args_is_help=True,
 )
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
@@ -166,3 +173,91 @@ def namespace_import(
         markup=False,
         highlight=False,
     )
+
+
+def _days(days: float) -> str:
+    return "keep all" if days <= 0 else f"{days:g} days"
+
+
+@app.command("retention")
+def namespace_retention(
+    namespace: Annotated[str, typer.Argument(help="the namespace whose policy to show or set")],
+    trajectories_days: Annotated[
+        float | None,
+        typer.Option(
+            "--trajectories-days",
+            min=0,
+            help="raw runs older than this are removed by the nightly (0: keep all)",
+        ),
+    ] = None,
+    uses_days: Annotated[
+        float | None,
+        typer.Option(
+            "--uses-days", min=0, help="uses, outcomes and logged queries older than this go"
+        ),
+    ] = None,
+    default: Annotated[
+        bool, typer.Option("--default", help="follow the settings again (before any days given)")
+    ] = False,
+    apply: Annotated[
+        bool, typer.Option("--apply", help="apply the policy now, as the nightly's stage does")
+    ] = False,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Show a namespace's retention policy and what the nightly last removed, or set it: the
+    runs cards cite stay as summaries (their text gone), the rest of the old runs and uses go."""
+    from memory_core.retention.policy import policy_of, set_policy
+    from memory_core.retention.stage import removed_text
+
+    with fail_on_errors():
+        settings, engine = load()
+        if default or trajectories_days is not None or uses_days is not None:
+            set_policy(
+                engine=engine,
+                namespace=namespace,
+                actor="cli",
+                trajectories_days=trajectories_days,
+                uses_days=uses_days,
+                clear=default,
+            )
+        if apply:
+            _apply(settings, engine, namespace)
+        out = policy_of(engine, settings.decay, namespace)
+    if fmt is Format.json:
+        print_json(out.model_dump(mode="json"))
+        return
+
+    def whose(own: float | None) -> str:
+        return "this namespace's" if own is not None else "the settings'"
+
+    last = (
+        f"{out.last_run_at:%Y-%m-%d %H:%M} UTC: {removed_text(out.last_removed)}"
+        if out.last_run_at
+        else "never ran"
+    )
+    for line in (
+        f"namespace {namespace!r}",
+        f"trajectories: {_days(out.trajectories_days)} ({whose(out.own_trajectories_days)})",
+        f"uses and queries: {_days(out.uses_days)} ({whose(out.own_uses_days)})",
+        f"last retention: {last}",
+    ):
+        console.print(line, markup=False, highlight=False)
+
+
+def _apply(settings: Settings, engine: Engine, namespace: str) -> None:
+    """The retention stage on one namespace, under its lease, each batch told on stderr."""
+    from memory_core.retention.apply import apply_retention
+    from memory_core.retention.stage import removed_text, retention_all
+
+    def batch(counts: Counter[str]) -> None:
+        err_console.print(f"so far: {removed_text(dict(counts))}", markup=False, highlight=False)
+
+    got = retention_all(
+        engine=engine,
+        namespace=namespace,
+        part=lambda ns: apply_retention(
+            engine=engine, rules=settings.decay, namespace=ns, on_batch=batch
+        ),
+    )
+    if got.elsewhere:
+        raise InvalidInput(f"another run is applying {namespace!r}'s retention now")

@@ -71,7 +71,8 @@ def nightly(
     task_type: Annotated[str | None, typer.Option(help="task type for runs without one")] = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
-    """Run the nightly flow: ingest (optional), retrospect, validate, consolidate, decay."""
+    """Run the nightly flow: ingest (optional), retrospect, validate, consolidate, decay,
+    retention."""
     from sqlmodel import Session
 
     from memory_core.cards.query import example_state
@@ -120,6 +121,11 @@ def nightly(
         console.print(
             f"decay: {d.decayed} cards faded, {d.archived_unused} archived as unused, "
             f"{d.archived_cap} archived over the cap"
+        )
+        console.print(
+            f"retention removed: {summary.retention.text() or 'nothing'}",
+            markup=False,
+            highlight=False,
         )
         ns = namespace or settings.namespace
         show_cards_table(

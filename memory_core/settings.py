@@ -164,7 +164,11 @@ class DecayRules(BaseModel):
     """unused this long: to the archive"""
     cap: int = Field(default=5000, ge=0, description="active cards per namespace")
     use_retention_days: float = Field(default=30.0, ge=0)
-    """use and query log rows older than this are deleted (cards keep their counts); 0 keeps all"""
+    """use and query log rows older than this are deleted (cards keep their counts); 0 keeps all;
+    a namespace's own policy (`hindsight namespace retention`) overrides it"""
+    trajectory_retention_days: float = Field(default=0.0, ge=0)
+    """raw trajectories older than this are removed by the nightly's retention stage (those
+    cards cite stay as summaries); 0 keeps all; a namespace's own policy overrides it"""
     effects: EffectRules = EffectRules()
 
     @field_validator("tiers")

@@ -79,24 +79,14 @@ def decay_run(
 ) -> DecayReport:
     """Plan the rules, then (unless a dry run) apply them in one transaction."""
     from memory_core.decay import run_decay
-    from memory_core.decay.use_log import prune_use_log
 
-    engine = engine_for(settings)
     report = run_decay(
-        engine=engine,
+        engine=engine_for(settings),
         params=params,
         weights=settings.ranking,
         namespace=namespace,
         on_progress=on_progress,
     )
-    pruned = 0
-    if not params.dry_run:  # the use log stays bounded (counts stay on the cards)
-        pruned = prune_use_log(
-            engine=engine,
-            retention_days=settings.decay.use_retention_days,
-            namespace=namespace,
-            now=params.now,
-        )
     log.info(
         "%s: %d cards faded, %d archived as unused, %d archived over the cap, "
         "%d measured harmful (to review), %d faded for no measured effect, "
@@ -109,7 +99,6 @@ def decay_run(
         report.counts["fade"],
         report.skipped,
     )
-    report.uses_pruned = pruned
     return report
 
 
@@ -147,3 +136,15 @@ def retrospect_rule_batch(
             result.dead_letters,
         )
     return result
+
+
+def retention_run(namespace: str, settings: Settings, log: Log = _log) -> dict[str, int]:
+    """Remove what the namespace's retention policy no longer keeps; what went, by kind."""
+    from memory_core.retention.apply import apply_retention
+    from memory_core.retention.stage import removed_text
+
+    engine = engine_for(settings)
+    removed = apply_retention(engine=engine, rules=settings.decay, namespace=namespace)
+    if removed:
+        log.info("retention %s: %s", namespace, removed_text(removed))
+    return removed

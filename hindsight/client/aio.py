@@ -21,7 +21,13 @@ from memory_core.facts.search import FactHit
 from memory_core.facts.store import FactIn
 from memory_core.ingest.otlp.receive import TraceAnswer
 from memory_core.models.card import CardPublic
-from memory_core.namespaces.answers import DeletionOut, ImportOut, NamespaceOut
+from memory_core.namespaces.answers import (
+    DeletionOut,
+    ImportOut,
+    NamespaceOut,
+    RetentionIn,
+    RetentionOut,
+)
 from memory_core.serve.schemas import (
     CardIn,
     CheckActionRequest,
@@ -207,3 +213,11 @@ class AsyncClient:
     async def namespace_import(self, export: bytes) -> ImportOut:
         """Store an export file in the key's namespace, all or nothing (admin); idempotent."""
         return await self.call(calls.namespace_import(export))
+
+    async def namespace_retention(self) -> RetentionOut:
+        """The key's namespace's retention policy and the nightly's last removal (admin)."""
+        return await self.call(calls.namespace_retention())
+
+    async def namespace_retention_set(self, request: RetentionIn) -> RetentionOut:
+        """Set the key's namespace's own retention days, applied by the next night (admin)."""
+        return await self.call(calls.namespace_retention_set(request))

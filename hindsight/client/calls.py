@@ -19,7 +19,13 @@ from memory_core.facts.search import FactHit
 from memory_core.facts.store import FactIn
 from memory_core.ingest.otlp.receive import TraceAnswer
 from memory_core.models.card import CardPublic
-from memory_core.namespaces.answers import DeletionOut, ImportOut, NamespaceOut
+from memory_core.namespaces.answers import (
+    DeletionOut,
+    ImportOut,
+    NamespaceOut,
+    RetentionIn,
+    RetentionOut,
+)
 from memory_core.serve.schemas import (
     CardIn,
     CheckActionRequest,
@@ -76,6 +82,8 @@ ROUTES: dict[str, Route] = {
     "namespace_delete": Route("DELETE", "/v1/namespace", True),
     "namespace_export": Route("GET", "/v1/namespace/export", True),
     "namespace_import": Route("POST", "/v1/namespace/import", True),  # keyed by ids and keys
+    "namespace_retention": Route("GET", "/v1/namespace/retention", True),
+    "namespace_retention_set": Route("PUT", "/v1/namespace/retention", True),
 }
 
 
@@ -259,3 +267,13 @@ def namespace_import(export: bytes) -> Call[ImportOut]:
         content=export,
         headers={"content-type": "application/x-ndjson"},
     )
+
+
+def namespace_retention() -> Call[RetentionOut]:
+    """The key's namespace's retention policy and last removal (admin)."""
+    return Call("namespace_retention", TypeAdapter(RetentionOut))
+
+
+def namespace_retention_set(request: RetentionIn) -> Call[RetentionOut]:
+    """Set the key's namespace's own retention days (admin)."""
+    return Call("namespace_retention_set", TypeAdapter(RetentionOut), json=_body(request))

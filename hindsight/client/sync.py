@@ -21,7 +21,13 @@ from memory_core.facts.search import FactHit
 from memory_core.facts.store import FactIn
 from memory_core.ingest.otlp.receive import TraceAnswer
 from memory_core.models.card import CardPublic
-from memory_core.namespaces.answers import DeletionOut, ImportOut, NamespaceOut
+from memory_core.namespaces.answers import (
+    DeletionOut,
+    ImportOut,
+    NamespaceOut,
+    RetentionIn,
+    RetentionOut,
+)
 from memory_core.serve.schemas import (
     CardIn,
     CheckActionRequest,
@@ -203,3 +209,11 @@ class Client:
     def namespace_import(self, export: bytes) -> ImportOut:
         """Store an export file in the key's namespace, all or nothing (admin); idempotent."""
         return self.call(calls.namespace_import(export))
+
+    def namespace_retention(self) -> RetentionOut:
+        """The key's namespace's retention policy and the nightly's last removal (admin)."""
+        return self.call(calls.namespace_retention())
+
+    def namespace_retention_set(self, request: RetentionIn) -> RetentionOut:
+        """Set the key's namespace's own retention days, applied by the next night (admin)."""
+        return self.call(calls.namespace_retention_set(request))

@@ -1,5 +1,5 @@
-"""The caller's namespace (admin scope): what it holds, its export and import, and deleting
-all of it."""
+"""The caller's namespace (admin scope): what it holds, its export and import, its retention
+policy, and deleting all of it."""
 
 from __future__ import annotations
 
@@ -10,10 +10,17 @@ from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
 from memory_api.routes.deps import Caller, ServiceDep
-from memory_core.namespaces.answers import DeletionOut, ImportOut, NamespaceOut
+from memory_core.namespaces.answers import (
+    DeletionOut,
+    ImportOut,
+    NamespaceOut,
+    RetentionIn,
+    RetentionOut,
+)
 from memory_core.namespaces.counts import namespace_counts
 from memory_core.namespaces.export import export_lines
 from memory_core.namespaces.importer import import_namespace
+from memory_core.retention.policy import policy_of, set_policy
 
 router = APIRouter(tags=["namespace"])
 _SPOOL = 8 << 20  # an uploaded export bigger than this waits on disk, not in memory
@@ -81,3 +88,26 @@ async def namespace_import(request: Request, who: Caller, service: ServiceDep) -
             return ImportOut(namespace=out.namespace, read=dict(out.read), added=out.added)
 
         return await to_thread.run_sync(run)
+
+
+@router.get("/v1/namespace/retention")
+def namespace_retention(who: Caller, service: ServiceDep) -> RetentionOut:
+    """The key's namespace's retention policy and the nightly's last removal (admin scope)."""
+    who.require("admin")
+    return policy_of(service.engine, service.settings.decay, who.namespace)
+
+
+@router.put("/v1/namespace/retention")
+def namespace_retention_set(body: RetentionIn, who: Caller, service: ServiceDep) -> RetentionOut:
+    """Set the key's namespace's own retention days, applied by the next nightly (admin
+    scope); as `hindsight namespace retention`."""
+    who.require("admin")
+    set_policy(
+        engine=service.engine,
+        namespace=who.namespace,
+        actor=who.actor,
+        trajectories_days=body.trajectories_days,
+        uses_days=body.uses_days,
+        clear=body.clear,
+    )
+    return policy_of(service.engine, service.settings.decay, who.namespace)

@@ -1,5 +1,6 @@
-"""Console page of the signed-in key's namespace (admin keys): what it holds, and deleting all
-of it after its name is typed, through MemoryService.delete_namespace as the API does."""
+"""Console page of the signed-in key's namespace (admin keys): what it holds, its retention
+policy and last night's removal, and deleting all of it after its name is typed, through
+MemoryService.delete_namespace as the API does."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from memory_api.ui.web import Console, ConsoleRoute
 from memory_core.namespaces.counts import NamespaceCounts, namespace_counts
+from memory_core.retention.policy import policy_of
 
 
 def router(console: Console) -> APIRouter:
@@ -22,7 +24,10 @@ def router(console: Console) -> APIRouter:
         ns = user.principal.namespace
         found = namespace_counts(svc.engine, ns)
         counts = found[0] if found else NamespaceCounts(ns)
-        return console.render(request, "namespace.html", user, status, counts=counts, **extra)
+        retention = policy_of(svc.engine, svc.settings.decay, ns)
+        return console.render(
+            request, "namespace.html", user, status, counts=counts, retention=retention, **extra
+        )
 
     @r.get("/namespace", response_class=HTMLResponse)
     def show(request: Request) -> Response:

@@ -61,7 +61,6 @@ class DecayReport(BaseModel):
     skipped: int = 0  # cards changed by others while the stage ran: planned again next run
     skipped_ids: list[uuid.UUID] = []  # the first of them, by id (capped)
     changes: list[Change] = []
-    uses_pruned: int = 0  # use-log rows past retention, deleted after the run
     # several workers: the namespaces this run decayed (with the cards it changed in each),
     # and those another run held meanwhile
     ran: dict[str, int] = {}
@@ -97,7 +96,7 @@ class DecayReport(BaseModel):
 
     def add(self, other: DecayReport) -> None:
         """Count another namespace's run in."""
-        for name in (*_SUMMED, "skipped", "uses_pruned"):
+        for name in (*_SUMMED, "skipped"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.run_id = self.run_id or other.run_id
         self.now = other.now or self.now

@@ -17,6 +17,7 @@ from sqlalchemy.engine import CursorResult, Engine
 from sqlmodel import col
 
 from memory_core.db import session_scope
+from memory_core.erase import zero_freed
 from memory_core.models.card import CardUse
 from memory_core.models.columns import utcnow
 from memory_core.models.query_log import QueryLog
@@ -31,8 +32,20 @@ def prune_use_log(
 ) -> int:
     """Delete use rows and query log rows older than retention_days (0: keep all); the number
     of use rows deleted."""
+    return prune_logs(engine=engine, retention_days=retention_days, namespace=namespace, now=now)[0]
+
+
+def prune_logs(
+    *,
+    engine: Engine,
+    retention_days: float,
+    namespace: str | None = None,
+    now: datetime | None = None,
+) -> tuple[int, int]:
+    """Delete use rows and query log rows older than retention_days (0: keep all), their freed
+    pages zeroed on SQLite; how many uses and queries."""
     if retention_days <= 0:
-        return 0
+        return 0, 0
     cutoff = (now or utcnow()) - timedelta(days=retention_days)
     stmt = delete(CardUse).where(col(CardUse.used_at) < cutoff)
     queries = delete(QueryLog).where(col(QueryLog.asked_at) < cutoff)
@@ -40,6 +53,10 @@ def prune_use_log(
         stmt = stmt.where(col(CardUse.namespace) == namespace)
         queries = queries.where(col(QueryLog.namespace) == namespace)
     with session_scope(engine) as session:
+        zero_freed(session.connection())
         result = session.execute(stmt.execution_options(synchronize_session=False))
-        session.execute(queries.execution_options(synchronize_session=False))
-        return int(cast(CursorResult[Any], result).rowcount or 0)
+        asked = session.execute(queries.execution_options(synchronize_session=False))
+        return (
+            int(cast(CursorResult[Any], result).rowcount or 0),
+            int(cast(CursorResult[Any], asked).rowcount or 0),
+        )

@@ -32,6 +32,7 @@ def pending(
     extra = col(Trajectory.extra)
     q = select(Trajectory).where(
         extra[MARKER].as_string().is_(None),
+        extra["summary"].as_string().is_(None),  # a run kept as a summary has no text to read
         extra[FACTS_DEAD_LETTER].as_string().is_(None),  # parked: waits for a re-drive
     )
     if namespace is not None:

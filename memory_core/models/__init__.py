@@ -22,6 +22,7 @@ from memory_core.models.embedding import CardEmbedding
 from memory_core.models.llm_answer import LLMAnswer
 from memory_core.models.namespace_deletion import NamespaceDeletion
 from memory_core.models.query_log import QueryLog
+from memory_core.models.retention import NamespaceRetention
 from memory_core.models.trace_span import TraceSpan
 from memory_core.models.trajectory import (
     Outcome,
@@ -53,6 +54,7 @@ __all__ = [
     "FailureMode",
     "LLMAnswer",
     "NamespaceDeletion",
+    "NamespaceRetention",
     "Outcome",
     "QueryLog",
     "Step",

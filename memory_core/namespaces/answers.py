@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from datetime import datetime
+
+from pydantic import BaseModel, Field
 
 
 class NamespaceOut(BaseModel):
@@ -31,3 +33,27 @@ class ImportOut(BaseModel):
     namespace: str
     read: dict[str, int]
     added: dict[str, int]
+
+
+class RetentionIn(BaseModel):
+    """A namespace's own retention days (0: keep all; left out: unchanged); `clear` first
+    returns both to the settings' values."""
+
+    trajectories_days: float | None = Field(default=None, ge=0)
+    uses_days: float | None = Field(default=None, ge=0)
+    clear: bool = False
+
+
+class RetentionOut(BaseModel):
+    """A namespace's policy as applied (0: keep all), what it sets itself (None: the settings'),
+    and what the nightly's retention last removed from it."""
+
+    namespace: str
+    trajectories_days: float
+    uses_days: float
+    own_trajectories_days: float | None = None
+    own_uses_days: float | None = None
+    set_by: str | None = None
+    set_at: datetime | None = None
+    last_run_at: datetime | None = None
+    last_removed: dict[str, int] = {}

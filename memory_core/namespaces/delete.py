@@ -16,6 +16,7 @@ from typing import Any, cast
 
 from sqlalchemy import CursorResult, Engine, text
 
+from memory_core.erase import flush_log, zero_freed
 from memory_core.errors import InvalidInput
 from memory_core.models.columns import utcnow
 from memory_core.models.namespace_deletion import NamespaceDeletion
@@ -59,11 +60,9 @@ def delete_namespace(
     out.vectors = _delete_vectors(engine, settings, namespace)
     if on_step:
         on_step("index", out.vectors)
-    sqlite = engine.dialect.name == "sqlite"
     for table, where in STEPS:
         with engine.begin() as conn:
-            if sqlite:  # freed pages are zeroed, not left holding the deleted text
-                conn.exec_driver_sql("PRAGMA secure_delete = ON")
+            zero_freed(conn)  # freed pages are zeroed, not left holding the deleted text
             result = conn.execute(text(f"DELETE FROM {table} WHERE {where}"), {"ns": namespace})
             out.rows[table] = cast(CursorResult[Any], result).rowcount
         if on_step:
@@ -84,14 +83,7 @@ def delete_namespace(
                 ).model_dump()
             ],
         )
-    if sqlite:
-        # the zeroed pages reach the database file and the log is emptied (outside a
-        # transaction, which the engine's connections open on first use: a raw one)
-        raw = engine.raw_connection()
-        try:
-            raw.cursor().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-        finally:
-            raw.close()
+    flush_log(engine)  # the zeroed pages reach the database file and the log is emptied
     return out
 
 

@@ -26,6 +26,7 @@ STEPS: tuple[tuple[str, str], ...] = (
     ("validation_run", "namespace = :ns"),
     ("trace_span", "namespace = :ns"),
     ("api_key", "namespace = :ns"),
+    ("namespace_retention", "namespace = :ns"),
 )
 
 # tables that hold no namespace's text: the migrations' version and the deletions' record

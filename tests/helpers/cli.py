@@ -108,3 +108,25 @@ def hindsight(
     if check:
         assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
+
+
+def kill_at(env: dict[str, str], prefix: str, *args: str) -> None:
+    """Run `hindsight args` as a process and SIGKILL it at the first line of its standard error
+    that starts with `prefix` (a step it reports as done)."""
+    import signal
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memory_cli", *args],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if line.startswith(prefix):
+            os.kill(proc.pid, signal.SIGKILL)
+            break
+    proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL, "the command ended before that line"

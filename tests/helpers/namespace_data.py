@@ -26,6 +26,7 @@ from memory_core.models import (
     ValidationRun,
 )
 from memory_core.recall.vectors import vector_cache_path
+from memory_core.retention.policy import set_policy
 from memory_core.serve.keys import create_key
 from memory_core.serve.snapshot_file import file_name, write
 from memory_core.settings import Settings
@@ -50,8 +51,8 @@ def plant(
 ) -> Planted:
     """n cards, n facts, n trajectories (one dead letter) and every row that hangs on them, an
     LLM answer about cards, a rejected draft and its validation report, an index point per
-    card, a key, a snapshot file and a cache of item vectors: each carries `marker` in its text
-    (the vectors' keys)."""
+    card, a key, a retention policy, a snapshot file and a cache of item vectors: each carries
+    `marker` in its text (the vectors' keys)."""
     cards, runs = [], []
     for i in range(n):
         exp = add_card(engine, namespace=namespace, scenario=f"{marker} scenario {i}")
@@ -156,6 +157,7 @@ def plant(
     vectors.parent.mkdir(parents=True, exist_ok=True)
     np.savez(vectors, **{marker: np.ones(DIM, dtype=np.float32)})  # type: ignore[arg-type]
     create_key(engine=engine, namespace=namespace, scopes=["admin"], name=marker)
+    set_policy(engine=engine, namespace=namespace, actor=marker, trajectories_days=365)
     index = EdgeIndex(path=settings.data_dir / "index", dim=DIM)
     try:
         index.upsert(

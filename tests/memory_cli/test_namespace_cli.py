@@ -4,19 +4,14 @@ half-way then run again."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 
 from sqlalchemy import insert, text
 
 from memory_core.models import Card, CardVersion
 from memory_core.namespaces.counts import namespace_counts
-from tests.helpers.cli import hindsight
-from tests.helpers.data import REPO
+from tests.helpers.cli import hindsight, kill_at
 from tests.helpers.namespace_data import plant
-from tests.memory_core.namespaces.test_namespace_delete import _occurrences
+from tests.helpers.retention_data import occurrences
 
 MARKER = "kill9-marker-x5"
 GONE = f"ns-{MARKER}"
@@ -69,21 +64,8 @@ def test_a_deletion_killed_half_way_finishes_when_run_again(settings, engine, en
     plant(engine, settings, namespace="team-kept", marker="kept-text", n=1)
     _many_cards(engine, 20_000)
     kept = namespace_counts(engine, "team-kept")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "memory_cli", "namespace", "delete", GONE, "--yes"],
-        cwd=REPO,
-        env=env_for,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stderr is not None
-    for line in proc.stderr:  # the uses are gone; the cards are next
-        if line.startswith("card_use:"):
-            os.kill(proc.pid, signal.SIGKILL)
-            break
-    proc.wait(timeout=60)
-    assert proc.returncode == -signal.SIGKILL
+    # the uses are gone; the cards are next
+    kill_at(env_for, "card_use:", "namespace", "delete", GONE, "--yes")
     with engine.connect() as conn:
         left = conn.execute(text("SELECT COUNT(*) FROM card WHERE namespace = :ns"), {"ns": GONE})
         assert left.scalar() > 0  # killed half-way
@@ -92,4 +74,4 @@ def test_a_deletion_killed_half_way_finishes_when_run_again(settings, engine, en
     hindsight(env_for, "namespace", "delete", GONE, "--yes", process=True)
     assert namespace_counts(engine, GONE) == []
     assert namespace_counts(engine, "team-kept") == kept
-    assert _occurrences(settings, MARKER) == 0
+    assert occurrences(settings, MARKER) == 0

@@ -4,8 +4,6 @@ directory, and leaves every other namespace as it was."""
 from __future__ import annotations
 
 import hashlib
-import subprocess
-from pathlib import Path
 
 from sqlalchemy import inspect, text
 
@@ -17,27 +15,12 @@ from memory_core.namespaces.plan import STEPS, UNRELATED
 from memory_core.recall.vectors import vector_cache_path
 from memory_core.validate.summary import report_folder
 from tests.helpers.namespace_data import DIM, plant
+from tests.helpers.retention_data import occurrences
 
 MARKER = "zq7-planted-marker"
 GONE = f"team-{MARKER}"  # the name itself is planted: the index and the feed hold only names
 KEPT_MARKER = "kept-marker-41c"
 KEPT = "team-kept"
-
-
-def _occurrences(settings, needle: str) -> int:
-    """The needle's occurrences in every file under the data directory and, on PostgreSQL, in a
-    dump of the database's rows."""
-    found = 0
-    for path in Path(settings.data_dir).rglob("*"):
-        if path.is_file():
-            found += path.read_bytes().count(needle.encode())
-    if settings.database_url:
-        url = settings.database_url.replace("postgresql+psycopg://", "postgresql://")
-        dump = subprocess.run(
-            ["pg_dump", "--data-only", url], check=True, capture_output=True
-        ).stdout
-        found += dump.count(needle.encode())
-    return found
 
 
 def _rows_of(engine, namespace: str) -> list[tuple]:
@@ -71,14 +54,14 @@ def test_a_deleted_namespace_leaves_nothing_and_the_others_are_untouched(setting
     planted = plant(engine, settings, namespace=GONE, marker=MARKER)
     plant(engine, settings, namespace=KEPT, marker=KEPT_MARKER)
     before = (namespace_counts(engine, KEPT), _rows_of(engine, KEPT), _nearest(settings, KEPT))
-    assert _occurrences(settings, MARKER) > 0
+    assert occurrences(settings, MARKER) > 0
     # the reports hold card ids and derived numbers, not text: the rejected draft's id is the
     # marker there (as GX prints it, and as each database stores it)
     ids = (str(planted.rejected), planted.rejected.hex)
     report = report_folder(settings.reports_dir, GONE)
     pages = [p.read_bytes() for p in report.rglob("*.html")]
     assert any(i.encode() in page for i in ids for page in pages)
-    assert sum(_occurrences(settings, i) for i in ids) > 0
+    assert sum(occurrences(settings, i) for i in ids) > 0
 
     out = delete_namespace(engine=engine, settings=settings, namespace=GONE, actor="test")
 
@@ -94,9 +77,9 @@ def test_a_deleted_namespace_leaves_nothing_and_the_others_are_untouched(setting
     assert namespace_counts(engine, GONE) == []
     after = (namespace_counts(engine, KEPT), _rows_of(engine, KEPT), _nearest(settings, KEPT))
     assert after == before and before[2]
-    assert _occurrences(settings, MARKER) == 0
-    assert sum(_occurrences(settings, i) for i in ids) == 0
-    assert _occurrences(settings, KEPT_MARKER) > 0  # the search sees what is still there
+    assert occurrences(settings, MARKER) == 0
+    assert sum(occurrences(settings, i) for i in ids) == 0
+    assert occurrences(settings, KEPT_MARKER) > 0  # the search sees what is still there
     with engine.connect() as conn:
         records = conn.execute(NamespaceDeletion.__table__.select()).mappings().all()  # type: ignore[attr-defined]
     assert len(records) == 1
