@@ -6,7 +6,9 @@ steady stream of card writes (POST /v1/cards, 5 a second, each a new card), alte
 
 --code runs the server from another checkout (say, one from before the change) for a
 before/after. Writes bench/results/card_writes.json (medians and the runs; the ratios are
-"with writes" over "without").
+"with writes" over "without"). Each round runs both, back to back (in turn first), so the
+paired ratios compare runs under the same load of the host: their median is the figure to
+quote on a shared machine, where the medians of each side drift with the load between rounds.
 """
 
 from __future__ import annotations
@@ -100,6 +102,15 @@ def measure(seconds: float, runs: int, rate: float, code: Path, concurrency: int
     def med(mode: str, k: str) -> float:
         return statistics.median(r[k] for r in out[mode])
 
+    paired = [
+        {
+            "throughput": round(w["req_per_s"] / wo["req_per_s"], 3),
+            "p99": round(w["p99_ms"] / wo["p99_ms"], 3),
+            "load": w["load"],
+        }
+        for wo, w in zip(out["without"], out["with"], strict=True)
+    ]
+
     summary = {mode: {k: med(mode, k) for k in ("req_per_s", "p50_ms", "p99_ms")} for mode in out}
     return {
         "cards": 5000,
@@ -112,6 +123,9 @@ def measure(seconds: float, runs: int, rate: float, code: Path, concurrency: int
             summary["with"]["req_per_s"] / summary["without"]["req_per_s"], 3
         ),
         "p99_ratio": round(summary["with"]["p99_ms"] / summary["without"]["p99_ms"], 3),
+        "paired_throughput_ratio_median": statistics.median(p["throughput"] for p in paired),
+        "paired_p99_ratio_median": statistics.median(p["p99"] for p in paired),
+        "paired": paired,
         "writes_per_run": [r["writes"] for r in out["with"]],
         "runs": out,
     }
@@ -124,12 +138,19 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=5)
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--code", type=Path, default=REPO, help="the checkout the server runs")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        help="where to write the result (default: "
+        "bench/results/card_writes.json for this checkout, none for another)",
+    )
     args = ap.parse_args()
     result = measure(args.seconds, args.runs, args.rate, args.code.resolve(), args.concurrency)
     print(json.dumps({k: v for k, v in result.items() if k != "runs"}, indent=1))
-    if args.code.resolve() == REPO:
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(json.dumps(result, indent=1) + "\n")
+    out = args.out or (RESULTS if args.code.resolve() == REPO else None)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=1) + "\n")
 
 
 if __name__ == "__main__":

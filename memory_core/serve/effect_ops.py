@@ -69,7 +69,7 @@ class EffectOperations:
             pinned=pinned,
             actor=principal.actor,
         )
-        self.snapshots.invalidate([principal.namespace])
+        self.snapshots.written([principal.namespace])
         return to_public(card)
 
     def effects(self, *, principal: Principal, limit: int = 200) -> EffectsReport:

@@ -73,6 +73,22 @@ class FeedCatchUp:
         finally:
             snap.lock.release()
 
+    def written(self, namespaces: list[str]) -> None:
+        """After a write through this process, on the writer's thread before it answers: the
+        held snapshots take the write now. Readers meanwhile are served the set before it (no
+        one has been told of the write yet) instead of waiting for the feed and leaving the
+        event loop, as a stale snapshot makes every query do; one that could not take it is
+        marked stale, and the next query catches up."""
+        for ns in namespaces:
+            snap = self._snapshots.get(ns)
+            if snap is None:
+                continue
+            try:  # a feed read that starts now starts after the write committed
+                self._catch_up(snap, wait=True, feed_s=0.0, refill=True)
+            except SQLAlchemyError as exc:
+                log.warning("applying a write to the snapshot of %s failed: %s", ns, exc)
+                snap.stale = True
+
     def _read_feed(self) -> None:
         """One read of the feed for every namespace; hand each held or loading namespace its
         changes. Hold the feed's lock."""

@@ -28,8 +28,7 @@ from memory_core.screen.gate import screen_card
 from memory_core.screen.provenance import Origin, with_origin
 from memory_core.serve.keys import Principal
 from memory_core.serve.schemas import CardIn
-from memory_core.validate.frame import cards_frame
-from memory_core.validate.rows import check_rows
+from memory_core.validate.rows import check_cards
 
 
 def operator_signature(card: CardIn) -> str:
@@ -132,7 +131,7 @@ def store_card(
     )
     # the nightly drafts' rules, on this one card, checked row by row: the suite itself costs
     # about a second of CPU a card, holding the interpreter (memory_core.validate.rows)
-    failures = check_rows(cards_frame([row], registry=registry))
+    failures = check_cards([row], registry=registry)
     if failures:
         raise InvalidInput(
             "the card fails validation: " + "; ".join(failures[str(row.card_id)]), field="card"

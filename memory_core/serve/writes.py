@@ -83,7 +83,7 @@ class WriteOperations:
             max_preconditions=s.limits.max_preconditions,
             screen=s.screen,
         )
-        self.snapshots.invalidate([principal.namespace])
+        self.snapshots.written([principal.namespace])
         return to_public(row)
 
     def search_facts(
@@ -191,5 +191,5 @@ class WriteOperations:
             actor=principal.actor,
             reason=reason,
         )
-        self.snapshots.invalidate([principal.namespace])
+        self.snapshots.written([principal.namespace])
         return to_public(card)

@@ -128,34 +128,37 @@ def cards_frame(
     """The table of a batch of cards: rows of draft_columns(), DraftRows, or Card objects."""
     import pandas as pd
 
+    return pd.DataFrame(card_columns(cards, registry=registry), columns=FRAME_COLUMNS)
+
+
+def card_columns(
+    cards: Sequence[DraftRow | Any], *, registry: frozenset[str] | None = None
+) -> dict[str, list[Any]]:
+    """The columns of cards_frame as plain lists: what a card written alone is checked on
+    (memory_core.validate.rows), with no frame to build."""
     rows = [draft_row(c) if isinstance(c, Card) else c for c in cards]
     tools = [_tools(r.action_sequence) for r in rows]
     scenarios = [r.scenario or "" for r in rows]
-    return pd.DataFrame(
-        {
-            "card_id": [r.card_id for r in rows],
-            "scenario": [s.strip() or None for s in scenarios],
-            "scenario_chars": [len(s) for s in scenarios],
-            "expected_outcome_chars": [len(r.expected_outcome or "") for r in rows],
-            "actual_outcome_chars": [len(r.actual_outcome or "") for r in rows],
-            "confidence": [r.confidence for r in rows],
-            "actions": [len(t) for t in tools],
-            "actions_name_a_tool": [
-                all(isinstance(x, str) and x.strip() for x in t) for t in tools
-            ],
-            "preconditions_compile": [_compiles(r.preconditions) for r in rows],
-            # a fact is found by its words, not by preconditions
-            "preconditions_pick_states": [
-                r.everywhere or r.key is not None or _picks_states(r.preconditions) for r in rows
-            ],
-            # an empty tool name is the other rule's business
-            "tools_in_registry": [
-                registry is None or all(x in registry for x in t if x) for t in tools
-            ],
-            "free_of_secrets": [not has_secret(_text(r)) for r in rows],
-        },
-        columns=FRAME_COLUMNS,
-    )
+    return {
+        "card_id": [r.card_id for r in rows],
+        "scenario": [s.strip() or None for s in scenarios],
+        "scenario_chars": [len(s) for s in scenarios],
+        "expected_outcome_chars": [len(r.expected_outcome or "") for r in rows],
+        "actual_outcome_chars": [len(r.actual_outcome or "") for r in rows],
+        "confidence": [r.confidence for r in rows],
+        "actions": [len(t) for t in tools],
+        "actions_name_a_tool": [all(isinstance(x, str) and x.strip() for x in t) for t in tools],
+        "preconditions_compile": [_compiles(r.preconditions) for r in rows],
+        # a fact is found by its words, not by preconditions
+        "preconditions_pick_states": [
+            r.everywhere or r.key is not None or _picks_states(r.preconditions) for r in rows
+        ],
+        # an empty tool name is the other rule's business
+        "tools_in_registry": [
+            registry is None or all(x in registry for x in t if x) for t in tools
+        ],
+        "free_of_secrets": [not has_secret(_text(r)) for r in rows],
+    }
 
 
 def _text(row: DraftRow) -> str:

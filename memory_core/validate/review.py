@@ -18,8 +18,7 @@ from memory_core.models.card import Card, CardKind, CardStatus, CardVersion
 from memory_core.models.columns import utcnow
 from memory_core.screen.gate import screen_card
 from memory_core.screen.provenance import TRUST, Origin
-from memory_core.validate.frame import cards_frame
-from memory_core.validate.rows import check_rows
+from memory_core.validate.rows import check_cards
 
 EDITABLE = {
     "scenario",
@@ -146,7 +145,7 @@ def edit(
                 f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
             )
             raise InvalidInput(f"the edit fails validation: {problems}", field="changes") from exc
-        failures = check_rows(cards_frame([edited], registry=registry))  # the suite's rules
+        failures = check_cards([edited], registry=registry)  # the suite's rules
         if failures:
             raise InvalidInput(
                 "the edited card fails validation: " + "; ".join(failures[str(card_id)]),

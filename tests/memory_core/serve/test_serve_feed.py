@@ -91,6 +91,21 @@ def test_a_write_here_is_read_back_even_after_another_namespace_read_the_feed(en
     assert _served(cache, "a", {"tool": "t"}) == set()
 
 
+def test_a_write_here_is_applied_before_the_writer_answers(engine) -> None:
+    """No query needs to read the feed for it: the snapshot is current, not stale."""
+    a = add_card(engine, namespace="a", scenario="a", preconditions=['tool == "t"'])
+    b = add_card(engine, namespace="a", scenario="b", preconditions=['tool == "t"'])
+    cache = SnapshotCache(engine=engine, refresh_s=3600.0)
+    assert _served(cache, "a", {"tool": "t"}) == {"a", "b"}
+    _edit(engine, a.card_id, status="archived")  # written elsewhere: not seen before a feed read
+    assert _served(cache, "a", {"tool": "t"}) == {"a", "b"}
+    _edit(engine, b.card_id, status="archived")
+    cache.written(["a"])
+    assert not cache._snapshots["a"].stale
+    assert _served(cache, "a", {"tool": "t"}) == set()
+    assert cache.reloads == 0
+
+
 def test_a_database_outage_serves_what_is_held_and_catches_up_after(engine, tmp_path) -> None:
     import pytest
 

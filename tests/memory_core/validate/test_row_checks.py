@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from memory_core.validate.frame import DraftRow, cards_frame
-from memory_core.validate.rows import check_rows
+from memory_core.validate.rows import check_cards, check_rows
 from memory_core.validate.suite import MAX_ACTIONS, MAX_OUTCOME, MAX_SCENARIO, RULES, run_suite
 
 REGISTRY = frozenset({"search", "book", "refund"})
@@ -67,14 +67,22 @@ def corpus() -> list[DraftRow]:
 
 
 @pytest.fixture(scope="module")
-def frame():
-    return cards_frame(corpus(), registry=REGISTRY)
+def cards():
+    return corpus()  # each call draws new card ids
 
 
-def test_row_checks_agree_with_the_suite_on_the_whole_corpus(frame) -> None:
+@pytest.fixture(scope="module")
+def frame(cards):
+    return cards_frame(cards, registry=REGISTRY)
+
+
+def test_row_checks_agree_with_the_suite_on_the_whole_corpus(cards, frame) -> None:
     expected = run_suite(frame).failures
     got = check_rows(frame)
     assert {k: sorted(v) for k, v in got.items()} == {k: sorted(v) for k, v in expected.items()}
+    # and on the plain columns a card written through the API is checked on (no frame)
+    plain = check_cards(cards, registry=REGISTRY)
+    assert {k: sorted(v) for k, v in plain.items()} == {k: sorted(v) for k, v in expected.items()}
     # the corpus breaks every rule, and passes some cards: the comparison is not vacuous
     assert {r for v in expected.values() for r in v} == {r.name for r in RULES}
     assert len(expected) < len(frame)
@@ -85,4 +93,6 @@ def test_row_checks_agree_with_the_suite_card_by_card() -> None:
     # is a batch's rule, one row is always unique
     for row in corpus()[:-2:3]:
         one = cards_frame([row], registry=REGISTRY)
-        assert check_rows(one) == run_suite(one).failures, row
+        expected = run_suite(one).failures
+        assert check_rows(one) == expected, row
+        assert check_cards([row], registry=REGISTRY) == expected, row
