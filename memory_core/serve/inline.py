@@ -4,9 +4,8 @@ worker thread: the hop costs a GIL hand-off each way, more than a warm query at 
 The rule: a plain query (no explain, no prompt) of a namespace whose snapshot is in memory,
 was read from the change feed within the refresh interval (no feed read is due) and is not
 marked stale by a write, once `streak` queries of that snapshot were seen and their moving
-average (weight 1/8 on the newest) is under `budget_s` of CPU (in a worker thread the thread's
-own time: waits for the GIL under load are not the query's; on the loop, which holds the GIL
-through a query, the wall clock); and only when every row it serves is in memory (else
+average (weight 1/8 on the newest) is under `budget_s` of CPU (the thread's own time: waits for
+the GIL under load are not the query's); and only when every row it serves is in memory (else
 the caller hops after all). A namespace whose queries turn slow (a bigger snapshot, a costlier
 mix) goes back to worker threads within a few queries; one outlier among quick ones does not.
 Nothing here reads the database.

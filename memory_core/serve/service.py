@@ -161,16 +161,14 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
             return None
         principal.require("read")
         self.snapshots.touch(principal.namespace)  # its place in the eviction order
-        # the wall clock: on the loop the query holds the GIL throughout, so it is the query's
-        # CPU but for a preemption (clamped by the gate); the thread's CPU clock is a system
-        # call here, where a loaded machine takes the core away from the loop (a fifth of its
-        # samples under the mix at load 15)
-        started = time.perf_counter()
+        # the thread's CPU clock, not the wall clock: on a loaded machine a preempted query
+        # would read as slow, and the namespace would go to worker threads, which cost more
+        started = time.thread_time()
         try:
             answer = self._retrieve(principal, request, via=via, snap=snap, rows_in_memory=True)
         except RowsNotInMemory:
             return None
-        self.inline.saw(principal.namespace, snap, time.perf_counter() - started)
+        self.inline.saw(principal.namespace, snap, time.thread_time() - started)
         return plain_json(answer)
 
     def _retrieve(
