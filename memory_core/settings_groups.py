@@ -134,6 +134,12 @@ class GateSettings(BaseModel):
     """False: validation's confidence threshold alone decides what is served"""
     min_groups: int = Field(default=2, ge=1)
     """task groups whose runs must support a lesson (an operator's write or approval waives it)"""
+    lift: bool = True
+    """a lesson of fewer groups is served once its warnings on later runs of other task groups
+    are right clearly more often than its error happens at those calls anyway"""
+    reminder_min_groups: int = Field(default=1, ge=1)
+    """task groups that must have seen a tool's error for its reminder (a card naming the tool
+    alone) to be served as one of the tool's known errors"""
     precision: float = Field(default=0.5, ge=0.0, lt=1.0)
     """mostly right: the lower bound of the share of right warnings must reach this"""
     z: float = Field(default=1.645, gt=0)

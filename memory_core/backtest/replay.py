@@ -14,7 +14,9 @@ Where they all hold, the card warns, and the warning is
 
 Only runs stored after the card was learned count (for an operator's approval: after it), so
 no run it learned from judges it; a later run that went on to teach it again counts, since it
-warned before.
+warned before. The runs of task groups that did not teach it are also tallied apart, with the
+base rate there: at every call of its tool, whether its error happened (call or retry) even
+where it did not warn; for a caution, the share of those runs that failed.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ class StoredRun:
     outcome: str
     calls: list[Step]
     states: list[dict[str, Any]]
+    group: str = ""  # its task group as the gate counts breadth ("group:..." or "run:...")
     _contexts: list[Any] = field(default_factory=list)
 
     def context(self, i: int) -> tuple[Any, frozenset[str]]:
@@ -71,11 +74,13 @@ def stored_run(
     task_type: str,
     agent_id: str | None,
     steps: Iterable[dict[str, Any]],
+    task_group: str | None = None,
 ) -> StoredRun:
     """A run as the backtest replays it."""
     calls = [s for s in (Step.model_validate(x) for x in steps) if s.type == "tool_call" and s.tool]
     states = states_before_calls(calls, task_type=task_type, agent_id=agent_id)
-    return StoredRun(id, key, created_at, outcome, calls, states)
+    group = f"group:{task_group}" if task_group else f"run:{id}"
+    return StoredRun(id, key, created_at, outcome, calls, states, group)
 
 
 @dataclass
@@ -87,6 +92,7 @@ class Subject:
     tool: str | None  # its `tool == "..."` literal, normalised: calls of other tools skip it
     since: datetime  # runs stored after this judge it
     names_error: bool
+    groups: frozenset[str] = frozenset()  # the task groups it learned from
 
     @property
     def replayable(self) -> bool:
@@ -94,11 +100,13 @@ class Subject:
         return any(c.variables & PRE_CALL for c in self.compiled)
 
 
-def subject(card: Card, *, since: datetime, names_error: bool) -> Subject:
+def subject(
+    card: Card, *, since: datetime, names_error: bool, groups: Iterable[str] = ()
+) -> Subject:
     """Compile a card's stored preconditions for replay."""
     compiled = [compile_stored(p, on_use=True) for p in card.preconditions]
     tool = next((m.group(1) for c in compiled if (m := _TOOL.match(c.source))), None)
-    return Subject(card, compiled, tool, since, names_error)
+    return Subject(card, compiled, tool, since, names_error, frozenset(groups))
 
 
 def _warned(s: Subject, run: StoredRun, i: int) -> bool | None:
@@ -121,44 +129,83 @@ def _warned(s: Subject, run: StoredRun, i: int) -> bool | None:
     )
 
 
+@dataclass
+class _Counts:
+    checked: int = 0
+    known: int = 0  # checked runs with an outcome, and of those, failed
+    failed: int = 0
+    fired: int = 0
+    right: int = 0
+    # on runs of task groups that did not teach the card
+    other_known: int = 0
+    other_failed: int = 0
+    other_fired: int = 0
+    other_right: int = 0
+    other_calls: int = 0  # calls of its tool there, and those where its error happened
+    other_erred: int = 0
+    listed: list[dict[str, Any]] = field(default_factory=list)
+
+    def tally(self, names_error: bool) -> Tally:
+        if names_error:
+            base = None
+            other = self.other_erred / self.other_calls if self.other_calls else None
+        else:
+            base = self.failed / self.known if self.known else None
+            other = self.other_failed / self.other_known if self.other_known else None
+        return Tally(
+            checked=self.checked,
+            fired=self.fired,
+            right=self.right,
+            base=base,
+            other_fired=self.other_fired,
+            other_right=self.other_right,
+            other_base=other,
+        )
+
+
 def backtest(subjects: Sequence[Subject], runs: Sequence[StoredRun]) -> dict[uuid.UUID, Any]:
     """Each card's tally and its latest warnings, over the runs stored after it."""
     by_tool: dict[str | None, list[Subject]] = {}
     for s in subjects:
         if s.replayable:
             by_tool.setdefault(s.tool, []).append(s)
-    checked = {s.card.card_id: 0 for s in subjects}
-    known = dict.fromkeys(checked, 0)  # checked runs with an outcome, and of those, failed
-    failed = dict.fromkeys(checked, 0)
-    fired = dict.fromkeys(checked, 0)
-    right = dict.fromkeys(checked, 0)
-    listed: dict[uuid.UUID, list[dict[str, Any]]] = {cid: [] for cid in checked}
+    counts = {s.card.card_id: _Counts() for s in subjects}
     for run in sorted(runs, key=lambda r: (r.created_at, str(r.id)), reverse=True):
         warned: set[uuid.UUID] = set()  # outcome cautions that warned in this run already
         for s in subjects:
             if run.created_at > s.since:
-                checked[s.card.card_id] += 1
+                n = counts[s.card.card_id]
+                n.checked += 1
                 if run.outcome in ("success", "failure"):
-                    known[s.card.card_id] += 1
-                    failed[s.card.card_id] += run.outcome == "failure"
+                    other = run.group not in s.groups
+                    n.known += 1
+                    n.failed += run.outcome == "failure"
+                    n.other_known += other
+                    n.other_failed += other and run.outcome == "failure"
         for i, call in enumerate(run.calls):
             tool = normalise_text(call.tool or "")
             for s in (*by_tool.get(tool, ()), *by_tool.get(None, ())):
                 if run.created_at <= s.since or s.card.card_id in warned:
                     continue
+                n = counts[s.card.card_id]
+                other = run.group not in s.groups
+                if other and s.names_error:  # the base rate: its error here, warned or not
+                    n.other_calls += 1
+                    n.other_erred += bool(_warned(s, run, i))
                 ctx, keys = run.context(i)
                 if not holds_all(s.compiled, ctx, keys):
                     continue
                 verdict = _warned(s, run, i)
                 if verdict is None:
                     continue
-                cid = s.card.card_id
                 if not s.names_error:
-                    warned.add(cid)
-                fired[cid] += 1
-                right[cid] += verdict
-                if len(listed[cid]) < MAX_LISTED:
-                    listed[cid].append(
+                    warned.add(s.card.card_id)
+                n.fired += 1
+                n.right += verdict
+                n.other_fired += other
+                n.other_right += other and verdict
+                if len(n.listed) < MAX_LISTED:
+                    n.listed.append(
                         {
                             "trajectory_id": str(run.id),
                             "run": run.key,
@@ -170,16 +217,7 @@ def backtest(subjects: Sequence[Subject], runs: Sequence[StoredRun]) -> dict[uui
                             "outcome": run.outcome,
                         }
                     )
-    names_error = {s.card.card_id: s.names_error for s in subjects}
     return {
-        cid: (
-            Tally(
-                checked=checked[cid],
-                fired=fired[cid],
-                right=right[cid],
-                base=None if names_error[cid] or not known[cid] else failed[cid] / known[cid],
-            ),
-            listed[cid],
-        )
-        for cid in checked
+        s.card.card_id: (counts[s.card.card_id].tally(s.names_error), counts[s.card.card_id].listed)
+        for s in subjects
     }

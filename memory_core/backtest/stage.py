@@ -34,6 +34,7 @@ from memory_core.models.card import Card, CardEvidence, CardKind, CardStatus, Ca
 from memory_core.models.columns import utcnow
 from memory_core.models.trajectory import Trajectory
 from memory_core.screen.provenance import Origin, origin_of
+from memory_core.serve.retrieval import warning_scope
 from memory_core.settings_groups import GateSettings
 
 ACTOR = "gate"
@@ -123,7 +124,7 @@ def _gate_namespace(
         ev = evidence.get(c.card_id, _Evidence())
         since = max(c.created_at, approved[c.card_id]) if c.card_id in approved else c.created_at
         names_error = ev.names_error or (not ev.contrast and not ev.units and bool(c.failure_modes))
-        subjects.append(subject(c, since=since, names_error=names_error))
+        subjects.append(subject(c, since=since, names_error=names_error, groups=ev.units))
     tallies = backtest(subjects, runs)
     for s in subjects:
         c = s.card
@@ -137,6 +138,7 @@ def _gate_namespace(
             unconfirmed_fix=_teaches_fix(c, ev) and not ev.fix_confirmed,
             tally=tally,
             rules=rules,
+            reminder=s.names_error and warning_scope(s.compiled) == "tool",
         )
         report.cards += 1
         report.served += decision.serve
@@ -309,6 +311,7 @@ def _runs(session: Session, ns: str, *, since: datetime, limit: int) -> list[Sto
             col(t.task_type),
             col(t.agent_id),
             col(t.steps),
+            col(t.task_group),
         )
         .where(col(t.namespace) == ns, col(t.created_at) > since)
         .order_by(col(t.created_at).desc(), col(t.id))
@@ -323,6 +326,7 @@ def _runs(session: Session, ns: str, *, since: datetime, limit: int) -> list[Sto
             task_type=r[4],
             agent_id=r[5],
             steps=r[6] or [],
+            task_group=r[7],
         )
         for r in rows
     ]

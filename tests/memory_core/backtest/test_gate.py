@@ -1,5 +1,6 @@
-"""The serving gate on SQLite and PostgreSQL: breadth, the backtest on later runs, unconfirmed
-fixes, operator approvals, and a second run that changes nothing."""
+"""The serving gate on SQLite and PostgreSQL: breadth, the backtest on later runs, confirmation
+on other tasks, the tools' reminders, unconfirmed fixes, operator approvals, and a second run
+that changes nothing."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from memory_core.models.trajectory import Trajectory
 from memory_core.settings import GateSettings
 from memory_core.validate.review import decide
 from tests.helpers.gate import (
+    SIG,
     T0,
     add_card,
     add_run,
@@ -28,7 +30,8 @@ from tests.helpers.gate import (
 )
 
 RULES = GateSettings()
-PRE = ['tool == "reserve"']
+PRE = ['tool == "reserve"', "size(args) >= 0"]  # a lesson keyed on the call, on every call
+REMINDER = ['tool == "reserve"']  # the tool's known error
 
 
 def gate(engine, **kw):
@@ -41,9 +44,7 @@ def test_a_lesson_of_one_task_waits_in_review_one_of_two_tasks_is_served(engine)
     one = [failing(engine, f"a{i}", "id:a", T0) for i in range(3)]  # three trials, one task
     two = [failing(engine, "b", "id:b", T0), failing(engine, "c", "id:c", T0)]
     narrow = add_card(engine, runs=one, preconditions=PRE, at=T0 + timedelta(hours=1))
-    broad = add_card(
-        engine, runs=two, preconditions=[*PRE, "size(args) >= 0"], at=T0 + timedelta(hours=1)
-    )
+    broad = add_card(engine, runs=two, preconditions=PRE, at=T0 + timedelta(hours=1))
     report = gate(engine)
     assert (report.cards, report.served, report.to_review) == (2, 1, 1)
     assert status(engine, narrow) == "review" and status(engine, broad) == "active"
@@ -210,3 +211,69 @@ def test_a_caution_about_the_run_must_beat_how_often_runs_fail_anyway(engine, ev
     assert f.low is not None and f.low > 0.5
     assert status(engine, card) == ("review" if everywhere else "active")
     assert "75% of them failed" in f.reason
+
+
+SEAT = ['tool == "reserve"', 'args.seat == "1a"']
+
+
+def _seats(engine, prefix: str, *, group: str | None = None, right: int, fine: int) -> None:
+    """Later runs: `right` that reserve seat 1a and fail as warned, `fine` that reserve 2b."""
+    start = T0 + timedelta(days=1)
+    for i in range(right + fine):
+        failed = i < right
+        add_run(
+            engine,
+            key=f"{prefix}{i}",
+            group=group or f"id:{prefix}{i}",
+            at=start + timedelta(minutes=i),
+            calls=[
+                call("reserve", f"Error: {SIG}" if failed else None, seat="1a" if failed else "2b")
+            ],
+            outcome="failure" if failed else "success",
+        )
+
+
+@pytest.mark.parametrize("lift", [True, False])
+def test_a_lesson_of_one_task_is_served_once_other_tasks_confirm_its_key(engine, lift) -> None:
+    card = add_card(engine, runs=[failing(engine, "a", "id:a", T0)], preconditions=SEAT, at=T0)
+    _seats(engine, "n", right=6, fine=6)  # its error at half the calls: it warned at the right half
+    gate(engine, lift=lift)
+    f = figures(engine, card)
+    assert (f.groups, f.fired, f.right) == (1, 6, 6)
+    assert status(engine, card) == ("active" if lift else "review")
+    if lift:
+        assert "confirmed on later runs on other tasks right 6 of 6, base rate 50%" in f.reason
+
+
+def test_later_runs_of_its_own_task_do_not_confirm_a_lesson(engine) -> None:
+    card = add_card(engine, runs=[failing(engine, "a", "id:a", T0)], preconditions=SEAT, at=T0)
+    _seats(engine, "a", group="id:a", right=6, fine=6)
+    gate(engine)
+    f = figures(engine, card)
+    assert (f.fired, f.right, f.measured) == (6, 6, True)
+    assert status(engine, card) == "review" and "on other tasks right 0 of 0" in f.reason
+
+
+def test_a_key_that_fires_on_every_call_is_not_confirmed_by_its_tools_error_rate(engine) -> None:
+    # right 9 of 10 other-task calls, but the error happens at 9 of 10 calls anyway
+    card = add_card(engine, runs=[failing(engine, "a", "id:a", T0)], preconditions=PRE, at=T0)
+    later(engine, 9, start=T0 + timedelta(days=1), right=True, prefix="r")
+    later(engine, 1, start=T0 + timedelta(days=2), right=False, prefix="w")
+    gate(engine)
+    f = figures(engine, card)
+    assert (f.fired, f.right, f.serve) == (10, 9, False)
+    assert "base rate 90%" in f.reason and status(engine, card) == "review"
+
+
+@pytest.mark.parametrize("needed", [1, 2])
+def test_a_tools_reminder_is_served_as_a_known_error_of_one_task(engine, needed) -> None:
+    card = add_card(engine, runs=[failing(engine, "a", "id:a", T0)], preconditions=REMINDER, at=T0)
+    later(engine, 1, start=T0 + timedelta(days=1), right=True, prefix="r")
+    later(engine, 9, start=T0 + timedelta(days=2), right=False, prefix="w")
+    gate(engine, reminder_min_groups=needed)
+    f = figures(engine, card)
+    # right at 1 of 10 calls, as often as the tool fails: a known error, not an alarm
+    assert (f.fired, f.right, f.measured) == (10, 1, True)
+    assert status(engine, card) == ("active" if needed == 1 else "review")
+    if needed == 1:
+        assert f.reason.startswith("one of the tool's known errors, seen in 1 task group")
