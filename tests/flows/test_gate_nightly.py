@@ -47,8 +47,14 @@ def test_the_nightly_gates_every_lesson_and_a_second_night_changes_nothing(
         held = s.execute(select(CardVersion).where(CardVersion.actor == "gate")).scalars().all()
     assert set(gated) == set(live)
     active = [c for c in live.values() if c.status == "active"]
-    # lessons seen across tasks stay served: the runs do not lose every lesson
-    assert active and all(gated[c.card_id].serve and gated[c.card_id].groups >= 2 for c in active)
+    # lessons seen across tasks stay served: the runs do not lose every lesson; a lesson of one
+    # task is served only as one of a tool's known errors (a card naming the tool alone)
+    assert active and all(gated[c.card_id].serve for c in active)
+    assert any(gated[c.card_id].groups >= 2 for c in active)
+    assert all(
+        gated[c.card_id].groups >= 2 or "one of the tool's known errors" in gated[c.card_id].reason
+        for c in active
+    )
     assert held and all(v.snapshot["status"] == "review" for v in held)
     assert all(not gated[v.card_id].serve for v in held)
     assert any("supported by 1 task group" in v.reason for v in held)

@@ -27,7 +27,10 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-net
 def held(engine):
     """A card of one task whose warnings were wrong on 6 later runs: held in review."""
     card = add_card(
-        engine, runs=[failing(engine, "a", "id:a", T0)], preconditions=['tool == "reserve"'], at=T0
+        engine,
+        runs=[failing(engine, "a", "id:a", T0)],
+        preconditions=['tool == "reserve"', 'args.seat == "1a"'],
+        at=T0,
     )
     later(engine, 6, start=T0 + timedelta(days=1), right=False, prefix="later-run-")
     run_gate(engine=engine, rules=GateSettings(), now=T0 + timedelta(days=2))
