@@ -46,7 +46,13 @@ RESULTS = REPO / "bench" / "results"
 RANKERS = ("hindsight", "tool_frequency", "dense_snippets")
 SCORERS = ("hindsight", "dense kNN", "features failed elsewhere", "run outcome (ceiling)")
 
-from bench.lessons_learn import _learn, _snippet, _state_text, scripted_server  # noqa: E402
+from bench.lessons_learn import (  # noqa: E402
+    _learn,
+    _snippet,
+    _state_text,
+    scripted_server,
+)
+from bench.lessons_learn import task_of as _group  # noqa: E402
 from bench.lessons_metrics import (  # noqa: E402
     KS,
     by_task,
@@ -60,11 +66,6 @@ from bench.lessons_served import served_rows  # noqa: E402
 from bench.lessons_writes import Baselines, card_usefulness, score_writes  # noqa: E402
 
 
-def _group(record: dict[str, Any], key: str) -> str:
-    task = record.get("task_id", (record.get("metadata") or {}).get("task_id"))
-    return str(task) if task is not None else key
-
-
 def evaluate(
     learn: list[tuple[str, dict[str, Any]]],
     test: list[tuple[str, dict[str, Any]]],
@@ -73,15 +74,20 @@ def evaluate(
     work: Path,
     llm_url: str | None = None,
     cost: dict[str, int] | None = None,
-) -> dict[str, Any]:
-    """Learn from `learn`, replay `test`: the rows of every metric, each tagged with its task."""
+    nights: int = 1,
+    designs: dict[str, dict[str, Any]] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Learn from `learn`, replay `test`: per gate design (settings re-applied by the gate at
+    the end of learning), the rows of every metric, each tagged with its task."""
     import numpy as np
 
+    from memory_core.backtest.stage import run_gate
     from memory_core.models.columns import utcnow
     from memory_core.replay import parse_all, replay_trajectory, served_cards
-    from memory_core.task_state import error_signature
+    from memory_core.settings_groups import GateSettings
+    from memory_core.task_state import error_signature, states_before_calls
 
-    engine = _learn(learn, work, llm_url=llm_url, cost=cost)
+    engine = _learn(learn, work, llm_url=llm_url, cost=cost, nights=nights)
     learned, _ = parse_all(learn, namespace="bench", task_type="default")
     tested, _ = parse_all(test, namespace="bench", task_type="default")
     group_of = {
@@ -99,38 +105,50 @@ def evaluate(
                     tool_errors[s.tool][sig] += 1
                 snippets.append((sig, _snippet(s)))
     vectors = np.asarray(embedder.embed([text for _, text in snippets]), dtype=np.float32)
-    snapshot, cards = served_cards(engine=engine, namespace="bench")
-    now = utcnow()
-    events: list[dict[str, Any]] = []
-    for t in tested:
-        rep = replay_trajectory(t, snapshot=snapshot, cards=cards, top_k=max(KS), now=now)
-        calls = [s for s in t.steps if s.type == "tool_call" and s.tool]
-        for c, step in zip(rep.calls, calls, strict=True):
-            if not c.signature or c.signature not in seen:
-                continue
-            (q,) = embedder.embed([_state_text({**c.state, "tool": c.tool}, step.args or {})])
-            top = np.argsort(-(vectors @ np.asarray(q, dtype=np.float32)), kind="stable")
-            frequent = [sig for sig, _ in tool_errors[c.tool].most_common(max(KS))]
-            events.append(
-                {
-                    "group": group_of[t.key],
-                    "hindsight": [s.warned for s in c.served],
-                    "tool_frequency": [sig == c.signature for sig in frequent],
-                    "dense_snippets": [snippets[i][0] == c.signature for i in top[: max(KS)]],
-                }
-            )
+    baselines = Baselines(learned, embedder, group_of)
     records = {t.key: r for (_, r), t in zip(test, tested, strict=True)}
-    common: dict[str, Any] = {"snapshot": snapshot, "cards": cards, "now": now, "groups": group_of}
-    writes = score_writes(
-        tested, records, baselines=Baselines(learned, embedder, group_of), **common
-    )
-    served = served_rows(tested, records, **common)
-    return {
-        "events": events,
-        "writes": writes,
-        "served": served,
-        "cards": card_usefulness(engine, "bench"),
-    }
+    # the baselines' answers at each recurring error (the same for every design)
+    fixed: dict[tuple[str, int], dict[str, Any]] = {}
+    for t in tested:
+        calls = [s for s in t.steps if s.type == "tool_call" and s.tool]
+        states = states_before_calls(calls, task_type=t.task_type, agent_id=t.agent_id)
+        for i, (step, state) in enumerate(zip(calls, states, strict=True)):
+            sig = error_signature(step.error, step.args) if step.error else ""
+            if not sig or sig not in seen:
+                continue
+            (q,) = embedder.embed([_state_text({**state, "tool": step.tool}, step.args or {})])
+            top = np.argsort(-(vectors @ np.asarray(q, dtype=np.float32)), kind="stable")
+            frequent = [x for x, _ in tool_errors[step.tool or ""].most_common(max(KS))]
+            fixed[(t.key, i)] = {
+                "group": group_of[t.key],
+                "tool_frequency": [x == sig for x in frequent],
+                "dense_snippets": [snippets[k][0] == sig for k in top[: max(KS)]],
+            }
+    out: dict[str, dict[str, Any]] = {}
+    for name, gate in (designs or {"default": {}}).items():
+        if designs:  # the gate again with this design's settings, on the learned namespace
+            run_gate(engine=engine, rules=GateSettings(**gate), namespace="bench")
+        snapshot, cards = served_cards(engine=engine, namespace="bench")
+        now = utcnow()
+        events: list[dict[str, Any]] = []
+        for t in tested:
+            rep = replay_trajectory(t, snapshot=snapshot, cards=cards, top_k=max(KS), now=now)
+            for i, c in enumerate(rep.calls):
+                if (t.key, i) in fixed:
+                    events.append({**fixed[(t.key, i)], "hindsight": [s.warned for s in c.served]})
+        common: dict[str, Any] = {
+            "snapshot": snapshot,
+            "cards": cards,
+            "now": now,
+            "groups": group_of,
+        }
+        out[name] = {
+            "events": events,
+            "writes": score_writes(tested, records, baselines=baselines, **common),
+            "served": served_rows(tested, records, **common),
+            "cards": card_usefulness(engine, "bench"),
+        }
+    return out
 
 
 def summarise(rows: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
@@ -177,13 +195,26 @@ def _served(rows: list[dict[str, Any]], prefix: str) -> dict[str, Any]:
     }
 
 
+# the gate's designs compared on the same learned cards (GateSettings fields); the first is
+# the settings' defaults, whose figures are the JSON's top level
+DESIGNS: dict[str, dict[str, Any]] = {
+    "lift, reminders from 1 group (defaults)": {},
+    "min groups 2": {"lift": False, "reminder_min_groups": 2},
+    "min groups 1": {"min_groups": 1, "lift": False, "reminder_min_groups": 1},
+    "min groups 2, lift": {"reminder_min_groups": 2},
+    "min groups 2, reminders from 1 group": {"lift": False},
+}
+
+
 def run(
     records: list[tuple[str, dict[str, Any]]],
     test: list[tuple[str, dict[str, Any]]] | None,
     folds: int,
     llm_url: str | None = None,
+    nights: int = 1,
+    only: list[int] | None = None,
 ) -> dict[str, Any]:
-    """Folds over `records`' tasks, or learn on `records` and test on `test`."""
+    """Folds over `records`' tasks (`only`: these folds), or learn on `records`, test `test`."""
     from memory_core.embed.factory import build_embedder
     from memory_core.settings import Settings
 
@@ -206,28 +237,55 @@ def run(
                 )
             )
         out = {"protocol": f"{folds} folds by task", "runs": len(records), "tasks": len(groups)}
-    rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        if only is not None:
+            out["protocol"] += f", folds {only} only"
+    out["nights"] = nights
+    designs = DESIGNS if not llm_url else None
+    rows: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    cards: dict[str, list[dict[str, Any]]] = defaultdict(list)
     per_fold = []
     for f, (learn, held_out) in enumerate(splits):
+        if only is not None and f not in only:
+            continue
         work = base / f"fold{f}"
-        got = evaluate(learn, held_out, embedder=embedder, work=work, llm_url=llm_url, cost=cost)
-        for k in ("events", "writes", "served"):
-            rows[k].extend(got[k])
-        per_fold.append({"fold": f, "cards": got["cards"], **summarise(got)})
-    out.update(summarise(rows))
-    cards = [p["cards"] for p in per_fold]
-    out["cards"] = {
-        "active_per_fold": [c["active_cards"] for c in cards],
-        "share_with_a_successful_run": round(
-            sum(c["with_a_successful_run"] for c in cards)
-            / max(sum(c["active_cards"] for c in cards), 1),
-            4,
-        ),
-    }
+        got = evaluate(
+            learn,
+            held_out,
+            embedder=embedder,
+            work=work,
+            llm_url=llm_url,
+            cost=cost,
+            nights=nights,
+            designs=designs,
+        )
+        for name, design in got.items():
+            for k in ("events", "writes", "served"):
+                rows[name][k].extend(design[k])
+            cards[name].append(design["cards"])
+        first = next(iter(got.values()))
+        per_fold.append({"fold": f, "cards": first["cards"], **summarise(first)})
+    names = list(rows)
+    out.update(summarise(rows[names[0]]))
+    out["cards"] = _cards(cards[names[0]])
+    if designs:
+        out["designs"] = {
+            n: {"gate": DESIGNS[n], **summarise(rows[n]), "cards": _cards(cards[n])} for n in names
+        }
     out["per_fold"] = per_fold
     if llm_url:
         out["llm"] = {"server": "scripted (plumbing, not model quality)", **cost}
     return out
+
+
+def _cards(per_fold: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "active_per_fold": [c["active_cards"] for c in per_fold],
+        "share_with_a_successful_run": round(
+            sum(c["with_a_successful_run"] for c in per_fold)
+            / max(sum(c["active_cards"] for c in per_fold), 1),
+            4,
+        ),
+    }
 
 
 def _load(path: Path) -> list[tuple[str, dict[str, Any]]]:
@@ -242,6 +300,10 @@ def main() -> None:
     ap.add_argument("--learn", type=Path, help="runs to learn from (with --test)")
     ap.add_argument("--test", type=Path, help="runs to replay (with --learn)")
     ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--only", type=int, nargs="+", help="run only these folds (0-based)")
+    ap.add_argument(
+        "--nights", type=int, default=3, help="learn the runs in this many nights, by task"
+    )
     ap.add_argument("--llm", choices=("none", "scripted"), default="none")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
@@ -257,10 +319,10 @@ def main() -> None:
     t0 = time.perf_counter()
     if args.llm == "scripted":
         with scripted_server() as (url, requests):
-            result = run(records, test, args.folds, llm_url=url)
+            result = run(records, test, args.folds, llm_url=url, nights=args.nights, only=args.only)
             result["llm"]["requests"] = requests()
     else:
-        result = run(records, test, args.folds)
+        result = run(records, test, args.folds, nights=args.nights, only=args.only)
     result["data"] = str(args.path or f"{args.learn} -> {args.test}")
     result["wall_s"] = round(time.perf_counter() - t0, 1)
     args.out.parent.mkdir(parents=True, exist_ok=True)
