@@ -10,13 +10,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import Float, String, case, cast, func, literal
+from sqlalchemy import Float, String, case, cast, func, literal, literal_column
 from sqlalchemy.sql.elements import ColumnElement
 from sqlmodel import col
 
 from memory_core.effects.cards import verdict_filter
 from memory_core.errors import InvalidInput
-from memory_core.models.card import Card, CardStatus
+from memory_core.models.card import FIRST_TOOL_SQL, Card, CardStatus
 from memory_core.models.columns import UTCDateTime
 from memory_core.screen.provenance import Origin
 from memory_core.settings import EffectRules
@@ -81,6 +81,15 @@ class CardFilter:
         for v, name in ((lo, "min_confidence"), (hi, "max_confidence")):
             if v is not None and not 0.0 <= v <= 1.0:
                 raise InvalidInput(f"{name} must be within 0..1", field=name)
+
+
+def sort_key(sort: str, dialect: str) -> Any:
+    """The list's order by `sort`; by tool, the first tool as its index spells it on this
+    database (walked in order and stopped at the page: sorting every card's JSON for it made
+    the slowest list page, 630 ms on SQLite and 306 ms on PostgreSQL at 100,000 cards)."""
+    if sort == "tool" and dialect in FIRST_TOOL_SQL:
+        return literal_column(FIRST_TOOL_SQL[dialect])
+    return SORTS[sort]
 
 
 def like_pattern(text: str) -> str:

@@ -41,11 +41,11 @@ LIVE_STATUSES = ("draft", "review", "active", "quarantined")
 _LIVE_SQL = "status IN ('draft', 'review', 'active', 'quarantined')"
 _SUPERSEDED_SQL = "superseded_by IS NOT NULL"
 CARD_FILLFACTOR = 80
-# a card's first tool as each database indexes it (ix_card_first_tool, migration 0033): a
-# query must spell it the same way for the planner to use the index
+# a card's first tool ('' when it has none) as each database indexes it (ix_card_first_tool,
+# migration 0033): a query must spell it the same way for the planner to use the index
 FIRST_TOOL_SQL = {
-    "postgresql": "(action_sequence #>> '{0,tool}')",
-    "sqlite": "json_extract(action_sequence, '$[0].tool')",
+    "postgresql": "(coalesce(action_sequence #>> '{0,tool}', ''))",
+    "sqlite": "coalesce(json_extract(action_sequence, '$[0].tool'), '')",
 }
 
 

@@ -20,11 +20,11 @@ from sqlmodel import col
 
 from memory_core.cards.filters import (
     MAX_LIMIT,
-    SORTS,
     TEXTS,
     TIMES,
     CardFilter,
     card_filters,
+    sort_key,
 )
 from memory_core.db import READ_ONLY, read_session
 from memory_core.effects.fdr import harm_ids, harms_tests
@@ -83,7 +83,7 @@ def list_page(
     """One page of a namespace's cards after the cursor: keyset, so page 2,000 costs as page 1."""
     if not 1 <= limit <= MAX_LIMIT:
         raise InvalidInput(f"limit must be 1..{MAX_LIMIT}", field="limit")
-    key = SORTS[filters.sort]
+    key = sort_key(filters.sort, engine.dialect.name)
     where = _where(engine, namespace, filters)
     if after:
         v, cid = _decode(after, filters.sort)

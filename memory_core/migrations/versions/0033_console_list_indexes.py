@@ -7,10 +7,11 @@ siblings, the overview's uses per day and the Changes page.
   rarer status filter skip rows without reading them. The overview's failure modes (the
   active experience cards changed last) walk it too. `updated_at` changes with a card's
   version, not with its uses or outcomes, so served outcomes keep their HOT updates.
-* card (namespace, the first step's tool), an expression index: a card page's siblings (the
-  live cards whose first tool is this card's) read that tool's few cards, where each read
+* card (namespace, the first step's tool or ''), an expression index: a card page's siblings
+  (the live cards whose first tool is this card's) read that tool's few cards, where each read
   scanned the kind's cards for a step of the tool until it had a hundred (PostgreSQL 108 ms,
-  SQLite 50 ms at 100,000 cards and 400 tools). Written only when a card's actions change.
+  SQLite 50 ms at 100,000 cards and 400 tools); the list sorted by tool walks it in order.
+  Written only when a card's actions change.
 * card_use (namespace, used_at) in place of (namespace): the uses per day of the last two
   weeks read the entries alone instead of every use row of the namespace.
 * card_version (created_at): the Changes page reads the versions written since a time; with
