@@ -4,18 +4,21 @@ other namespaces as they were, and changes nothing when run again."""
 
 from __future__ import annotations
 
+import pytest
 from sqlalchemy import text
 from sqlmodel import Session, select
 
+from hindsight.client import Client, Forbidden, InvalidRequest
 from memory_api.app import create_app
 from memory_core.models import LLMAnswer, Trajectory
+from memory_core.namespaces.answers import RetentionIn
 from memory_core.retention.policy import policy_of, set_policy
 from memory_core.retention.stage import retention_all
 from memory_core.serve.keys import create_key
 from memory_core.serve.service import MemoryService
 from tasks.plain import retention_run
 from tests.helpers.retention_data import SIGNATURE, occurrences, plant_history
-from tests.helpers.serve import LiveServer
+from tests.helpers.serve import LiveServer, keys_for
 from tests.helpers.ui import signed_in
 
 MARKER = "zq9-old-run-text"
@@ -121,3 +124,20 @@ def test_a_summarized_run_still_explains_its_card(settings, engine) -> None:
     assert run.status_code == 200 and MARKER not in run.text
     assert "kept 30 days" in ns_page and "1 trajectories" in ns_page
     assert "1 summarized" in ns_page
+
+
+def test_an_admin_key_reads_and_sets_its_namespaces_policy(settings, engine) -> None:
+    keys = keys_for(engine)
+    app = create_app(MemoryService(engine=engine, settings=settings))
+    with LiveServer(app) as server, Client(server.url, keys["admin"]) as admin:
+        shown = admin.namespace_retention()
+        assert (shown.trajectories_days, shown.uses_days) == (0, 30)  # the settings'
+        got = admin.namespace_retention_set(RetentionIn(trajectories_days=90))
+        assert (got.trajectories_days, got.own_uses_days, got.uses_days) == (90, None, 30)
+        assert got.set_by and got.namespace == "team-a"
+        assert admin.namespace_retention_set(RetentionIn(clear=True)).own_trajectories_days is None
+        with pytest.raises(InvalidRequest):
+            admin.namespace_retention_set(RetentionIn.model_construct(uses_days=-1))
+        with Client(server.url, keys["read"]) as reader, pytest.raises(Forbidden):
+            reader.namespace_retention()
+    assert policy_of(engine, settings.decay, "team-b").set_by is None  # its own only
