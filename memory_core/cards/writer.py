@@ -29,6 +29,7 @@ from memory_core.cards.draft_rows import (
     prefer_better_drafts,
 )
 from memory_core.models.card import (
+    LIVE_SQL,
     Card,
     CardEvidence,
     CardStatus,
@@ -39,7 +40,7 @@ from memory_core.models.drafts import DraftCard
 from memory_core.redact import redact_value
 from memory_core.screen.gate import screen_draft
 
-_LIVE_SQL = text("status IN ('draft', 'review', 'active', 'quarantined')")
+_LIVE_SQL = text(LIVE_SQL)
 
 
 @dataclass

@@ -38,7 +38,8 @@ class CardStatus(StrEnum):
 
 # at most one live card per (namespace, signature): the same lesson is one card
 LIVE_STATUSES = ("draft", "review", "active", "quarantined")
-_LIVE_SQL = "status IN ('draft', 'review', 'active', 'quarantined')"
+# the live-signature index's WHERE: a query that repeats it as text may use that index
+LIVE_SQL = "status IN ('draft', 'review', 'active', 'quarantined')"
 _SUPERSEDED_SQL = "superseded_by IS NOT NULL"
 CARD_FILLFACTOR = 80
 # a card's first tool ('' when it has none) as each database indexes it (ix_card_first_tool,
@@ -116,8 +117,8 @@ class Card(CardBase, table=True):
             "namespace",
             "signature",
             unique=True,
-            sqlite_where=text(_LIVE_SQL),
-            postgresql_where=text(_LIVE_SQL),
+            sqlite_where=text(LIVE_SQL),
+            postgresql_where=text(LIVE_SQL),
         ),
         Index("ix_card_namespace_status", "namespace", "status"),
         # the console lists and counts one kind (facts) per namespace

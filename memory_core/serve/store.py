@@ -13,7 +13,7 @@ import time
 import weakref
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, text
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
@@ -22,7 +22,7 @@ from memory_core.cards.known_values import known_values
 from memory_core.db import session_scope
 from memory_core.errors import Conflict, InvalidInput, InvalidPrecondition
 from memory_core.everywhere import EVERYWHERE, holds_everywhere
-from memory_core.models.card import LIVE_STATUSES, Card, CardStatus, CardVersion
+from memory_core.models.card import LIVE_SQL, Card, CardStatus, CardVersion
 from memory_core.preconditions import MAX_PRECONDITIONS, compile_all, normalise_text
 from memory_core.screen.gate import screen_card
 from memory_core.screen.provenance import Origin, with_origin
@@ -148,7 +148,9 @@ def store_card(
             select(col(Card.card_id)).where(
                 col(Card.namespace) == principal.namespace,
                 col(Card.signature) == row.signature,
-                col(Card.status).in_(LIVE_STATUSES),
+                # as the partial index's own WHERE: with the statuses as parameters SQLite
+                # cannot tell the index applies and walks the namespace (1.7 ms at 5k cards)
+                text(LIVE_SQL),
             )
         ).scalar_one_or_none()
         if existing is not None:
