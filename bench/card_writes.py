@@ -9,6 +9,10 @@ before/after. Writes bench/results/card_writes.json (medians and the runs; the r
 "with writes" over "without"). Each round runs both, back to back (in turn first), so the
 paired ratios compare runs under the same load of the host: their median is the figure to
 quote on a shared machine, where the medians of each side drift with the load between rounds.
+The server's CPU is read from /proc around each run: a write's share of it (what the run
+with writes spent beyond its queries at the paired run's cost a query) gives the throughput
+ratio a server with a core to itself would reach, 1 - rate x CPU a write, which other work
+on the host does not move.
 """
 
 from __future__ import annotations
@@ -33,28 +37,63 @@ RESULTS = REPO / "bench" / "results" / "card_writes.json"
 
 
 def _writer(url: str, key: str, rate: float, stop: threading.Event, out: list[float]) -> None:
-    """POST a new card every 1/rate seconds until stopped; each write's latency (ms)."""
+    """POST a new card every 1/rate seconds until stopped, each on time whether or not the
+    ones before were answered (a slow write must not thin the stream); each write's latency
+    (ms)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     import httpx
 
     n = random.randrange(10**9)
-    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=60) as c:
-        next_at = time.perf_counter()
+    headers = {"Authorization": f"Bearer {key}"}
+
+    def post(c: httpx.Client, n: int) -> None:
+        card = {
+            "scenario": f"written card {n}: wait before calling tool_{n % 50} again",
+            "preconditions": [f'tool == "tool_{n % 50}"', "retry_count < 3"],
+            "action_sequence": [{"tool": f"tool_{n % 50}", "note": "back off"}],
+            "failure_modes": [{"mode": "rate limited", "handling": "wait, then retry"}],
+            "confidence": 0.8,
+        }
+        t = time.perf_counter()
+        r = c.post("/v1/cards", json=card)
+        out.append((time.perf_counter() - t) * 1000)
+        if r.status_code != 201:
+            raise RuntimeError(f"a card write failed: {r.status_code} {r.text[:200]}")
+
+    with (
+        httpx.Client(base_url=url, headers=headers, timeout=60) as c,
+        ThreadPoolExecutor(max_workers=16) as pool,
+    ):
+        next_at, sent = time.perf_counter(), []
         while not stop.is_set():
             n += 1
-            card = {
-                "scenario": f"written card {n}: wait before calling tool_{n % 50} again",
-                "preconditions": [f'tool == "tool_{n % 50}"', "retry_count < 3"],
-                "action_sequence": [{"tool": f"tool_{n % 50}", "note": "back off"}],
-                "failure_modes": [{"mode": "rate limited", "handling": "wait, then retry"}],
-                "confidence": 0.8,
-            }
-            t = time.perf_counter()
-            r = c.post("/v1/cards", json=card)
-            out.append((time.perf_counter() - t) * 1000)
-            if r.status_code != 201:
-                raise RuntimeError(f"a card write failed: {r.status_code} {r.text[:200]}")
+            sent.append(pool.submit(post, c, n))
             next_at += 1 / rate
             stop.wait(max(next_at - time.perf_counter(), 0))
+        for f in sent:
+            f.result()  # a failed write fails the run
+
+
+def _cpu_s(pid: int) -> float:
+    """The process's CPU time so far (user + system), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _pair(without: dict, with_: dict, rate: float) -> dict:
+    """One round's ratios. write_cpu_ms: the server's CPU a write, over what its queries cost
+    at the paired run's rate; cpu: the throughput ratio it implies for a server with a core to
+    itself (1 - rate x that), which other work on the host does not move."""
+    queries = with_["requests"] * without["server_cpu_ms_per_query"] / 1000
+    write_ms = (with_["server_cpu_s"] - queries) * 1000 / max(with_["writes"], 1)
+    return {
+        "throughput": round(with_["req_per_s"] / without["req_per_s"], 3),
+        "p99": round(with_["p99_ms"] / without["p99_ms"], 3),
+        "write_cpu_ms": round(write_ms, 2),
+        "cpu": round(1 - rate * write_ms / 1000, 3),
+        "load": with_["load"],
+    }
 
 
 def measure(seconds: float, runs: int, rate: float, code: Path, concurrency: int) -> dict:
@@ -86,7 +125,14 @@ def measure(seconds: float, runs: int, rate: float, code: Path, concurrency: int
                 t = threading.Thread(target=_writer, args=(url, writer, rate, stop, lat))
                 if mode == "with":
                     t.start()
+                cpu = _cpu_s(proc.pid)
                 r = _httpx_run(url, reader, states, seconds, concurrency)
+                r["server_cpu_s"] = round(_cpu_s(proc.pid) - cpu, 3)
+                # the server's own CPU a query (a write's included): what a busy host's other
+                # work does not change, unlike the rate it leaves the server
+                r["server_cpu_ms_per_query"] = round(
+                    r["server_cpu_s"] * 1000 / max(r["requests"], 1), 3
+                )
                 if mode == "with":
                     stop.set()
                     t.join()
@@ -102,14 +148,7 @@ def measure(seconds: float, runs: int, rate: float, code: Path, concurrency: int
     def med(mode: str, k: str) -> float:
         return statistics.median(r[k] for r in out[mode])
 
-    paired = [
-        {
-            "throughput": round(w["req_per_s"] / wo["req_per_s"], 3),
-            "p99": round(w["p99_ms"] / wo["p99_ms"], 3),
-            "load": w["load"],
-        }
-        for wo, w in zip(out["without"], out["with"], strict=True)
-    ]
+    paired = [_pair(wo, w, rate) for wo, w in zip(out["without"], out["with"], strict=True)]
 
     summary = {mode: {k: med(mode, k) for k in ("req_per_s", "p50_ms", "p99_ms")} for mode in out}
     return {
@@ -125,6 +164,8 @@ def measure(seconds: float, runs: int, rate: float, code: Path, concurrency: int
         "p99_ratio": round(summary["with"]["p99_ms"] / summary["without"]["p99_ms"], 3),
         "paired_throughput_ratio_median": statistics.median(p["throughput"] for p in paired),
         "paired_p99_ratio_median": statistics.median(p["p99"] for p in paired),
+        "paired_write_cpu_ms_median": statistics.median(p["write_cpu_ms"] for p in paired),
+        "paired_cpu_ratio_median": statistics.median(p["cpu"] for p in paired),
         "paired": paired,
         "writes_per_run": [r["writes"] for r in out["with"]],
         "runs": out,
