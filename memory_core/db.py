@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # Alembic is imported only when a schema has to change (about
 
 _MIGRATIONS = Path(__file__).parent / "migrations"
 log = logging.getLogger(__name__)
+BUSY_MS = 60_000  # how long a SQLite connection waits for another's write lock
 
 
 def make_engine(settings: Settings) -> Engine:
@@ -84,7 +85,7 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.execute("PRAGMA foreign_keys=ON")
-    cur.execute("PRAGMA busy_timeout=60000")
+    cur.execute(f"PRAGMA busy_timeout={BUSY_MS}")
     try:  # the decay stage's ranking needs power(); builds without math functions lack it
         cur.execute("SELECT power(2, 2)")
     except sqlite3.OperationalError:
@@ -98,16 +99,28 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
 ANALYSIS_ROWS = 20_000
 
 
-def refresh_statistics(engine: Engine) -> None:
+def refresh_statistics(engine: Engine, wait_s: float = 2.0) -> None:
     """Planner statistics for SQLite (PostgreSQL's autovacuum keeps its own). Without them
     SQLite takes `namespace = ?` for a ten-row range: a store of one namespace read its cards
-    by id through the namespace index (115 ms for 50 ids at 100,000 cards, not 1)."""
+    by id through the namespace index (115 ms for 50 ids at 100,000 cards, not 1). A writer
+    holding the store past `wait_s` (a night's stage) leaves the old statistics, logged: a
+    server must not fail to start for them."""
     if engine.dialect.name != "sqlite":
         return
-    with engine.connect() as conn:
-        conn.exec_driver_sql(f"PRAGMA analysis_limit={ANALYSIS_ROWS}")
-        conn.exec_driver_sql("ANALYZE")
-        conn.commit()
+    raw = engine.raw_connection()  # autocommit (see _sqlite_pragmas): ANALYZE writes alone
+    try:
+        cur = raw.cursor()
+        cur.execute(f"PRAGMA busy_timeout={int(wait_s * 1000)}")
+        try:
+            cur.execute(f"PRAGMA analysis_limit={ANALYSIS_ROWS}")
+            cur.execute("ANALYZE")
+        except sqlite3.OperationalError as exc:
+            log.warning("SQLite's planner statistics were not refreshed: %s", exc)
+        finally:
+            cur.execute(f"PRAGMA busy_timeout={BUSY_MS}")
+            cur.close()
+    finally:
+        raw.close()
 
 
 def alembic_config(url: str) -> Config:
