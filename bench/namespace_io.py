@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -111,11 +112,12 @@ def main() -> None:
     from memory_core.settings import Settings
 
     load = os.getloadavg()
-    tmp = Path(tempfile.mkdtemp(prefix="namespace-io-"))
     name = f"hindsight_bench_io_{uuid.uuid4().hex[:8]}"
     admin = PG_ADMIN.replace("postgresql+psycopg://", "postgresql://")
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
+    # both stores and the dumps (~575 MB at 100k cards): removed on error and Ctrl-C too
+    tmp = Path(tempfile.mkdtemp(prefix="namespace-io-"))
     engines = []
     try:
         lite_s, back_s = Settings(data_dir=tmp / "a"), Settings(data_dir=tmp / "b")
@@ -157,6 +159,7 @@ def main() -> None:
     finally:
         for e in engines:
             e.dispose()
+        shutil.rmtree(tmp)
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     print(json.dumps(result, indent=2))

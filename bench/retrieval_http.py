@@ -176,28 +176,31 @@ def over_http(
 
     if client == "auto":
         client = "wrk" if shutil.which("wrk") else "httpx"
-    tmp = Path(tempfile.mkdtemp(prefix="hs-bench-http-"))
-    settings = Settings(data_dir=tmp, database_url=database_url)
-    db.upgrade(settings)
-    engine = db.make_engine(settings)
-    seed(engine, n)
-    key = create_key(engine=engine, namespace="bench", scopes=["read"])[1]
-    port = 18900 + random.randrange(90)
-    exe = Path(sys.executable).parent / "hindsight"
-    # the server runs this checkout's code
-    env = {"HINDSIGHT_DATA_DIR": str(tmp), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)}
-    if database_url:
-        env["HINDSIGHT_DATABASE_URL"] = database_url
-    cmd = [str(exe), "serve", "--port", str(port)]
-    if workers > 1:
-        cmd += ["--workers", str(workers)]
-    proc = subprocess.Popen(cmd, env=env)
-    url = f"http://127.0.0.1:{port}"
-    states = query_states(5000, n)
-    script = tmp / "query.lua"
-    _wrk_script(script, key, [{"task_state": s} for s in states])
+    tmp = Path(
+        tempfile.mkdtemp(prefix="hs-bench-http-")
+    )  # removed at the end, on error and Ctrl-C too
+    proc: subprocess.Popen | None = None
     out_runs = []
     try:
+        settings = Settings(data_dir=tmp, database_url=database_url)
+        db.upgrade(settings)
+        engine = db.make_engine(settings)
+        seed(engine, n)
+        key = create_key(engine=engine, namespace="bench", scopes=["read"])[1]
+        port = 18900 + random.randrange(90)
+        exe = Path(sys.executable).parent / "hindsight"
+        # the server runs this checkout's code
+        env = {"HINDSIGHT_DATA_DIR": str(tmp), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)}
+        if database_url:
+            env["HINDSIGHT_DATABASE_URL"] = database_url
+        cmd = [str(exe), "serve", "--port", str(port)]
+        if workers > 1:
+            cmd += ["--workers", str(workers)]
+        proc = subprocess.Popen(cmd, env=env)
+        url = f"http://127.0.0.1:{port}"
+        states = query_states(5000, n)
+        script = tmp / "query.lua"
+        _wrk_script(script, key, [{"task_state": s} for s in states])
         wait_healthy(url)
         with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}) as c:
             # warm-up: snapshot loaded, key cached (in every worker); with warm_all, each
@@ -229,8 +232,12 @@ def over_http(
             print(json.dumps(r), flush=True)
             out_runs.append(r)
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        try:
+            if proc is not None:
+                proc.terminate()
+                proc.wait(timeout=30)
+        finally:
+            shutil.rmtree(tmp)
 
     def med(k: str) -> float:
         return statistics.median(r[k] for r in out_runs)

@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -93,24 +94,24 @@ def api_vs_empty(
     from memory_core.serve.keys import create_key
     from memory_core.settings import Settings
 
-    tmp = Path(tempfile.mkdtemp(prefix="hs-http-"))
-    settings = Settings(data_dir=tmp)
-    db.upgrade(settings)
-    engine = db.make_engine(settings)
-    seed(engine, n)
-    key = create_key(engine=engine, namespace="bench", scopes=["read"])[1]
-    engine.dispose()
-    bodies = mix(k)
-    script = tmp / "mix.lua"
-    _wrk_script(script, key, bodies)
-    base = 18800 + random.randrange(90)
-    env = {"HINDSIGHT_DATA_DIR": str(tmp), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)}
-    hindsight = str(Path(sys.executable).parent / "hindsight")
-    apis = {"api": {}, **(variants or {})}
+    tmp = Path(tempfile.mkdtemp(prefix="hs-http-"))  # removed at the end, on error and Ctrl-C too
     procs: dict[str, subprocess.Popen] = {}
-    urls = {name: f"http://127.0.0.1:{base + i}" for i, name in enumerate(apis)}
-    urls["empty"] = f"http://127.0.0.1:{base + 100}"
     try:
+        settings = Settings(data_dir=tmp)
+        db.upgrade(settings)
+        engine = db.make_engine(settings)
+        seed(engine, n)
+        key = create_key(engine=engine, namespace="bench", scopes=["read"])[1]
+        engine.dispose()
+        bodies = mix(k)
+        script = tmp / "mix.lua"
+        _wrk_script(script, key, bodies)
+        base = 18800 + random.randrange(90)
+        env = {"HINDSIGHT_DATA_DIR": str(tmp), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)}
+        hindsight = str(Path(sys.executable).parent / "hindsight")
+        apis = {"api": {}, **(variants or {})}
+        urls = {name: f"http://127.0.0.1:{base + i}" for i, name in enumerate(apis)}
+        urls["empty"] = f"http://127.0.0.1:{base + 100}"
         for i, (name, extra) in enumerate(apis.items()):
             port = str(base + i)
             procs[name] = subprocess.Popen([hindsight, "serve", "--port", port], env=env | extra)
@@ -137,9 +138,12 @@ def api_vs_empty(
                 print(json.dumps({name: r}), flush=True)
                 out[name].append(r)
     finally:
-        for p in procs.values():
-            p.terminate()
-            p.wait(timeout=30)
+        try:
+            for p in procs.values():
+                p.terminate()
+                p.wait(timeout=30)
+        finally:
+            shutil.rmtree(tmp)
 
     keys = ("cpu_us_per_request", "req_per_s", "p50_ms", "p99_ms", "rss_mb", "errors")
     med = {

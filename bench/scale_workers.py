@@ -121,25 +121,27 @@ def main() -> None:
 
     result: dict = {"load_before": " ".join(f"{x:.2f}" for x in os.getloadavg()), "sizes": []}
     for n in args.sizes:
-        data = Path(tempfile.mkdtemp(prefix="hs-workers-"))
-        settings = Settings(data_dir=data)
-        db.upgrade(settings)
-        engine = db.make_engine(settings)
-        seed(engine, n)
-        key = create_key(engine=engine, namespace="bench", scopes=["read"])[1]
-        engine.dispose()
-        script = data / "mix.lua"
-        _wrk_script(script, key, mix(2000))
-        by = [one(data, script, w, args.seconds) for w in args.workers]
-        if args.against:  # the other code on the same database, each count right after
-            other = [one(data, script, w, args.seconds, args.against) for w in args.workers]
-            result.setdefault("against", {"code": str(args.against), "sizes": []})
-            result["against"]["sizes"].append({"cards": n, "by_workers": other, **added(other)})
-            print(json.dumps({"against": n, **added(other)}), flush=True)
-        for b in by:
-            print(json.dumps({"cards": n, **{k: v for k, v in b.items() if k != "warm_runs"}}))
-        result["sizes"].append({"cards": n, "by_workers": by, **added(by)})
-        print(json.dumps({"cards": n, **added(by)}), flush=True)
+        # removed when the size is done, on error and Ctrl-C too
+        with tempfile.TemporaryDirectory(prefix="hs-workers-") as d:
+            data = Path(d)
+            settings = Settings(data_dir=data)
+            db.upgrade(settings)
+            engine = db.make_engine(settings)
+            seed(engine, n)
+            key = create_key(engine=engine, namespace="bench", scopes=["read"])[1]
+            engine.dispose()
+            script = data / "mix.lua"
+            _wrk_script(script, key, mix(2000))
+            by = [one(data, script, w, args.seconds) for w in args.workers]
+            if args.against:  # the other code on the same database, each count right after
+                other = [one(data, script, w, args.seconds, args.against) for w in args.workers]
+                result.setdefault("against", {"code": str(args.against), "sizes": []})
+                result["against"]["sizes"].append({"cards": n, "by_workers": other, **added(other)})
+                print(json.dumps({"against": n, **added(other)}), flush=True)
+            for b in by:
+                print(json.dumps({"cards": n, **{k: v for k, v in b.items() if k != "warm_runs"}}))
+            result["sizes"].append({"cards": n, "by_workers": by, **added(by)})
+            print(json.dumps({"cards": n, **added(by)}), flush=True)
     result["load_after"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     path = REPO / "bench" / "results" / "scale_workers.json"
     path.write_text(json.dumps(result, indent=1))
