@@ -18,25 +18,21 @@ the prompt of an unchanged group is the same text in any database), each through
 pre-filter, dropping trials from the larger side while the prompt is over `max_tokens`. The
 answer is cached (model + prompt id + messages; trajectory_id None: it belongs to a group), so
 a re-run or a retry pays nothing twice. An outage (LLMTransient) propagates: the run's LLM
-part is retried, then parked and re-driven, and the group is contrasted again then. An answer
-that stays invalid after the repair prompt changes nothing: it is logged and recorded on the
-run (`extra["hindsight_llm_contrast"]`), and the run's other drafts are kept.
+part is retried, then parked and re-driven, and the group is contrasted again then. So does an
+answer still unparsable after the repair prompt (LLMOutputInvalid), as for the per-run answers:
+a retry may fix it, so the run is a dead letter, and a re-drive contrasts the group again.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import logging
 from collections.abc import Sequence
 
-from sqlalchemy import update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from memory_core.cards.confidence import confidence_of
-from memory_core.db import session_scope
-from memory_core.errors import LLMOutputInvalid
 from memory_core.llm.cache import AnswerCache, cache_key
 from memory_core.llm.client import LLMClient
 from memory_core.llm.structured import ask
@@ -52,9 +48,7 @@ from memory_core.retrospect.prefilter import FilteredTrajectory, FilterLimits, r
 from memory_core.retrospect.prompts import load_prompt
 from memory_core.retrospect.siblings import newest_of, newest_run, siblings_of
 
-log = logging.getLogger(__name__)
 T = Trajectory
-REPORT_KEY = "hindsight_llm_contrast"  # trajectory.extra: the last contrast answer refused
 
 
 def run_digest(view: TrajectoryView) -> str:
@@ -169,12 +163,8 @@ class LLMContrast:
             out.cached += 1
             answer = ContrastAnswers.model_validate(hit)
         else:
-            try:
-                result = ask(llm=self.llm, messages=messages, schema=ContrastAnswers)
-            except LLMOutputInvalid as exc:
-                out.calls += 2  # the answer and the repair prompt's answer
-                self._report(holder, group, f"{exc} (answer: {exc.raw[:300]!r})")
-                return out
+            # still unparsable after its repair: LLMOutputInvalid parks the run (a dead letter)
+            result = ask(llm=self.llm, messages=messages, schema=ContrastAnswers)
             answer = result.value
             sent = sum(r.prompt_tokens for r in result.replies)
             received = sum(r.completion_tokens for r in result.replies)
@@ -218,17 +208,3 @@ class LLMContrast:
             d.evidence = sorted(rows.values(), key=lambda e: (str(e.trajectory_id), e.step))
             d.confidence = confidence_of((e.trajectory_id, e.result) for e in d.evidence)
         return out
-
-    def _report(self, holder: TrajectoryView, group: str, error: str) -> None:
-        """An answer still invalid after the repair prompt: logged, recorded on the run."""
-        log.warning("LLM contrast of group %s (run %s) gave up: %s", group, holder.id, error)
-        with session_scope(self.engine) as session:
-            row = session.get(T, holder.id)
-            if row is not None:
-                session.execute(
-                    update(T)
-                    .where(col(T.id) == holder.id)
-                    .values(
-                        extra={**(row.extra or {}), REPORT_KEY: {"group": group, "error": error}}
-                    )
-                )

@@ -14,7 +14,6 @@ from memory_core.cards.confidence import UNCONFIRMED_CAP
 from memory_core.models.card import Card, CardEvidence
 from memory_core.models.llm_answer import LLMAnswer
 from memory_core.models.trajectory import Trajectory
-from memory_core.retrospect.llm_contrast import REPORT_KEY
 from tests.helpers import fake_contrast, fake_model
 from tests.helpers.flows import ingest_lines, run_retrospect
 from tests.helpers.scripted_llm import Reply
@@ -155,18 +154,32 @@ def test_a_group_with_an_injection_has_its_drafts_quarantined(llm_env, engine) -
     assert any("in a trial the LLM read (trial S" in f for f in card.provenance["flags"])
 
 
-def test_an_off_schema_answer_changes_nothing_and_is_reported(llm_env, engine) -> None:
-    server = llm_env(_contrast_only(lambda body, out: Reply(json.dumps({"cards": "many"}))))
+def test_an_answer_unparsable_after_repair_is_a_dead_letter_a_redrive_fixes(
+    llm_env, engine
+) -> None:
+    off_schema = {"on": True}
+
+    def contrast(body, out):
+        return Reply(json.dumps({"cards": "many"} if off_schema["on"] else out))
+
+    server = llm_env(_contrast_only(contrast))
     ingest_lines(engine, GROUP)
-    summary = run_retrospect()
-    assert summary.dead_letters == 0 and server.calls(MARK) == 2  # the answer, the repair
-    assert _insights(engine)[0] == []
+    first = run_retrospect()
+    assert server.calls(MARK) == 2  # the answer and the repair, neither parses
+    assert first.dead_letters == 1 and _insights(engine)[0] == []  # one run: the holder
     with Session(engine) as s:
         runs = {t.key: t for t in s.execute(select(Trajectory)).scalars()}
         cached = s.execute(select(func.count()).where(LLMAnswer.prompt_id == "contrast.v1"))
-    assert all(t.status == "done" for t in runs.values()) and cached.scalar_one() == 0
-    [reported] = [t for t in runs.values() if REPORT_KEY in (t.extra or {})]
-    assert "cards" in reported.extra[REPORT_KEY]["error"]  # the group's newest run holds it
+    [parked] = [t for t in runs.values() if t.status == "dead_letter"]
+    assert "LLMOutputInvalid" in (parked.error or "") and cached.scalar_one() == 0
+    from memory_core.retrospect.dead_letters import count_dead_letters, redrive
+
+    assert count_dead_letters(engine=engine) == 1
+    off_schema["on"] = False  # the model answers well on the retry
+    assert redrive(engine=engine, ids=None) == 1
+    assert run_retrospect().dead_letters == 0 and count_dead_letters(engine=engine) == 0
+    [card], _ = _insights(engine)
+    assert card.status == "draft" and card.evidence_count == 3
 
 
 def test_rerunning_adds_nothing_and_pays_nothing(llm_env, engine) -> None:
