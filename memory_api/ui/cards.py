@@ -7,6 +7,7 @@ import logging
 import secrets
 import uuid
 from datetime import UTC, datetime
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -24,6 +25,20 @@ audit = logging.getLogger("hindsight.audit")
 LOGIN_COOKIE = "hs_login"
 HISTORY_PAGE = 50  # versions on one card page
 USES_PAGE = 20  # uses on one card page
+
+
+def _corroboration(provenance: dict[str, Any]) -> list[tuple[dict[str, Any], uuid.UUID | None]]:
+    """A fact's corroborating tool results, each with the id of the run it was seen in."""
+    out: list[tuple[dict[str, Any], uuid.UUID | None]] = []
+    for seen in provenance.get("corroboration") or []:
+        if not isinstance(seen, dict):
+            continue
+        try:
+            rid = uuid.UUID(str(seen.get("trajectory_id")))
+        except ValueError:  # written without its run (an older fact): no run to name
+            rid = None
+        out.append((seen, rid))
+    return out
 
 
 def _variables(expression: str) -> list[str]:
@@ -107,10 +122,12 @@ def router(console: Console) -> APIRouter:
         c = svc.get_card(principal=user.principal, card_id=full)
         entries, folded = timeline(svc.history(principal=user.principal, card_id=full))
         skip = max(versions, 0)
+        corroboration = _corroboration(c.provenance) if c.kind == "fact" else []
         runs = browse.runs_of(
             engine=svc.engine,
             namespace=user.principal.namespace,
-            trajectory_ids=[e.trajectory_id for e in c.evidence],
+            trajectory_ids=[e.trajectory_id for e in c.evidence]
+            + [rid for _, rid in corroboration if rid is not None],
         )
         ns, at = user.principal.namespace, max(uses, 0)
         used = browse.recent_uses(
@@ -130,6 +147,7 @@ def router(console: Console) -> APIRouter:
             uses_next=at + USES_PAGE if at + USES_PAGE < uses_total else None,
             uses_prev=max(at - USES_PAGE, 0) if at else None,
             runs=runs,
+            corroboration=corroboration,
             timeline=entries[skip : skip + HISTORY_PAGE],
             versions_total=len(entries),
             versions_skip=skip,

@@ -4,12 +4,15 @@ cited call of the run's page, whatever the input format; actions shown as text."
 from __future__ import annotations
 
 import html
+import json
 import re
 
 import pytest
+from sqlalchemy import delete
 
 from memory_api.app import create_app
 from memory_core.db import session_scope
+from memory_core.facts.stage import extract_facts
 from memory_core.ingest.store import ingest
 from memory_core.models.card import Card, CardEvidence
 from memory_core.models.trajectory import Trajectory
@@ -36,6 +39,17 @@ def _call(name: str, args: str, cid: str) -> dict:
     }
 
 
+def _ingest_chat(engine, run: str, messages: list[dict], task_type: str) -> None:
+    report = ingest(
+        engine=engine,
+        records=[("t0", {"id": run, "messages": messages})],
+        namespace="team-a",
+        task_type=task_type,
+        max_observation_chars=2000,
+    )
+    assert report.stored == 1, report
+
+
 def test_evidence_of_a_chat_run_links_the_cited_call_and_actions_read_as_text(ui, engine) -> None:
     server, s = ui
     messages = [
@@ -47,14 +61,7 @@ def test_evidence_of_a_chat_run_links_the_cited_call_and_actions_read_as_text(ui
         _call("lookup", '{"order_id": "<string>"}', "c2"),
         {"role": "tool", "tool_call_id": "c2", "content": "Error: order not found"},
     ]
-    report = ingest(
-        engine=engine,
-        records=[("t0", {"id": "chat-run-7", "messages": messages})],
-        namespace="team-a",
-        task_type="orders",
-        max_observation_chars=2000,
-    )
-    assert report.stored == 1, report
+    _ingest_chat(engine, "chat-run-7", messages, "orders")
     card = add_card(engine, scenario="lookup of an unknown order", tool="lookup")
     with session_scope(engine) as session:
         run = next(t for t in session.query(Trajectory).all() if t.key == "chat-run-7")
@@ -103,3 +110,35 @@ def test_a_card_address_takes_the_id_prefix_the_tables_show(ui) -> None:
         r = c.get("/ui/cards/zz")
         assert r.status_code in (400, 422) and "not a card id" in r.text
         assert "text/html" in r.headers["content-type"]
+
+
+def test_a_fact_names_its_corroborating_run_and_a_removed_run_as_plain_text(ui, engine) -> None:
+    server, s = ui
+    lookup = _call("lookup_account", json.dumps({"account_id": "acct-1"}), "c1")
+    messages = [
+        {"role": "system", "content": "You help the customers of a shop."},
+        {"role": "user", "content": "I'm a gold member."},
+        lookup,
+        {"role": "tool", "tool_call_id": "c1", "content": '{"membership": "gold"}'},
+        {"role": "assistant", "content": "Noted."},
+    ]
+    _ingest_chat(engine, "member-run-1", messages, "support")
+    assert extract_facts(engine=engine, namespace="team-a").corroborated == 1
+    with session_scope(engine) as session:
+        run = next(t for t in session.query(Trajectory).all() if t.key == "member-run-1")
+        fact = next(c for c in session.query(Card).all() if c.standing == "corroborated")
+        run_id, fact_id = run.id, fact.card_id
+        step = fact.provenance["corroboration"][0]["step"]
+    with signed_in(server.url, s.keys["read"]) as c:
+        page = c.get(f"/ui/cards/{fact_id}").text
+        link = f"/ui/trajectories/{run_id}?step={step}#step-{step}"
+        assert f'href="{link}"' in page and "member-run-1" in page
+        assert "run removed" not in page
+        assert c.get(link).status_code == 200
+        with session_scope(engine) as session:  # the run goes, as retention removes one
+            session.execute(delete(Trajectory).where(Trajectory.id == run_id))
+        page = c.get(f"/ui/cards/{fact_id}").text
+        assert f"/ui/trajectories/{run_id}" not in page
+        said = html.unescape(re.sub(r"<[^>]+>", " ", page))
+        assert f"lookup_account  at step {step} of run  {run_id}  (run removed)" in said
+        assert c.get(link).status_code == 404  # the page the link would have led to
