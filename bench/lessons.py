@@ -203,6 +203,8 @@ DESIGNS: dict[str, dict[str, Any]] = {
     "min groups 1": {"min_groups": 1, "lift": False, "reminder_min_groups": 1},
     "min groups 2, lift": {"reminder_min_groups": 2},
     "min groups 2, reminders from 1 group": {"lift": False},
+    # last: the cards it promotes from validation's review go back only by a later design
+    "lift, low-confidence lessons confirmed elsewhere served": {"promote_confirmed": True},
 }
 
 

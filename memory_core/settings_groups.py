@@ -137,6 +137,9 @@ class GateSettings(BaseModel):
     lift: bool = True
     """a lesson of fewer groups is served once its warnings on later runs of other task groups
     are right clearly more often than its error happens at those calls anyway"""
+    promote_confirmed: bool = False
+    """a lesson validation left in review for its low confidence alone is served once later
+    runs of other task groups confirm it (with `lift`)"""
     reminder_min_groups: int = Field(default=1, ge=1)
     """task groups that must have seen a tool's error for its reminder (a card naming the tool
     alone) to be served as one of the tool's known errors"""

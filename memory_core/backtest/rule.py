@@ -64,6 +64,7 @@ class Decision:
     measured: bool
     low: float | None
     reason: str
+    confirmed: bool = False  # by later runs of other task groups (the lift rule)
 
 
 def lower_bound(tally: Tally, rules: GateSettings) -> float | None:
@@ -135,7 +136,7 @@ def decide(
         confirmed, elsewhere = confirmed_elsewhere(tally, rules)
         figures += f"; {elsewhere}"
         if confirmed:
-            return Decision(True, True, low, f"{why}, confirmed on later runs {elsewhere}")
+            return Decision(True, True, low, f"{why}, confirmed on later runs {elsewhere}", True)
     if not broad and not approved:
         return Decision(
             False,

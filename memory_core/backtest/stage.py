@@ -143,7 +143,8 @@ def _gate_namespace(
         report.cards += 1
         report.served += decision.serve
         report.waiting += not decision.serve
-        _apply(engine, c, s, ev, tally, listed, decision, stored.get(c.card_id), now, report)
+        old = stored.get(c.card_id)
+        _apply(engine, c, s, ev, tally, listed, decision, old, now, report, rules.promote_confirmed)
 
 
 def _apply(
@@ -157,6 +158,7 @@ def _apply(
     old: CardBacktest | None,
     now: datetime,
     report: GateReport,
+    promote: bool = False,
 ) -> None:
     """Write one card's figures and move it, if its decision and status disagree."""
     values: dict[str, Any] = {
@@ -181,8 +183,10 @@ def _apply(
     elif (
         card.status == CardStatus.review.value
         and decision.serve
-        and old is not None
-        and old.held_version is not None
+        and (
+            (old is not None and old.held_version is not None)
+            or (promote and decision.confirmed and _held_for_confidence(engine, card))
+        )
     ):
         move = CardStatus.active.value
     if card.status == CardStatus.active.value and decision.serve:
@@ -191,7 +195,8 @@ def _apply(
     if unchanged and move is None:
         return
     with session_scope(engine) as session:
-        if move == CardStatus.active.value and _touched_since(session, card, old):
+        held = old is not None and old.held_version is not None
+        if move == CardStatus.active.value and held and _touched_since(session, card, old):
             move = None  # someone else handled it meanwhile: a person decides now
             values["held_version"] = None
         if move is not None:
@@ -229,6 +234,23 @@ def _teaches_fix(card: Card, ev: _Evidence) -> bool:
     texts = [str(step.get("note", "")) for step in card.action_sequence]
     texts += [str(fm.get("handling", "")) for fm in card.failure_modes]
     return any(change in text for change in ev.fix_changes for text in texts)
+
+
+def _held_for_confidence(engine: Engine, card: Card) -> bool:
+    """In review only because validation found its confidence low: its last change is the
+    validator's, and no one but the machine stages changed it after it was written."""
+    with read_session(engine) as session:
+        rows = session.execute(
+            select(col(CardVersion.actor), col(CardVersion.reason))
+            .where(col(CardVersion.card_id) == card.card_id, col(CardVersion.version) > 1)
+            .order_by(col(CardVersion.version))
+        ).all()
+    return (
+        bool(rows)
+        and all(actor in MACHINE_ACTORS for actor, _ in rows)
+        and rows[-1][0] == "validator"
+        and "confidence below" in (rows[-1][1] or "")
+    )
 
 
 def _touched_since(session: Session, card: Card, old: CardBacktest | None) -> bool:

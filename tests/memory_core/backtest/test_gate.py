@@ -277,3 +277,29 @@ def test_a_tools_reminder_is_served_as_a_known_error_of_one_task(engine, needed)
     assert status(engine, card) == ("active" if needed == 1 else "review")
     if needed == 1:
         assert f.reason.startswith("one of the tool's known errors, seen in 1 task group")
+
+
+@pytest.mark.parametrize("promote", [True, False])
+def test_a_low_confidence_lesson_other_tasks_confirm_is_served_when_set(engine, promote) -> None:
+    card = add_card(
+        engine, runs=[failing(engine, "a", "id:a", T0)], preconditions=SEAT, at=T0, status="review"
+    )
+    with Session(engine) as s:
+        s.add(
+            CardVersion(
+                card_id=card,
+                version=2,
+                snapshot={},
+                reason="passed validation, confidence below 0.5: waits in review",
+                actor="validator",
+            )
+        )
+        s.get(Card, card).version = 2  # type: ignore[union-attr]
+        s.commit()
+    _seats(engine, "n", right=6, fine=6)
+    gate(engine, promote_confirmed=promote)
+    assert status(engine, card) == ("active" if promote else "review")
+    if promote:
+        assert "served again" in history(engine, card)[-1].reason
+    else:  # confirmed, but validation's hold is the validator's to lift
+        assert "confirmed on later runs" in figures(engine, card).reason
