@@ -17,7 +17,7 @@ from sqlalchemy.engine import Engine
 
 from memory_core.db import READ_ONLY, refresh_statistics
 from memory_core.effects.holdout import split_arms
-from memory_core.models.columns import row_id, utcnow
+from memory_core.models.columns import random_row_id, utcnow
 from memory_core.namespaces.delete import Deletion, delete_namespace
 from memory_core.serve.agent_state import as_ingested, unread
 from memory_core.serve.answer import Answer, Hit, RowsNotInMemory, card_hits, plain_json
@@ -201,7 +201,7 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
             matches = [m for m in matches if any(c.variables & needs for c in m.entry.compiled)]
         matches = matches[: request.top_k]
         withheld: list[Ranked] = []
-        query_id = row_id() if request.record_use else None
+        query_id = random_row_id() if request.record_use else None
         if query_id is not None:  # the holdout: only a recorded use can measure an effect
             matches, withheld = split_arms(
                 matches,
