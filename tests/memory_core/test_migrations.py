@@ -62,6 +62,18 @@ def test_a_cards_first_tool_is_read_through_its_index(settings, engine) -> None:
     assert "ix_card_first_tool" in plan, plan
 
 
+def test_the_first_tool_index_is_spelt_as_the_models_query_it() -> None:
+    """0033 keeps its own copy of the index expression; the queries' spelling must equal it
+    (a changed spelling needs a revision that rebuilds the index)."""
+    import importlib.util
+
+    path = Path(db.__file__).parent / "migrations" / "versions" / "0033_console_list_indexes.py"
+    spec = importlib.util.spec_from_file_location("rev_0033", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.FIRST_TOOL_SQL == FIRST_TOOL_SQL
+
+
 def test_card_rewrites_skip_key_checks_and_keep_page_room(settings, engine) -> None:
     """0009: history and archive rows have no foreign key; card pages keep 20 % free
     (PostgreSQL); the superseded_by index holds only superseded cards."""

@@ -27,12 +27,17 @@ from collections.abc import Sequence
 
 from alembic import op
 
-from memory_core.models.card import FIRST_TOOL_SQL
-
 revision: str = "0033"
 down_revision: str | None = "0023"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+
+# frozen here: what this revision created must not change when the models' spelling does
+# (memory_core.models.card.FIRST_TOOL_SQL must equal it, or a later revision rebuilds the index)
+FIRST_TOOL_SQL = {
+    "postgresql": "(coalesce(action_sequence #>> '{0,tool}', ''))",
+    "sqlite": "coalesce(json_extract(action_sequence, '$[0].tool'), '')",
+}
 
 
 def upgrade() -> None:
