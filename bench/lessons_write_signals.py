@@ -8,8 +8,9 @@ calls and their observations) and nothing else, so each is computable for any ag
 Each signal's direction is fixed beforehand (higher = more suspicious) and none has a
 threshold fitted to the data. Two learned signals (bench/lessons_write_learned.py) score a
 write from the other folds' runs (5 folds by task) by run outcome alone, as the memory
-learns; the run's own outcome, known only afterwards, is the reference. Reported: the within-tool AUROC (pairs of the same tool only,
-`within_tool_auroc`) with a 95% bootstrap interval over tasks, and the counts.
+learns; the run's own outcome, known only afterwards, is the reference. Reported: the
+within-tool AUROC (pairs of the same tool only, `within_tool_auroc`) with a 95% bootstrap
+interval over tasks, per tool, and the counts.
 
     python bench/lessons_write_signals.py data/tau-bench-airline/trajectories.json
 
@@ -90,6 +91,11 @@ def sig_ids_unread(call: Any, b: Before) -> float:
     return _share_absent(ids, b.observed + " " + b.read_args)
 
 
+def sig_ids_never_read(call: Any, b: Before) -> float:
+    """Share of identifier-like values never passed to an earlier read (never looked up)."""
+    return _share_absent([v for v in leaves(call.args) if ID_LIKE.match(v)], b.read_args)
+
+
 def sig_no_assent(call: Any, b: Before) -> float:
     """1 unless the last user message before the call is a short assent."""
     return 0.0 if b.user and _ASSENT.match(b.user[-1]) else 1.0
@@ -148,6 +154,7 @@ SIGNALS: dict[str, Callable[[Any, Before], float]] = {
     "ungrounded values": sig_ungrounded,
     "values the user never wrote": sig_not_from_user,
     "ids not from a read": sig_ids_unread,
+    "ids never passed to a read": sig_ids_never_read,
     "no short assent just before": sig_no_assent,
     "no user turn since the last read": sig_no_user_since_read,
     "values not in the stated action": sig_not_stated,
