@@ -64,9 +64,15 @@ def card_snapshot(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def rank_draft(d: DraftCard) -> str:
-    """Order-free choice among drafts of one lesson: clean first, then the higher stated
-    confidence, then the content itself (a digest), so any arrival order picks the same."""
+    """Order-free choice among drafts of one lesson: clean first, then one that shows a fix,
+    then the higher stated confidence, then the content itself (a digest), so any arrival
+    order picks the same."""
     flagged = d.status is CardStatus.quarantined
+    # a run where the call then succeeded and the run too shows what works; a draft from a
+    # run that never recovered can only say "check its inputs", and must not hide the fix
+    unfixed = not any(
+        e.result.get("succeeded_with") and e.result.get("outcome") == "success" for e in d.evidence
+    )
     body = json.dumps(
         [
             d.scenario,
@@ -80,7 +86,7 @@ def rank_draft(d: DraftCard) -> str:
         default=str,
     )
     digest = hashlib.sha256(body.encode()).hexdigest()[:16]
-    return f"{int(flagged)}|{1.0 - d.confidence:.6f}|{digest}"
+    return f"{int(flagged)}|{int(unfixed)}|{1.0 - d.confidence:.6f}|{digest}"
 
 
 def card_row(sig: str, group: Sequence[DraftCard], spec: RowSpec) -> dict[str, Any]:

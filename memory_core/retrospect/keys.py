@@ -148,23 +148,27 @@ def table_of(runs: Iterable[tuple[TrajectoryView, str]]) -> CallTable:
 def generalise_warnings(drafts: Sequence[DraftCard], table: CallTable) -> None:
     """Keep, in place, the one argument precondition of each error warning that separates
     best across tasks, and drop the others (without one, the warning keeps `tool == ...` and
-    merges with that card)."""
+    merges with that card).
+
+    Every feature of the failing call is a candidate, not only the ones its own run's retry
+    dropped: a run that never recovered (or recovered by another change) still made the call
+    that other tasks' retries showed to be the cause, and its warning joins that keyed card
+    instead of standing beside it as a second card of the same error."""
     for d in drafts:
         if d.pattern != "pre_call_warning" or not d.evidence:
             continue
         action = d.evidence[0].action
         tool = str(action.get("tool") or "")
         sig = str(d.evidence[0].result.get("error_signature") or "")
-        by_expr = {a.expr: a for a in atoms(action.get("args") or {})}
         scored = []
-        for p in d.preconditions:
-            atom = by_expr.get(p)
-            if is_atom_precondition(p) and atom is not None:
-                score = table.separation(tool, atom, signature=sig)
-                if score is not None:
-                    scored.append((-score, atom.rank, p))
+        for atom in atoms(action.get("args") or {}):
+            score = table.separation(tool, atom, signature=sig)
+            if score is not None:
+                scored.append((-score, atom.rank, atom.expr))
         best = min(scored)[2] if scored else None
-        d.preconditions = [p for p in d.preconditions if not is_atom_precondition(p) or p == best]
+        d.preconditions = [p for p in d.preconditions if not is_atom_precondition(p)]
+        if best is not None:
+            d.preconditions.append(best)
 
 
 def stored_tables(engine: Engine, namespaces: Iterable[str]) -> dict[str, CallTable]:

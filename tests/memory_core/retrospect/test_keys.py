@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from typing import Any
 
+from memory_core.cards.draft_rows import rank_draft
 from memory_core.models.card import ActionStep, EvidenceTriple, FailureMode
 from memory_core.models.drafts import DraftCard, TrajectoryView
 from memory_core.models.trajectory import Outcome, Step
@@ -79,6 +81,40 @@ def test_a_feature_keys_a_warning_only_when_it_separates_across_tasks() -> None:
     assert draft.preconditions == ['tool == "book"', 'args.pay.matches("^gift_card_[0-9]+$")']
     generalise_warnings([draft], one)
     assert draft.preconditions == ['tool == "book"']
+    # a run that never recovered drafts no candidate, yet made the call other tasks' retries
+    # showed to be the cause: its warning takes that key and joins the keyed card
+    unrecovered = replace(draft, preconditions=['tool == "book"'], evidence=list(draft.evidence))
+    generalise_warnings([unrecovered], table)
+    assert unrecovered.preconditions == ['tool == "book"', 'args.pay.matches("^gift_card_[0-9]+$")']
+    paid_by_card = replace(unrecovered, preconditions=['tool == "book"'], evidence=[
+        draft.evidence[0].model_copy(update={"action": {"tool": "book", "args": {"pay": "cc_1"}}})
+    ])  # fmt: skip
+    generalise_warnings([paid_by_card], table)
+    assert paid_by_card.preconditions == ['tool == "book"']
+
+
+def test_a_draft_that_shows_a_fix_sets_the_cards_content() -> None:
+    """Drafts of one lesson: the one from a run that recovered and succeeded is the card's
+    content, whatever its stated confidence or the order the drafts came in."""
+
+    def draft(outcome: str, fixed: bool, confidence: float) -> DraftCard:
+        succeeded = {"tool": "book", "args": {"pay": "cc_1"}, "changed": []} if fixed else None
+        return DraftCard(
+            pattern="pre_call_warning", scenario="s", preconditions=['tool == "book"'],
+            action_sequence=[ActionStep(tool="book", note="fixed" if fixed else "caution")],
+            expected_outcome="", actual_outcome="", failure_modes=[FailureMode(mode="x")],
+            confidence=confidence,
+            evidence=[EvidenceTriple(
+                trajectory_id=uuid.uuid4(), step=0, condition={}, action={"tool": "book"},
+                result={"succeeded_with": succeeded, "outcome": outcome})],
+        )  # fmt: skip
+
+    caution = draft("failure", False, 0.9)
+    retried_in_a_failed_run = draft("failure", True, 0.8)
+    fix = draft("success", True, 0.5)
+    for order in ([caution, retried_in_a_failed_run, fix], [fix, caution, retried_in_a_failed_run]):
+        assert min(order, key=rank_draft) is fix
+    assert min([caution, retried_in_a_failed_run], key=rank_draft) is caution
 
 
 def test_no_placeholder_keys_a_lesson_or_shows_in_a_step() -> None:
