@@ -98,7 +98,9 @@ class ServeSettings(BaseModel):
         description="a plain query of a namespace whose queries average under this (CPU) is "
         "answered on the event loop, not in a worker thread (0: always a thread)",
     )
-    key_cache_s: float = Field(default=30.0, ge=0, description="a revoked key works this long")
+    key_cache_s: float = Field(default=30.0, ge=0)
+    """how long a checked key is remembered; a key revoked or deleted anywhere is refused
+    within snapshot_refresh_s all the same (the change feed tells of it)"""
     near_misses: int = Field(default=10, ge=0, le=100, description="explain: closest misses")
     trace_root_wait_s: float = Field(default=300.0, gt=0)
     """OTLP: how long the spans of a trace wait for its root span before the trace is ingested

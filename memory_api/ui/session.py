@@ -55,14 +55,17 @@ class Sessions:
 
     def __init__(self, service: MemoryService) -> None:
         self._service = service
-        self._cache: dict[uuid.UUID, tuple[ApiKey | None, float]] = {}
+        # key id -> (row, expiry, the key ring's epoch when read): a revocation heard of since
+        # (here or from the change feed) makes the row read again
+        self._cache: dict[uuid.UUID, tuple[ApiKey | None, float, int]] = {}
         self._lock = threading.Lock()
 
     def _key(self, key_id: uuid.UUID) -> ApiKey | None:
-        """The key row, re-read after the key cache time (so a revoke ends sessions)."""
+        """The key row, re-read after the key cache time or a revocation (so it ends sessions)."""
         now = time.monotonic()
+        epoch = self._service.keys.current()
         hit = self._cache.get(key_id)
-        if hit is not None and hit[1] > now:
+        if hit is not None and hit[1] > now and hit[2] == epoch:
             return hit[0]
         with read_session(self._service.engine) as session:
             key = session.get(ApiKey, key_id)
@@ -73,7 +76,7 @@ class Sessions:
         with self._lock:
             if len(self._cache) > 10_000:
                 self._cache.clear()
-            self._cache[key_id] = (key, now + self._service.settings.serve.key_cache_s)
+            self._cache[key_id] = (key, now + self._service.settings.serve.key_cache_s, epoch)
         return key
 
     def forget(self) -> None:

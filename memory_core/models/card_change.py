@@ -1,4 +1,5 @@
-"""The change feed of cards: one row per insert, update or delete, written by triggers."""
+"""The change feed of cards: one row per insert, update or delete, written by triggers; and a
+row of no card when API keys were revoked or deleted (servers then check their cached keys)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ from sqlmodel import Field, SQLModel
 
 # SQLite numbers rows with its rowid only for INTEGER PRIMARY KEY
 SEQ_TYPE = BigInteger().with_variant(Integer(), "sqlite")
+# the card id of a row that says "keys were revoked or deleted"; its namespace is empty (no
+# namespace's name is left behind by its deletion), so no namespace's changes include it
+KEYS_CHANGED = uuid.UUID(int=0)
 
 
 class CardChange(SQLModel, table=True):
@@ -27,3 +31,9 @@ class CardChange(SQLModel, table=True):
     )
     namespace: str = Field(max_length=128)
     card_id: uuid.UUID
+
+
+def keys_changed() -> dict[str, object]:
+    """The values of the feed's row saying keys were revoked or deleted (insert it in the
+    transaction that does so: servers read the feed and drop their cached keys)."""
+    return {"namespace": "", "card_id": KEYS_CHANGED}

@@ -18,6 +18,7 @@ from sqlalchemy import CursorResult, Engine, text
 
 from memory_core.erase import flush_log, zero_freed
 from memory_core.errors import InvalidInput
+from memory_core.models.card_change import CardChange, keys_changed
 from memory_core.models.columns import utcnow
 from memory_core.models.namespace_deletion import NamespaceDeletion
 from memory_core.namespaces.plan import STEPS
@@ -65,6 +66,8 @@ def delete_namespace(
             zero_freed(conn)  # freed pages are zeroed, not left holding the deleted text
             result = conn.execute(text(f"DELETE FROM {table} WHERE {where}"), {"ns": namespace})
             out.rows[table] = cast(CursorResult[Any], result).rowcount
+            if table == "api_key" and out.rows[table]:  # servers drop the keys they cached
+                conn.execute(CardChange.__table__.insert(), [keys_changed()])  # type: ignore[attr-defined]
         if on_step:
             on_step(table, out.rows[table])
     out.files = _delete_files(settings, namespace)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import select
 from sqlmodel import Session, col
 
-from memory_core.models.card_change import CardChange
+from memory_core.models.card_change import KEYS_CHANGED, CardChange
 from memory_core.serve.changes import first_seq, last_seq
 
 LOOKBACK_S = 60.0  # a change committed this long after a later-numbered one is still applied
@@ -31,11 +31,13 @@ LOOKBACK_S = 60.0  # a change committed this long after a later-numbered one is 
 
 @dataclass
 class FeedRead:
-    """What one read found: the new changes by namespace (card id -> seq) and whether the
-    feed was pruned past the reader (changes may be lost: reload what is served)."""
+    """What one read found: the new changes by namespace (card id -> seq), whether the
+    feed was pruned past the reader (changes may be lost: reload what is served), and whether
+    keys were revoked or deleted (cached keys are checked again)."""
 
     changed: dict[str, dict[uuid.UUID, int]]
     pruned: bool
+    keys: bool = False
 
 
 @dataclass
@@ -76,12 +78,16 @@ class FeedReader:
             self.seen, self.marks = set(), []
         changed: dict[str, dict[uuid.UUID, int]] = {}
         fresh: list[int] = []
+        keys = False
         for seq, namespace, card_id in rows:
             s = int(seq)
             if s not in self.seen:
                 fresh.append(s)
-                changed.setdefault(namespace, {})[card_id] = s
+                if card_id == KEYS_CHANGED:
+                    keys = True
+                else:
+                    changed.setdefault(namespace, {})[card_id] = s
         self.seen = {s for s in self.seen if s > low} | set(fresh)
         self.watermark = max([self.watermark or 0, *fresh])
         self.marks.append((now, self.watermark))
-        return FeedRead(changed, pruned)
+        return FeedRead(changed, pruned, keys or pruned)

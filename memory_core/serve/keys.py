@@ -9,6 +9,7 @@ Layer: service.
 from __future__ import annotations
 
 import hashlib
+import logging
 import secrets
 import threading
 import time
@@ -16,8 +17,9 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
-from sqlalchemy import select, update
+from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import col
@@ -25,8 +27,10 @@ from sqlmodel import col
 from memory_core.db import read_session, session_scope
 from memory_core.errors import Forbidden, InvalidInput, NotFound, Unauthorized
 from memory_core.models.api_key import ApiKey
+from memory_core.models.card_change import CardChange, keys_changed
 from memory_core.models.columns import utcnow
 
+log = logging.getLogger(__name__)
 SCOPES = ("read", "write", "admin")
 KEY_PREFIX = "hs_"
 MAX_NAMESPACE = 128
@@ -103,8 +107,9 @@ def list_keys(*, engine: Engine, namespace: str | None = None) -> list[ApiKey]:
 
 
 def revoke_key(*, engine: Engine, key_id: uuid.UUID, namespace: str | None = None) -> ApiKey:
-    """Revoke a key (kept for audit); servers stop accepting it within their key cache time.
-    With a namespace, a key of another namespace is not found (an admin key sees its own)."""
+    """Revoke a key (kept for audit); servers stop accepting it within their change feed's
+    refresh interval (they read the feed's row this writes). With a namespace, a key of another
+    namespace is not found (an admin key sees its own)."""
     with session_scope(engine) as session:
         key = session.get(ApiKey, key_id)
         if key is None or (namespace is not None and key.namespace != namespace):
@@ -113,6 +118,7 @@ def revoke_key(*, engine: Engine, key_id: uuid.UUID, namespace: str | None = Non
         if key.revoked_at is None:
             key.revoked_at = utcnow()
             session.add(key)
+            session.execute(insert(CardChange).values(**keys_changed()))
         return key
 
 
@@ -136,20 +142,42 @@ def keyed_namespaces(engine: Engine) -> list[str]:
         )
 
 
-class KeyRing:
-    """Checks presented keys against the database, remembering answers for cache_s seconds."""
+class KeyFeed(Protocol):
+    """Where a server hears of revoked and deleted keys: the change feed it reads for cards
+    (serve/snapshot_catchup.py), whose reads call KeyRing.forget when keys changed."""
 
-    def __init__(self, *, engine: Engine, cache_s: float = 30.0) -> None:
+    def feed_age(self) -> float: ...
+
+    def read_feed(self, *, older_than_s: float) -> None: ...
+
+
+class KeyRing:
+    """Checks presented keys against the database, remembering answers for cache_s seconds;
+    a cached answer is used only while the change feed was read within trust_s (a revocation
+    anywhere writes a row there, and its read drops every cached answer)."""
+
+    def __init__(
+        self,
+        *,
+        engine: Engine,
+        cache_s: float = 30.0,
+        feed: KeyFeed | None = None,
+        trust_s: float = 1.0,
+    ) -> None:
         self._engine = engine
         self._cache_s = cache_s
+        self._feed = feed
+        self._trust_s = trust_s
         self._cache: dict[str, tuple[Principal | None, float]] = {}
         self._used: dict[uuid.UUID, datetime] = {}  # last uses not yet written
         self._lock = threading.Lock()
+        self.epoch = 0  # counts forgets: an answer read before one is not kept after it
 
     def verify(self, secret: str | None) -> Principal:
         """The principal of a key; Unauthorized when it is missing, unknown or revoked."""
         if not secret:
             raise Unauthorized("an API key is needed: Authorization: Bearer <key>")
+        epoch = self.current()
         digest = hash_key(secret)
         now = time.monotonic()
         hit = self._cache.get(digest)
@@ -170,10 +198,25 @@ class KeyRing:
             with self._lock:
                 if len(self._cache) > 10_000:  # random wrong keys must not grow it forever
                     self._cache.clear()
-                self._cache[digest] = (principal, now + self._cache_s)
+                if self.epoch == epoch:  # else a revocation may have come after the read
+                    self._cache[digest] = (principal, now + self._cache_s)
         if principal is None:
             raise Unauthorized("unknown or revoked API key")
         return principal
+
+    def current(self) -> int:
+        """Read the change feed when it was last read more than trust_s ago (a key revoked
+        since drops the cached answers); the epoch answers read from now on are kept under."""
+        if self._due():
+            assert self._feed is not None
+            try:
+                self._feed.read_feed(older_than_s=self._trust_s)
+            except SQLAlchemyError as exc:  # the database is down: nothing can be revoked
+                log.warning("reading the change feed for revoked keys failed: %s", exc)
+        return self.epoch
+
+    def _due(self) -> bool:
+        return self._feed is not None and self._feed.feed_age() >= self._trust_s
 
     def note(self, key: ApiKey, now: datetime | None = None) -> None:
         """Queue a key's use for write_uses, at most once a minute per key: a check never
@@ -202,15 +245,18 @@ class KeyRing:
         if not secret:
             return True
         hit = self._cache.get(hash_key(secret))
-        return hit is not None and hit[1] > time.monotonic()
+        return hit is not None and hit[1] > time.monotonic() and not self._due()
 
     def known(self, secret: str) -> Principal | None:
         """The principal a fresh cached answer gives this key (one hash, no database read);
         None when verifying it would read the database or refuse it."""
         hit = self._cache.get(hash_key(secret))
-        return hit[0] if hit is not None and hit[1] > time.monotonic() else None
+        fresh = hit is not None and hit[1] > time.monotonic() and not self._due()
+        return hit[0] if hit is not None and fresh else None
 
     def forget(self) -> None:
-        """Drop cached answers (after a revoke in this process)."""
+        """Drop cached answers (after a revoke or a namespace's deletion, here or heard of
+        from the change feed)."""
         with self._lock:
             self._cache.clear()
+            self.epoch += 1

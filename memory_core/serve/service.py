@@ -67,7 +67,14 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
         self.rows = ServedRows(engine=engine, settings=settings)
         self.snapshots.on_change = self.rows.refill
         self.uses = UseRecorder(engine=engine, flush_s=settings.serve.use_flush_s)
-        self.keys = KeyRing(engine=engine, cache_s=settings.serve.key_cache_s)
+        # a revocation anywhere is heard from the change feed within the refresh interval
+        self.keys = KeyRing(
+            engine=engine,
+            cache_s=settings.serve.key_cache_s,
+            feed=self.snapshots,
+            trust_s=settings.serve.snapshot_refresh_s,
+        )
+        self.snapshots.on_keys = self.keys.forget
         self.uses.also.append(self.keys.write_uses)  # keys' last uses, off the request path
         self.inline = InlineGate(
             budget_s=settings.serve.inline_budget_ms / 1000,
@@ -277,5 +284,6 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
             namespace=principal.namespace,
             actor=principal.actor,
         )
+        self.keys.forget()  # its keys went with it: refused from this answer on
         self.snapshots.drop(principal.namespace)  # its feed went with it: none catches up
         return out

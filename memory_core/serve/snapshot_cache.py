@@ -79,6 +79,7 @@ class SnapshotCache(FeedCatchUp):
         self.on_load: Callable[[], None] | None = None  # after a snapshot was loaded
         # the poller's catch-ups: given the cards whose served rows they dropped
         self.on_change: Callable[[Snapshot, list[uuid.UUID]], None] | None = None
+        self.on_keys: Callable[[], None] | None = None  # keys revoked or deleted, read in the feed
         self.applied = 0  # changed cards applied (for tests and /metrics)
         self.reloads = 0  # whole reloads after the first load
         self.loads = 0  # first loads, and loads again after an eviction

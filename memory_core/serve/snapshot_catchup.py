@@ -43,6 +43,7 @@ class FeedCatchUp:
     _pending: dict[str, dict[uuid.UUID, int]]
     _must_reload: set[str]
     on_change: Callable[[Snapshot, list[uuid.UUID]], None] | None
+    on_keys: Callable[[], None] | None  # a read found keys revoked or deleted
     applied: int
     _reload: Callable[[str], None]  # SnapshotCache's: a whole reload of the namespace
 
@@ -89,11 +90,24 @@ class FeedCatchUp:
                 log.warning("applying a write to the snapshot of %s failed: %s", ns, exc)
                 snap.stale = True
 
+    def feed_age(self) -> float:
+        """Seconds since the last read of the feed started (inf: never read)."""
+        return time.monotonic() - self._feed.read_at
+
+    def read_feed(self, *, older_than_s: float) -> None:
+        """Read the feed unless a read started within older_than_s (one under way is waited
+        for): the key ring's check for revoked keys when no query had it read."""
+        with self._feed.lock:
+            if time.monotonic() - self._feed.read_at >= older_than_s:
+                self._read_feed()
+
     def _read_feed(self) -> None:
         """One read of the feed for every namespace; hand each held or loading namespace its
         changes. Hold the feed's lock."""
         with read_session(self._engine) as session:
             found = self._feed.read(session)
+        if found.keys and self.on_keys is not None:
+            self.on_keys()
         with self._lock:
             for ns, changes in found.changed.items():
                 if ns in self._snapshots or ns in self._loading:
