@@ -38,17 +38,21 @@ def _refused_within(server, key: str, limit_s: float) -> float:
     return time.monotonic() - start
 
 
+def _cached_by_both(servers, engine, *keys: tuple[str, str]) -> list[str]:
+    """New keys (namespace, scope), each checked by both servers (so both cache it)."""
+    add_card(engine, namespace="team-a")
+    made = [create_key(engine=engine, namespace=ns, scopes=[scope])[1] for ns, scope in keys]
+    assert all(_get(server, key) == 200 for server in servers for key in made)
+    return made
+
+
 def test_a_deleted_namespaces_keys_are_refused_at_once_and_by_the_other_server(
     servers, settings, engine
 ) -> None:
     a, b = servers
-    add_card(engine, namespace="team-a")
-    admin = create_key(engine=engine, namespace="team-a", scopes=["admin"])[1]
-    reader = create_key(engine=engine, namespace="team-a", scopes=["read"])[1]
-    other = create_key(engine=engine, namespace="team-b", scopes=["read"])[1]
-    for server in (a, b):  # every key is cached by both servers
-        for key in (admin, reader, other):
-            assert _get(server, key) == 200
+    admin, reader, other = _cached_by_both(
+        servers, engine, ("team-a", "admin"), ("team-a", "read"), ("team-b", "read")
+    )
 
     assert _get(a, admin, "/v1/namespace") == 200
     auth = {"Authorization": f"Bearer {admin}"}
@@ -63,17 +67,12 @@ def test_a_deleted_namespaces_keys_are_refused_at_once_and_by_the_other_server(
 def test_a_key_revoked_elsewhere_is_refused_within_the_refresh_interval(
     servers, settings, engine
 ) -> None:
-    a, b = servers
-    add_card(engine, namespace="team-a")
-    gone = create_key(engine=engine, namespace="team-a", scopes=["read"])[1]
-    kept = create_key(engine=engine, namespace="team-a", scopes=["read"])[1]
-    for server in (a, b):
-        assert _get(server, gone) == 200 and _get(server, kept) == 200
+    gone, kept = _cached_by_both(servers, engine, ("team-a", "read"), ("team-a", "read"))
 
     # as `hindsight keys revoke` does, from a process that serves nothing
     key_id = next(k.id for k in list_keys(engine=engine) if k.key_hash == hash_key(gone))
     revoke_key(engine=engine, key_id=key_id)
     refresh = settings.serve.snapshot_refresh_s
-    for server in (a, b):
+    for server in servers:
         _refused_within(server, gone, refresh + 1.0)
         assert _get(server, kept) == 200
