@@ -98,11 +98,19 @@ def _pair(without: dict, with_: dict, rate: float) -> dict:
 
 def measure(seconds: float, runs: int, rate: float, code: Path, concurrency: int) -> dict:
     """Alternated runs without and with writes against one server; medians of each."""
+    # the store is removed at the end, on error and Ctrl-C too
+    with tempfile.TemporaryDirectory(prefix="hs-bench-writes-") as tmp:
+        return _measure(Path(tmp), seconds, runs, rate, code, concurrency)
+
+
+def _measure(
+    tmp: Path, seconds: float, runs: int, rate: float, code: Path, concurrency: int
+) -> dict:
+    """measure() in the store at tmp."""
     from memory_core import db
     from memory_core.serve.keys import create_key
     from memory_core.settings import Settings
 
-    tmp = Path(tempfile.mkdtemp(prefix="hs-bench-writes-"))
     settings = Settings(data_dir=tmp)
     db.upgrade(settings)
     engine = db.make_engine(settings)

@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import json
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -225,7 +226,7 @@ def main() -> None:
     with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{pg_name}"')
     url = PG_ADMIN.rsplit("/", 1)[0] + f"/{pg_name}"
-    tmp = Path(tempfile.mkdtemp(prefix="hs-chaos-live-"))
+    tmp = Path(tempfile.mkdtemp(prefix="hs-chaos-live-"))  # removed at the end, on error too
     proc = None
     try:
         settings = Settings(data_dir=tmp, database_url=url)
@@ -273,6 +274,7 @@ def main() -> None:
             proc.wait(timeout=30)
         with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{pg_name}" WITH (FORCE)')
+        shutil.rmtree(tmp, ignore_errors=True)
 
     done = [r for r in runs if r["finished"]]
     lost = sum(sum(r["lost"].values()) for r in runs)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -72,7 +73,7 @@ def one(backend: str, size: int) -> dict[str, float]:
     from tests.helpers.data import replicate, tau_runs
 
     records = [(f"r{i}", r) for i, r in enumerate(replicate(tau_runs(), size))]
-    tmp = Path(tempfile.mkdtemp(prefix="hindsight-bench-"))
+    tmp = Path(tempfile.mkdtemp(prefix="hindsight-bench-"))  # removed at the end, on error too
     pg_name = None
     if backend == "postgresql":
         pg_name = f"hindsight_bench_{uuid.uuid4().hex[:10]}"
@@ -117,6 +118,7 @@ def one(backend: str, size: int) -> dict[str, float]:
             "evidence": total.evidence_added,
         }
     finally:
+        shutil.rmtree(tmp, ignore_errors=True)
         if pg_name:
             with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
                 conn.execute(f'DROP DATABASE IF EXISTS "{pg_name}" WITH (FORCE)')

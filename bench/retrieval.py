@@ -33,13 +33,18 @@ RESULTS = REPO / "bench" / "results"
 
 
 def in_process(n: int, queries: int) -> dict:
+    """Queries against n cards in this process; the store is removed at the end."""
+    with tempfile.TemporaryDirectory(prefix="hs-bench-") as tmp:
+        return _in_process(Path(tmp), n, queries)
+
+
+def _in_process(tmp: Path, n: int, queries: int) -> dict:
     from memory_core import db
     from memory_core.serve.keys import create_key
     from memory_core.serve.schemas import QueryRequest
     from memory_core.serve.service import MemoryService
     from memory_core.settings import Settings
 
-    tmp = Path(tempfile.mkdtemp(prefix="hs-bench-"))
     settings = Settings(data_dir=tmp)
     db.upgrade(settings)
     engine = db.make_engine(settings)

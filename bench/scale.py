@@ -54,13 +54,13 @@ def _rss_mb() -> float:
     return round(psutil.Process().memory_info().rss / 2**20, 1)
 
 
-def _service(n: int):
+def _service(n: int, data_dir: Path):
     from memory_core import db
     from memory_core.serve.keys import create_key
     from memory_core.serve.service import MemoryService
     from memory_core.settings import Settings
 
-    settings = Settings(data_dir=Path(tempfile.mkdtemp(prefix="hs-scale-")))
+    settings = Settings(data_dir=data_dir)
     db.upgrade(settings)
     engine = db.make_engine(settings)
     seed(engine, n)
@@ -194,8 +194,13 @@ def _change_to_served(svc, who, engine, trials: int = 5) -> list[float]:
 
 
 def in_process(n: int, queries: int, runs: int) -> dict:
-    """The mix at n cards: medians of `runs` passes."""
-    svc, who, engine = _service(n)
+    """The mix at n cards: medians of `runs` passes; the store is removed at the end."""
+    with tempfile.TemporaryDirectory(prefix="hs-scale-") as tmp:
+        return _in_process(n, queries, runs, Path(tmp))
+
+
+def _in_process(n: int, queries: int, runs: int, data_dir: Path) -> dict:
+    svc, who, engine = _service(n, data_dir)
     rss0 = _rss_mb()
     t = time.perf_counter()
     svc.snapshots.get("bench")
@@ -221,6 +226,7 @@ def in_process(n: int, queries: int, runs: int) -> dict:
     }
     out["change_to_served_median_s"] = statistics.median(out["change_to_served_s"])
     svc.close()
+    engine.dispose()
     print(json.dumps({k: v for k, v in out.items() if k != "runs"}), flush=True)
     return out
 

@@ -140,7 +140,8 @@ def fresh_database() -> str:
     with psycopg.connect(_plain(PG_ADMIN), autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     url = f"{_plain(PG_ADMIN).rsplit('/', 1)[0]}/{name}"
-    db.upgrade(Settings(database_url=url, data_dir=Path(tempfile.mkdtemp(prefix="hs-batch-"))))
+    with tempfile.TemporaryDirectory(prefix="hs-batch-") as data:
+        db.upgrade(Settings(database_url=url, data_dir=Path(data)))
     return url
 
 
@@ -170,10 +171,15 @@ def backlog(url: str, runs: int, namespaces: int) -> None:
 
 def spawn(url: str, procs: int, stage: list[str]) -> list[dict]:
     """`procs` workers of one stage started together; what each reports."""
+    with tempfile.TemporaryDirectory(prefix="hs-batch-") as data:  # removed when all are done
+        return _spawn(url, procs, stage, Path(data))
+
+
+def _spawn(url: str, procs: int, stage: list[str], data: Path) -> list[dict]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HINDSIGHT_", "PREFECT_"))}
     env |= {
         "HINDSIGHT_DATABASE_URL": url,
-        "HINDSIGHT_DATA_DIR": tempfile.mkdtemp(prefix="hs-batch-"),
+        "HINDSIGHT_DATA_DIR": str(data),
         "HINDSIGHT_EMBEDDING__PROVIDER": "none",
         "HINDSIGHT_RETROSPECT__BATCH_SIZE": str(BATCH),
         "HINDSIGHT_RETROSPECT__LEASE_SECONDS": "600",  # no claim expires: each taken once
@@ -199,8 +205,8 @@ def validate(url: str) -> None:
     from memory_core.settings import Settings
     from tasks.plain import validate_run
 
-    data = Path(tempfile.mkdtemp(prefix="hs-batch-"))
-    validate_run(None, Settings(database_url=url, data_dir=data))
+    with tempfile.TemporaryDirectory(prefix="hs-batch-") as data:
+        validate_run(None, Settings(database_url=url, data_dir=Path(data)))
 
 
 def state_of(url: str) -> dict:
