@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from memory_cli.output import err_console, literal
+from memory_cli.prefect_logging import use_quiet_recorder
 from memory_core.errors import HindsightError, InvalidInput, NotFound
 
 if TYPE_CHECKING:
@@ -114,7 +115,8 @@ def prefect_defaults(data_dir: Path) -> None:
     """Embedded Prefect: no analytics, its state under our data directory unless set already."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_HOME", str((data_dir / "prefect").resolve()))
-    Path(os.environ["PREFECT_HOME"]).mkdir(parents=True, exist_ok=True)
+    prefect_home = Path(os.environ["PREFECT_HOME"])
+    prefect_home.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     # the temporary server's own warnings (event flush retries at shutdown) are Prefect's
     # housekeeping, not the run's; its errors still show
@@ -122,10 +124,12 @@ def prefect_defaults(data_dir: Path) -> None:
     # Prefect's 20 s default is too short on a busy 2-core machine (at a load of 20 the
     # temporary server took longer): wait as long as a loaded host needs
     os.environ.setdefault(STARTUP_TIMEOUT, "600")
+    # the temporary server (a process of its own) logs a traceback when its shutdown cancels a
+    # task run's record; the filter has to reach that process through Prefect's logging file
+    use_quiet_recorder(prefect_home)
     if not _INLINE_RUNS.entered:  # once per process; Prefect reads the env set above
         from flows.naming import inline_runs
 
-        quiet_recorder_shutdown()
         _INLINE_RUNS.stack.enter_context(inline_runs())
         _INLINE_RUNS.entered = True
 
@@ -147,29 +151,6 @@ def temporary_server() -> Iterator[None]:
             f"the temporary Prefect server did not start within {wait} s (a busy host?): "
             f"raise {STARTUP_TIMEOUT}, or set PREFECT_API_URL to a running Prefect server"
         ) from None
-
-
-# the temporary server's task-run recorder logs an error, with a traceback, when the server's
-# shutdown cancels a flush it was in (seen in CI: "Error flushing 6 events", a CancelledError);
-# the run has finished by then. Any other failure to record still shows.
-_RECORDER = "prefect.server.services.task_run_recorder"
-
-
-def quiet_recorder_shutdown() -> None:
-    """Drop the recorder's error about a flush its shutdown cancelled (idempotent)."""
-    import logging
-
-    recorder = logging.getLogger(_RECORDER)
-    if _shutdown_cancel not in recorder.filters:
-        recorder.addFilter(_shutdown_cancel)
-
-
-def _shutdown_cancel(record: Any) -> bool:
-    """False (drop it) for the recorder's error caused by a cancelled flush."""
-    import asyncio  # not at the top: every command would pay for it
-
-    exc = record.exc_info[1] if record.exc_info else None
-    return not isinstance(exc, asyncio.CancelledError)
 
 
 _PREFECT_WORKERS = ("EventsWorker", "APILogWorker")

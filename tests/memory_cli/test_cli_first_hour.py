@@ -4,6 +4,7 @@ are, dead letters by id prefix, a quiet nightly. Real subprocesses on SQLite and
 from __future__ import annotations
 
 import json
+import os
 import re
 import uuid
 
@@ -215,35 +216,61 @@ def test_the_nightly_table_shows_live_cards_only(engine) -> None:
     assert "live: 2 in all" in text
 
 
-def test_a_flush_cancelled_by_the_temporary_servers_shutdown_is_not_shown(tmp_path) -> None:
-    """Prefect's task-run recorder logs an error with a traceback when the server's shutdown
-    cancels its flush (a CI run showed it after a successful `retrospect`): dropped; any other
-    failure to record still shows."""
-    import asyncio
-    import logging
+_SERVER_LOGS = """
+import asyncio, logging
+import prefect.main  # what the temporary server's process imports: Prefect's logging set up
+logger = logging.getLogger("prefect.server.services.task_run_recorder")
+for exc in (asyncio.CancelledError("by the shutdown"), RuntimeError("database gone")):
+    try:
+        raise exc
+    except BaseException:
+        logger.error("Error flushing 6 events (6 to retry, 0 dropped)", exc_info=True)
+"""
+
+
+def test_a_flush_cancelled_by_the_temporary_servers_shutdown_is_not_shown(
+    tmp_path, monkeypatch
+) -> None:
+    """The temporary server (a process of its own, its stderr the command's) logs an error
+    with a traceback when its shutdown cancels the task-run recorder's flush (seen after a
+    successful `retrospect` on a busy host): the logging file Prefect loads in that process
+    drops it; any other failure to record still shows."""
+    import subprocess
     import sys
 
-    from prefect.server.services import task_run_recorder
+    from memory_cli.prefect_logging import SETTINGS_PATH, use_quiet_recorder
 
-    from memory_cli.context import quiet_recorder_shutdown
+    monkeypatch.delenv(SETTINGS_PATH, raising=False)
+    path = use_quiet_recorder(tmp_path)
+    assert path is not None and path.parent == tmp_path
+    env = {
+        **os.environ,
+        "PREFECT_HOME": str(tmp_path),
+        "PREFECT_SERVER_LOGGING_LEVEL": "ERROR",
+        SETTINGS_PATH: str(path),
+    }
+    shown = subprocess.run(
+        [sys.executable, "-c", _SERVER_LOGS], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    assert shown.stderr.count("Error flushing 6 events") == 1, shown.stderr
+    assert "RuntimeError: database gone" in shown.stderr
+    assert "CancelledError" not in shown.stderr
+    # without the file Prefect shows both: what the test above would have caught
+    env.pop(SETTINGS_PATH)
+    plain = subprocess.run(
+        [sys.executable, "-c", _SERVER_LOGS], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert "CancelledError: by the shutdown" in plain.stderr
 
-    quiet_recorder_shutdown()  # what prefect_defaults does (it also sets up inline runs)
-    logger = task_run_recorder.logger
-    seen: list[str] = []
 
-    class Keep(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            seen.append(record.getMessage())
+def test_a_logging_file_of_ones_own_is_left_alone(tmp_path, monkeypatch) -> None:
+    from memory_cli.prefect_logging import SETTINGS_PATH, use_quiet_recorder
 
-    handler = Keep()
-    logger.addHandler(handler)
-    try:
-        for exc in (asyncio.CancelledError(), RuntimeError("database gone")):
-            try:
-                raise exc
-            except BaseException:
-                logger.error("Error flushing 6 events (6 to retry, 0 dropped)", exc_info=True)
-        assert sys.exc_info()[0] is None
-    finally:
-        logger.removeHandler(handler)
-    assert seen == ["Error flushing 6 events (6 to retry, 0 dropped)"]  # the RuntimeError's
+    monkeypatch.setenv(SETTINGS_PATH, str(tmp_path / "mine.yml"))
+    assert use_quiet_recorder(tmp_path) is None
+    assert os.environ[SETTINGS_PATH] == str(tmp_path / "mine.yml")
+    monkeypatch.delenv(SETTINGS_PATH)
+    (tmp_path / "logging.yml").write_text("version: 1\n")  # Prefect's own place for one
+    assert use_quiet_recorder(tmp_path) is None
+    assert SETTINGS_PATH not in os.environ
