@@ -117,7 +117,7 @@ def get_card(
         session.execute(
             select(CardEvidence)
             .where(col(CardEvidence.card_id) == card_id)
-            .order_by(col(CardEvidence.created_at))
+            .order_by(col(CardEvidence.created_at), col(CardEvidence.id))  # the same page each time
             .limit(evidence_limit)
         )
         .scalars()

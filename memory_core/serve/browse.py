@@ -305,29 +305,33 @@ class EvidenceRun:
 def runs_of(
     *, engine: Engine, namespace: str, trajectory_ids: Sequence[uuid.UUID]
 ) -> dict[uuid.UUID, EvidenceRun]:
-    """The runs behind a card's evidence table, by id."""
-    if not trajectory_ids:
-        return {}
+    """The runs behind a card's evidence table, by id: every one asked for that the namespace
+    still holds, looked up RUNS_CHUNK ids at a time (one IN list stays small on any backend)."""
+    wanted = list(dict.fromkeys(trajectory_ids))
+    out: dict[uuid.UUID, EvidenceRun] = {}
     with read_session(engine) as session:
-        rows = session.execute(
-            select(Trajectory).where(
-                col(Trajectory.namespace) == namespace,
-                col(Trajectory.id).in_(list(set(trajectory_ids))[:1000]),
-            )
-        ).scalars()
-        return {
-            t.id: EvidenceRun(
-                redact(t.key),
-                t.outcome,
-                t.task_type,
-                [
-                    int(x.get("index", n))
-                    for n, x in enumerate(t.steps)
-                    if x.get("type") == "tool_call" and x.get("tool")
-                ],
-            )
-            for t in rows
-        }
+        for at in range(0, len(wanted), RUNS_CHUNK):
+            rows = session.execute(
+                select(Trajectory).where(
+                    col(Trajectory.namespace) == namespace,
+                    col(Trajectory.id).in_(wanted[at : at + RUNS_CHUNK]),
+                )
+            ).scalars()
+            out.update((t.id, _evidence_run(t)) for t in rows)
+    return out
+
+
+RUNS_CHUNK = 500
+
+
+def _evidence_run(t: Trajectory) -> EvidenceRun:
+    """What the evidence table shows of one run."""
+    calls = [
+        int(x.get("index", n))
+        for n, x in enumerate(t.steps)
+        if x.get("type") == "tool_call" and x.get("tool")
+    ]
+    return EvidenceRun(redact(t.key), t.outcome, t.task_type, calls)
 
 
 def card_by_prefix(*, engine: Engine, namespace: str, value: str) -> uuid.UUID:

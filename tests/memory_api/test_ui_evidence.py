@@ -142,3 +142,50 @@ def test_a_fact_names_its_corroborating_run_and_a_removed_run_as_plain_text(ui, 
         said = html.unescape(re.sub(r"<[^>]+>", " ", page))
         assert f"lookup_account  at step {step} of run  {run_id}  (run removed)" in said
         assert c.get(link).status_code == 404  # the page the link would have led to
+
+
+def _bulk_runs(engine, card: Card, n: int) -> list:
+    """n runs of one tool call each, and a piece of the card's evidence on each."""
+    runs = [
+        Trajectory(
+            namespace="team-a",
+            key=f"bulk-run-{i}",
+            content_hash=f"{i:064d}",
+            source_format="json",
+            task_type="bulk",
+            outcome="failure",
+            steps=[{"type": "tool_call", "tool": "search", "index": 0}],
+        )
+        for i in range(n)
+    ]
+    with session_scope(engine) as session:
+        session.add_all(runs)
+        session.flush()
+        session.add_all(
+            CardEvidence(card_id=card.card_id, trajectory_id=t.id, step=0, action={"tool": "x"})
+            for t in runs
+        )
+        row = session.get(Card, card.card_id)
+        row.evidence_count = row.run_count = n
+        session.add(row)
+    return [t.id for t in runs]
+
+
+def test_a_card_with_more_evidence_runs_than_a_page_gets_every_runs_details(ui, engine) -> None:
+    """Every run asked for comes back (in chunks, none dropped), and the page says its evidence
+    table is the first 100 pieces, oldest first, each row with its run's details."""
+    from memory_core.serve.browse import RUNS_CHUNK, runs_of
+
+    server, s = ui
+    card = add_card(engine, scenario="a lesson from many runs", tool="search")
+    ids = _bulk_runs(engine, card, 2 * RUNS_CHUNK + 7)
+    other = s.cards["foreign"].card_id  # not a run of team-a: nothing comes back for it
+    found = runs_of(engine=engine, namespace="team-a", trajectory_ids=[*ids, *ids[:5], other])
+    assert set(found) == set(ids)
+    assert found[ids[-1]].key == f"bulk-run-{len(ids) - 1}" and found[ids[-1]].call_steps == [0]
+    with signed_in(server.url, s.keys["read"]) as c:
+        page = c.get(f"/ui/cards/{card.card_id}").text
+    assert f"The first 100 of {len(ids)} pieces, oldest first." in page
+    table = re.search(r'<table class="evidence">.*?</table>', page, re.S).group(0)
+    rows = re.findall(r"<tr>\s*<td>(.*?)</td>", table, re.S)
+    assert len(rows) == 100 and all("bulk-run-" in r for r in rows), rows[:3]
