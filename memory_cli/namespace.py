@@ -164,8 +164,16 @@ def namespace_import(
             raise InvalidInput(f"no such file: {file}", field="file")
         with file.open("rb") as lines:
             out = import_namespace(engine=engine, lines=lines, namespace=into)
+    same = [str(c) for c in out.same_signature]
     if fmt is Format.json:
-        print_json({"namespace": out.namespace, "read": dict(out.read), "added": out.added})
+        print_json(
+            {
+                "namespace": out.namespace,
+                "read": dict(out.read),
+                "added": out.added,
+                "same_signature": same,
+            }
+        )
         return
     console.print(
         f"imported into {out.namespace!r}: "
@@ -173,6 +181,15 @@ def namespace_import(
         markup=False,
         highlight=False,
     )
+    if same:
+        shown = ", ".join(c[:8] for c in same[:10]) + (", ..." if len(same) > 10 else "")
+        console.print(
+            f"{len(same)} card(s) of the file not stored: the namespace holds another live card "
+            f"with the same signature ({shown})",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _days(days: float) -> str:

@@ -85,7 +85,12 @@ async def namespace_import(request: Request, who: Caller, service: ServiceDep) -
 
         def run() -> ImportOut:
             out = import_namespace(engine=service.engine, lines=body, namespace=who.namespace)
-            return ImportOut(namespace=out.namespace, read=dict(out.read), added=out.added)
+            return ImportOut(
+                namespace=out.namespace,
+                read=dict(out.read),
+                added=out.added,
+                same_signature=[str(c) for c in out.same_signature],
+            )
 
         return await to_thread.run_sync(run)
 

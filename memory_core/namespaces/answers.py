@@ -28,11 +28,14 @@ class DeletionOut(BaseModel):
 
 
 class ImportOut(BaseModel):
-    """What an import read by record type, and what it added (the rest was already there)."""
+    """What an import read by record type, what it added (the rest was already there), and the
+    file's cards it did not store because the namespace holds another live card with the same
+    signature."""
 
     namespace: str
     read: dict[str, int]
     added: dict[str, int]
+    same_signature: list[str] = Field(default_factory=list)
 
 
 class RetentionIn(BaseModel):

@@ -31,6 +31,8 @@ class Imported:
     namespace: str
     read: Counter[str] = field(default_factory=Counter)
     added: dict[str, int] = field(default_factory=dict)
+    # the file's cards not stored: the namespace holds another live card with the signature
+    same_signature: list[uuid.UUID] = field(default_factory=list)
 
 
 def _header(first: bytes | None) -> dict[str, Any]:
@@ -96,6 +98,7 @@ def import_namespace(
     insert = pg_insert if engine.dialect.name == "postgresql" else sqlite_insert
     statements = {k: insert(table_of(k)).on_conflict_do_nothing() for k in MODELS}
     batches: dict[str, list[dict[str, Any]]] = {k: [] for k in MODELS}
+    card_ids: list[uuid.UUID] = []
 
     def flush(conn: Connection) -> None:
         for kind, rows in batches.items():  # parents first: the file lists them first
@@ -123,6 +126,8 @@ def import_namespace(
                     for name in IDS[kind]:
                         row[name] = _remap(row[name], target)
                 batches[kind].append(row)
+                if kind == "card":
+                    card_ids.append(row["card_id"])
                 out.read[kind] += 1
                 if len(batches[kind]) >= _BATCH:
                     flush(conn)
@@ -134,8 +139,23 @@ def import_namespace(
                 field="file",
             ) from exc
         after = _counts(conn, target)
+        # a card the insert skipped is already there (its id) or beside another live card with
+        # its signature (nothing of it stored): looked up only when some card was not added,
+        # as RETURNING would make every insert a batched statement, several times slower
+        if after["card"] - before["card"] < len(card_ids):
+            out.same_signature = _absent(conn, card_ids)
     out.added = {k: after[k] - before[k] for k in MODELS}
     return out
+
+
+def _absent(conn: Connection, card_ids: list[uuid.UUID]) -> list[uuid.UUID]:
+    """The ids of these that no card of the store has, in their order."""
+    t = table_of("card")
+    present: set[uuid.UUID] = set()
+    for at in range(0, len(card_ids), _BATCH):
+        chunk = card_ids[at : at + _BATCH]
+        present.update(conn.execute(select(t.c.card_id).where(t.c.card_id.in_(chunk))).scalars())
+    return [c for c in card_ids if c not in present]
 
 
 def _record(raw: bytes, n: int, version: int, head: dict[str, Any]) -> tuple[str, dict[str, Any]]:

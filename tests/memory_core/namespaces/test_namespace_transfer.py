@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import shutil
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -88,6 +89,30 @@ def test_into_another_name_a_copy_beside_the_original(engine) -> None:
     assert new["valid_until"] == "2031-05-04T03:02:01.123456Z"
     again = import_namespace(engine=engine, lines=first, namespace="team-copy")
     assert set(again.added.values()) == {0} and _dump(engine, "team-copy") == copy
+
+
+def test_a_card_beside_a_live_one_with_its_signature_is_reported(engine) -> None:
+    """The unique live signature makes the insert skip a card whose namespace holds another
+    live card with its signature: the import says which, instead of nothing."""
+    from memory_core.db import session_scope
+    from memory_core.models import Card
+    from tests.helpers.serve import add_card
+
+    history(engine, NS)
+    lone = add_card(engine, namespace=NS, scenario="a lesson with no evidence")
+    held = add_card(engine, namespace="team-copy", scenario="the copy's own lesson")
+    with session_scope(engine) as s:
+        row = s.get(Card, held.card_id)
+        row.signature = lone.signature
+        s.add(row)
+    lines = _dump(engine)
+    out = import_namespace(engine=engine, lines=lines, namespace="team-copy")
+    skipped = uuid.uuid5(uuid.NAMESPACE_URL, f"hindsight:team-copy:{lone.card_id}")
+    assert out.same_signature == [skipped]
+    assert out.added["card"] == out.read["card"] - 1 == 5
+    again = import_namespace(engine=engine, lines=lines, namespace="team-copy")
+    assert again.added["card"] == 0 and again.same_signature == [skipped]  # the rest: there
+    assert import_namespace(engine=engine, lines=lines).same_signature == []  # its own home
 
 
 def _broken(lines: list[bytes], n: int, line: bytes) -> list[bytes]:
