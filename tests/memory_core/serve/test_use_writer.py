@@ -205,3 +205,34 @@ def test_an_outage_keeps_every_use_for_the_next_attempt(settings, engine) -> Non
         rec.flush()
     assert (rec.pending, rec.written, rec.rejected) == (3, 0, 0) and rec.last_error
     down.dispose()
+
+
+def test_a_statement_of_any_row_count_is_the_one_sqlalchemy_compiles() -> None:
+    """Each row count's statement is cut from the statement of a hundred rows: its text and
+    parameter names are those SQLAlchemy compiles for that count, for both drivers."""
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    from memory_core.models.query_log import QueryLog
+    from memory_core.serve import use_sql
+    from memory_core.serve.use_sql import CHUNK, UseStatements, _Compiled
+
+    kinds = {
+        "insert": (use_sql._insert, use_sql.INSERT_COLUMNS, []),
+        "insert_queries": (
+            lambda n: use_sql._insert(n, QueryLog.__tablename__, use_sql.QUERY_COLUMNS),
+            use_sql.QUERY_COLUMNS,
+            [],
+        ),
+        "update": (use_sql._update, use_sql.UPDATE_COLUMNS, ["ns"]),
+        "lock": (use_sql._lock, ("cid",), ["ns"]),
+    }
+    for dialect in (sqlite.dialect(), postgresql.psycopg.dialect()):
+        statements = UseStatements(dialect)
+        for kind, (build, columns, extra) in kinds.items():
+            for n in (1, 2, 37, CHUNK - 1, CHUNK, 5):
+                names = [f"{c}_{i}" for i in range(n) for c in columns] + extra
+                want = _Compiled.of(build(n), dialect, names)
+                got = getattr(statements, kind)(n)
+                assert (got.sql, got.names, got.named) == (want.sql, want.names, want.named)
+                rows = got.sql.count("?") if not got.named else got.sql.count("%(")
+                assert rows == len(names)
