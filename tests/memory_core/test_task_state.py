@@ -114,3 +114,18 @@ def test_a_list_of_suggestions_is_one_signature_however_long() -> None:
     assert error_signature("Error: ids 12, 17, 40 are unknown") == "ids <list> are unknown"
     # a list cut at the line's end is still a list
     assert error_signature("Error: similar: ['a', 'b', 'c") == "similar: <list>"
+
+
+def test_a_number_with_its_unit_signs_as_docs_task_state_says() -> None:
+    """docs/task-state.md (Errors): a unit written on the number is one <id> token; after a
+    space or on a decimal it signs otherwise."""
+    from memory_core.task_state import normalise_error
+
+    said = {
+        "retry after 30s": "retry after <id>",
+        "retry after 12s": "retry after <id>",
+        "retry after 30 s": "retry after <n> s",
+        "retry after 2.5s": "retry after <n>.<id>",
+        "HTTP 429 Too Many Requests": "http 429 too many requests",
+    }
+    assert {text: normalise_error(text) for text in said} == said
