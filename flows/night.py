@@ -124,7 +124,7 @@ def plain_steps(log: Log) -> NightSteps:
             p.namespace, s, log, worker=worker_id(), run_id=run_id, max_batches=p.max_batches
         ),
         facts=lambda ns, s: facts_run(ns, s, log, run_id=run_id),
-        validate=lambda ns, s: validate_run(ns, s, log),
+        validate=lambda ns, s: validate_run(ns, s, log, run_id=run_id),
         consolidate=lambda p, s: consolidate_all(
             p.namespace, p.dry_run, s, consolidate_here(p.dry_run, s, log)
         ),

@@ -31,8 +31,10 @@ def validate_run(
     log: Log = _log,
     *,
     on_progress: Progress | None = None,
+    run_id: str | None = None,
 ) -> ValidationSummary:
-    """Drafts -> active / review / rejected; the report and Data Docs under the data dir."""
+    """Drafts -> active / review / rejected; the report and Data Docs under the data dir;
+    refused regenerations are kept as rejections of the flow run `run_id`."""
     from memory_core.validate.stage import validate_drafts
 
     report = validate_drafts(
@@ -43,6 +45,7 @@ def validate_run(
         registry=settings.review.registry,
         review_below=settings.review.below,
         on_progress=on_progress,
+        run_id=run_id,
     )
     log.info(
         "validated %d drafts: %d active, %d to review, %d rejected",

@@ -9,7 +9,9 @@ A draft refused on its way to the store is a rejection too: one that failed its 
 (rejected) or the trust screen (quarantined). Its card is stored with that status and its
 reasons (a curator may still release a quarantined one); the run keeps a second marker
 (`extra["drafts_rejected"]`: run, when, and each refused draft's status, reasons, scenario
-and the raw LLM answer it came from, if any), so the night counts and lists it."""
+and the raw LLM answer it came from, if any), so the night counts and lists it. So is a
+failing card's regeneration that failed them: kept on the card's first run of evidence (the
+card stays rejected)."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from sqlalchemy import select, update
 from sqlmodel import Session, col
 
 from memory_core.facts.marks import with_key
-from memory_core.models.card import CardStatus
+from memory_core.models.card import CardEvidence, CardStatus
 from memory_core.models.columns import utcnow
 from memory_core.models.drafts import DraftCard
 from memory_core.models.trajectory import Trajectory
@@ -78,15 +80,28 @@ def refused(drafts: Sequence[DraftCard]) -> list[DraftCard]:
     return [d for d in drafts if d.status in REFUSED and not d.evidence_only]
 
 
-def _entry(d: DraftCard) -> dict[str, Any]:
-    status = d.status.value if d.status else ""
+def refused_entry(
+    *, status: str, reason: str, raw: str, scenario: str, producer: Any
+) -> dict[str, Any]:
+    """One refused draft as a run's marker keeps it."""
     return {
         "status": status,
-        "reason": ("; ".join(d.flags) or status)[:2000],
-        "raw": d.answer[:4000],
-        "scenario": d.scenario[:300],
-        "producer": d.provenance.get("producer"),
+        "reason": (reason or status)[:2000],
+        "raw": raw[:4000],
+        "scenario": scenario[:300],
+        "producer": producer,
     }
+
+
+def _entry(d: DraftCard) -> dict[str, Any]:
+    status = d.status.value if d.status else ""
+    return refused_entry(
+        status=status,
+        reason="; ".join(d.flags),
+        raw=d.answer,
+        scenario=d.scenario,
+        producer=d.provenance.get("producer"),
+    )
 
 
 def keep_refused_drafts(
@@ -94,7 +109,32 @@ def keep_refused_drafts(
 ) -> int:
     """Write each run's refused drafts on it in this transaction (added to what this same
     flow run kept there before: its rule lessons are written first); how many drafts."""
-    found = {rid: refused(drafts) for rid, drafts in by_run.items()}
+    found = {rid: [_entry(d) for d in refused(drafts)] for rid, drafts in by_run.items()}
+    return keep_refused_entries(session, found, run_id)
+
+
+def keep_refused_of_cards(
+    session: Session, by_card: Mapping[uuid.UUID, dict[str, Any]], run_id: str | None
+) -> int:
+    """Write refused drafts of stored cards (a regeneration that failed its checks) on each
+    card's first run of evidence, in this transaction; how many were kept (a card without
+    evidence has no run to keep it on)."""
+    q = select(col(CardEvidence.card_id), col(CardEvidence.trajectory_id))
+    pairs = session.execute(q.where(col(CardEvidence.card_id).in_(list(by_card)))).all()
+    first: dict[uuid.UUID, uuid.UUID] = {}
+    for card_id, run in sorted(pairs, key=lambda r: str(r[1])):  # one stable run a card
+        first.setdefault(card_id, run)
+    found: dict[uuid.UUID, list[dict[str, Any]]] = {}
+    for card_id, run in first.items():
+        found.setdefault(run, []).append(by_card[card_id])
+    return keep_refused_entries(session, found, run_id)
+
+
+def keep_refused_entries(
+    session: Session, found: Mapping[uuid.UUID, Sequence[dict[str, Any]]], run_id: str | None
+) -> int:
+    """Write each run's refused drafts (as refused_entry makes them) on it in this
+    transaction, added to what this same flow run kept there before; how many drafts."""
     found = {rid: out for rid, out in found.items() if out}
     if not found:
         return 0
@@ -106,7 +146,7 @@ def keep_refused_drafts(
     for rid, out in found.items():
         old = before.get(rid) or {}
         kept = list(old.get("drafts") or []) if old.get("run") == run_id else []
-        marker = {"run": run_id, "at": at, "drafts": [*kept, *map(_entry, out)][:KEPT_DRAFTS]}
+        marker = {"run": run_id, "at": at, "drafts": [*kept, *out][:KEPT_DRAFTS]}
         session.execute(
             update(Trajectory)
             .where(col(Trajectory.id) == rid)

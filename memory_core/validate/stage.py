@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -20,6 +21,7 @@ from memory_core.models.card import Card, CardStatus, CardVersion
 from memory_core.models.columns import new_id, utcnow
 from memory_core.models.validation import ValidationRun
 from memory_core.retrospect.grounding import check_grounding, evidence_views
+from memory_core.retrospect.rejections import keep_refused_of_cards, refused_entry
 from memory_core.screen.gate import screen_card
 from memory_core.validate.frame import cards_frame, draft_columns, draft_row
 from memory_core.validate.regenerate import Regenerate
@@ -103,9 +105,11 @@ def validate_drafts(
     review_below: float = 0.5,
     regenerate: Regenerate | None = None,
     on_progress: Progress | None = None,
+    run_id: str | None = None,
 ) -> ValidationSummary:
     """Validate every draft: failing ones rejected (with the failed expectations in their
     history), passing ones active, or in review when their confidence is below review_below.
+    A regeneration refused by its checks is kept as a rejection of the flow run `run_id`.
 
     on_progress, when given, hears each step as it starts and ends: (what, done, total) in
     steps of VALIDATE_STEPS. With a reports folder and no namespace, each namespace's drafts
@@ -129,6 +133,7 @@ def validate_drafts(
                     review_below=review_below,
                     regenerate=regenerate,
                     on_progress=on_progress,
+                    run_id=run_id,
                 )
                 for ns in names
             ]
@@ -148,7 +153,7 @@ def validate_drafts(
     if not drafts:
         step("no drafts to validate", VALIDATE_STEPS)
         return ValidationSummary()
-    run_id = new_id()
+    validation_id = new_id()
     docs = report_folder(reports_dir, namespace) if reports_dir else None
     n = len(drafts)
     step(f"{n} drafts read; loading the expectations", 1)
@@ -169,7 +174,8 @@ def validate_drafts(
         + ("; regenerating" if regenerate and rejected else ""),
         3,
     )
-    fixed, waiting = _regenerated(engine, rejected, failures, regenerate, registry)
+    refusals: dict[uuid.UUID, dict[str, Any]] = {}  # regenerations refused by their checks
+    fixed, waiting = _regenerated(engine, rejected, failures, regenerate, registry, refusals)
     step(f"writing the decisions on {n} drafts", 4)
     if fixed or waiting:
         rejected = [
@@ -216,9 +222,10 @@ def validate_drafts(
                     for i, v in versions.items()
                 ],
             )
+        drafts_rejected = keep_refused_of_cards(session, refusals, run_id) if refusals else 0
         session.add(
             ValidationRun(
-                id=run_id,
+                id=validation_id,
                 namespace=namespace,
                 created_at=now,
                 evaluated=len(drafts),
@@ -232,7 +239,8 @@ def validate_drafts(
         )
     step(f"{n} drafts decided", VALIDATE_STEPS)
     return ValidationSummary(
-        run_id=run_id,
+        run_id=validation_id,
+        drafts_rejected=drafts_rejected,
         evaluated=len(drafts),
         activated=activated,
         review=in_review,
@@ -249,10 +257,12 @@ def _regenerated(
     failures: dict[uuid.UUID, list[str]],
     regenerate: Regenerate | None,
     registry: frozenset[str] | None,
+    refusals: dict[uuid.UUID, dict[str, Any]],
 ) -> tuple[dict[uuid.UUID, Card], set[str]]:
     """LLM drafts that failed get one regeneration; those whose new version passes the suite
     and the grounding checks every LLM card passes; and the card ids (as text) whose
-    regeneration must wait because the LLM was unreachable."""
+    regeneration must wait because the LLM was unreachable. A regeneration refused by the
+    trust screen or its grounding goes into `refusals`, as a refused draft is kept."""
     if regenerate is None or not rejected:
         return {}, set()
     ids = [uuid.UUID(r.card_id) for r in rejected]
@@ -266,6 +276,7 @@ def _regenerated(
                 )
             ).scalars()
     candidates, waiting = [], set()
+    answers: dict[uuid.UUID, dict[str, Any]] = {}  # each candidate's answer, as the LLM gave it
     for card in cards:
         if card.provenance.get("regenerated"):
             continue
@@ -280,8 +291,10 @@ def _regenerated(
         injected = screen_card(changes)
         if injected:  # a regenerated card that reads as an instruction stays rejected
             failures[card.card_id] = [*failures[card.card_id], *injected]
+            refusals[card.card_id] = _refusal(card, changes, injected)
             continue
         candidates.append(Card.model_validate({**card.model_dump(), **changes}))
+        answers[card.card_id] = changes
     if not candidates:
         return {}, waiting
     from memory_core.validate.suite import run_suite
@@ -299,13 +312,26 @@ def _regenerated(
             known_tools=registry or frozenset(),
         )
         if verdict.flags:  # a regenerated card is held to a first draft's standard
-            failures[c.card_id] = [
-                *failures[c.card_id],
-                *(f"regenerated card: {f}" for f in verdict.flags),
-            ]
+            flags = [f"regenerated card: {f}" for f in verdict.flags]
+            failures[c.card_id] = [*failures[c.card_id], *flags]
+            refusals[c.card_id] = _refusal(c, answers[c.card_id], flags)
         else:
             fixed[c.card_id] = c
     return fixed, waiting
+
+
+def _refusal(card: Card, answer: dict[str, Any], flags: list[str]) -> dict[str, Any]:
+    """A refused regeneration as a run's marker keeps it (the card stays rejected)."""
+    return refused_entry(
+        status=CardStatus.rejected.value,
+        reason="; ".join(flags),
+        # the model's answer: the provenance beside it is ours
+        raw=json.dumps(
+            {k: v for k, v in answer.items() if k != "provenance"}, ensure_ascii=False, default=str
+        ),
+        scenario=str(answer.get("scenario") or card.scenario),
+        producer=card.provenance.get("producer"),
+    )
 
 
 def _texts(card: Card) -> list[str]:

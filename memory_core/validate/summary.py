@@ -23,6 +23,9 @@ class ValidationSummary(BaseModel):
     rule_failures: dict[str, int] = {}
     docs_index: str | None = None
     deferred: int = 0  # failing LLM drafts kept as drafts: regeneration waits for the LLM
+    # regenerations refused by the trust screen or their grounding, kept as rejections on the
+    # card's run (the card stays rejected and counts in `rejected` too)
+    drafts_rejected: int = 0
 
 
 def report_folder(reports_dir: Path, namespace: str | None) -> Path:
@@ -48,4 +51,5 @@ def merged(parts: list[ValidationSummary]) -> ValidationSummary:
         rule_failures=dict(rules),
         docs_index=next((p.docs_index for p in reversed(parts) if p.docs_index), None),
         deferred=sum(p.deferred for p in parts),
+        drafts_rejected=sum(p.drafts_rejected for p in parts),
     )

@@ -12,10 +12,13 @@ from sqlmodel import Session
 
 from flows.nightly import nightly
 from flows.params import NightlyParams
+from flows.stages import run_summary
+from flows.summary import NightlySummary
 from memory_core.consolidate.judge import grounded_judge
 from memory_core.consolidate.rows import CardRow, PairJudgement
 from memory_core.ingest.store import ingest
 from memory_core.models.card import Card, CardVersion
+from memory_core.retrospect.dead_letters import list_rejections
 from tests.helpers import fake_model
 from tests.helpers.scripted_llm import Reply
 
@@ -51,12 +54,13 @@ def _ungrounded(card) -> None:
     card["action_sequence"][0]["tool"] = "wipe_disk"  # never called in the run
 
 
-def _run(llm_env, engine, change) -> tuple[Card, list[str]]:
+def _run(llm_env, engine, change) -> tuple[Card, list[str], NightlySummary]:
     # what validation decides, not the serving gate after it (one run is one task group)
     llm_env(_regenerating(change), gate__enabled="false")
     ingest(engine=engine, records=iter([("r", RUN)]), namespace="default", task_type="default")
     state = nightly(NightlyParams(), return_state=True)
     assert state.is_completed(), state.message
+    summary = run_summary(state)
     with Session(engine) as s:
         [card] = s.execute(select(Card)).scalars().all()
         reasons = [
@@ -67,18 +71,27 @@ def _run(llm_env, engine, change) -> tuple[Card, list[str]]:
                 .order_by(CardVersion.version)
             ).scalars()
         ]
-    return card, reasons
+    return card, reasons, summary
 
 
 def test_an_ungrounded_regenerated_card_is_rejected(llm_env, engine) -> None:
-    card, reasons = _run(llm_env, engine, _ungrounded)
+    card, reasons, summary = _run(llm_env, engine, _ungrounded)
     assert card.status == "rejected", (card.status, card.preconditions)
     assert "regenerated card: its preconditions hold on no state" in reasons[-1]
     assert "wipe_disk never called in the source run" in reasons[-1]
+    # a refused regeneration is a rejection as a refused first draft is: counted, kept on
+    # the card's run with the model's answer, listed for the night and the console
+    assert summary.validation.drafts_rejected == 1 and summary.validation.rejected == 1
+    [line] = [x for x in summary.outcome.rejections if "regenerated card" in x]
+    assert line.startswith("leak (draft): rejected: regenerated card: its preconditions"), line
+    [kept] = [x for x in list_rejections(engine=engine) if "regenerated card" in x.reason]
+    assert kept.part == "draft" and kept.key == "leak" and "wipe_disk" in kept.raw
+    assert "regenerated" not in kept.raw  # the model's answer, not the provenance added to it
 
 
 def test_a_grounded_regenerated_card_goes_active(llm_env, engine) -> None:
-    card, reasons = _run(llm_env, engine, lambda card: None)
+    card, reasons, summary = _run(llm_env, engine, lambda card: None)
+    assert summary.validation.drafts_rejected == 0
     assert card.status == "active" and card.provenance["regenerated"]
     assert reasons[-2].startswith("regenerated after failing"), reasons
     assert reasons[-1].startswith("passed validation"), reasons  # the validator's own version
