@@ -69,8 +69,9 @@ def _service(n: int, data_dir: Path):
     return svc, svc.authenticate(key), engine
 
 
-def _query_run(svc, who, mix: list[dict]) -> dict:
-    """One pass of the mix with feedback arriving every 20 ms from another thread."""
+def _query_run(svc, who, mix: list[dict], detail: list[dict] | None = None) -> dict:
+    """One pass of the mix with feedback arriving every 20 ms from another thread (detail: each
+    query's CPU, shape and the collector's CPU in it appended, for bench/scale_tail.py)."""
     from memory_core.serve.schemas import FeedbackRequest, QueryRequest
 
     rnd = random.Random(3)
@@ -89,10 +90,12 @@ def _query_run(svc, who, mix: list[dict]) -> dict:
 
     fb = threading.Thread(target=feedback)
     fb.start()
+    collector = GcClock() if detail is not None else None
     try:
-        for q in mix:
+        for i, q in enumerate(mix):
             explain = rnd.random() < EXPLAIN_SHARE
             req = QueryRequest(task_state=q["task_state"], query=q["query"], explain=explain)
+            in_gc = collector.ms if collector else 0.0
             t, c = time.perf_counter(), time.thread_time()
             res = svc.query(principal=who, request=req)
             (explained if explain else plain).append((time.perf_counter() - t) * 1000)
@@ -100,9 +103,17 @@ def _query_run(svc, who, mix: list[dict]) -> dict:
             # tail is mostly time spent waiting for a core
             (explained_cpu if explain else plain_cpu).append((time.thread_time() - c) * 1000)
             served.extend(h.card.card_id for h in res.cards[:1])
+            if detail is not None and collector is not None:
+                cpu = (explained_cpu if explain else plain_cpu)[-1]
+                text = q["query"] is not None
+                gc_ms = collector.ms - in_gc
+                detail.append({"i": i, "cpu_ms": cpu, "explain": explain, "text": text,
+                               "served": len(res.cards), "gc_ms": gc_ms})  # fmt: skip
     finally:
         stop.set()
         fb.join()
+        if collector is not None:
+            collector.close()
     return {
         "p50_ms": statistics.median(plain),
         "p99_ms": pct(plain, 99),
@@ -114,6 +125,30 @@ def _query_run(svc, who, mix: list[dict]) -> dict:
         "explain_cpu_p99_ms": pct(explained_cpu, 99),
         "load": load(),
     }
+
+
+class GcClock:
+    """The CPU the cycle collector takes in this thread, in ms, summed while it is open."""
+
+    def __init__(self) -> None:
+        import gc
+
+        self.ms, self._at, self._thread = 0.0, 0.0, threading.get_ident()
+        gc.callbacks.append(self._saw)
+
+    def _saw(self, phase: str, info: dict) -> None:
+        if threading.get_ident() != self._thread:
+            return
+        if phase == "start":
+            self._at = time.thread_time()
+        else:
+            self.ms += (time.thread_time() - self._at) * 1000
+
+    def close(self) -> None:
+        """Stop counting."""
+        import gc
+
+        gc.callbacks.remove(self._saw)
 
 
 def _floor_and_brute(svc, mix: list[dict]) -> dict:

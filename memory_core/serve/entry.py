@@ -5,6 +5,8 @@ Layer: cards.
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -154,3 +156,27 @@ def used(e: Entry, now: datetime) -> None:
     e.seen_at = now
     if e.use_count > e.key_uses:
         touched(e)
+
+
+def _gc_untrack() -> ctypes._CFuncPtr | None:
+    """CPython's PyObject_GC_UnTrack (None on another interpreter)."""
+    api = getattr(ctypes, "pythonapi", None)
+    untrack = getattr(api, "PyObject_GC_UnTrack", None)
+    if untrack is None:
+        return None
+    untrack.argtypes, untrack.restype = [ctypes.py_object], None
+    return untrack  # type: ignore[no-any-return]
+
+
+_UNTRACK = _gc_untrack()
+
+
+def untracked(cards: list[Entry]) -> list[Entry]:
+    """The list itself, out of the cycle collector's sight: it is still freed by reference
+    counts (a list of cards is in no cycle: no card refers back to a list holding it). Every
+    collection walked the young lists of cards made since the last (an ordered list copied by a
+    fold, an index list replaced by a change), reading each card's header: 1-10 ms a collection
+    at 100k cards, the plain queries' p99."""
+    if _UNTRACK is not None and gc.is_tracked(cards):
+        _UNTRACK(cards)
+    return cards

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from memory_core.serve.atoms import AtomKey, Need
-from memory_core.serve.entry import Entry
+from memory_core.serve.entry import Entry, untracked
 
 # a named list replaced by a batch of changes: (the new list, the old, cards gone, cards added)
 Replaced = tuple[list["Entry"], list["Entry"], list["Entry"], list["Entry"]]
@@ -119,16 +119,16 @@ def add_many(index: IndexLists, filed: Iterable[tuple[Entry, Need | None]]) -> N
     for address, cards in joins.items():
         if address[0] == "none":
             old = index.unindexed
-            index.unindexed = new = [*old, *cards]
+            index.unindexed = new = untracked([*old, *cards])
         else:
             group, key = _group(index, address)
             old = group.get(key, [])
-            group[key] = new = [*old, *cards]
+            group[key] = new = untracked([*old, *cards])
         _swap(index, old, new, [], cards)
     for (var, op), items in ranges.items():
         side = index.above if op[0] == ">" else index.below
         bounds, cards = side.get(var, ([], []))
-        bounds, cards = list(bounds), list(cards)  # copies: readers keep the old ones
+        bounds, cards = list(bounds), untracked(list(cards))  # copies: readers keep the old ones
         for bound, e in items:
             at = bisect_right(bounds, bound)
             bounds.insert(at, bound)
@@ -178,7 +178,7 @@ def remove_many(index: IndexLists, gone: Iterable[Entry]) -> None:
         elif address[0] == "range":
             side = index.above if address[2] else index.below
             bounds, listed = side.get(address[1], ([], []))
-            bounds, listed = list(bounds), list(listed)
+            bounds, listed = list(bounds), untracked(list(listed))
             for at in sorted(_places(listed, cards), reverse=True):
                 del bounds[at], listed[at]
             side[address[1]] = (bounds, listed)
@@ -204,7 +204,7 @@ def _places(cards: list[Entry], gone: list[Entry]) -> list[int]:
 
 def _without(cards: list[Entry], gone: list[Entry]) -> list[Entry]:
     """A copy of the list without these cards (readers keep the old list)."""
-    kept = list(cards)
+    kept = untracked(list(cards))
     for at in sorted(_places(kept, gone), reverse=True):
         del kept[at]
     return kept

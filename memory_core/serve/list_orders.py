@@ -12,7 +12,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from typing import Any, TypeAlias
 
-from memory_core.serve.entry import Entry, support_of
+from memory_core.serve.entry import Entry, support_of, untracked
 from memory_core.serve.groups import homes
 from memory_core.serve.index_changes import Replaced
 from memory_core.serve.resort import resort_step
@@ -88,7 +88,7 @@ def sorted_order(cards: list[Entry], b: Bounds, spec: Callable[[int], float]) ->
         e.sortkey = key = -(bound[1] + bound[2])  # one float, shared with the list's keys
         pairs.append((key, e))
     pairs.sort(key=lambda p: p[0])
-    entries = [e for _, e in pairs]
+    entries = untracked([e for _, e in pairs])
     return entries, array("d", [k for k, _ in pairs]), _most(entries, w.support_counts)
 
 
@@ -119,7 +119,7 @@ def _patch(
     gone, added = changed
     if len(gone) + len(added) > PATCH:
         return None
-    entries, keys = list(cached[2]), array("d", cached[3])
+    entries, keys = untracked(list(cached[2])), array("d", cached[3])
     counts = b.weights.support_counts
     most = dict(cached[4])
     lost: set[str] = set()  # kinds whose most-supported card left: recounted unless matched
@@ -208,7 +208,7 @@ def fold(snap: Walked, b: Bounds, sup: float, spec: Any, limit: int) -> None:
             snap.unplaced.add(name)
             continue
         if cached[0] is cards:
-            entries, keys, most = list(cached[2]), array("d", cached[3]), cached[4]
+            entries, keys, most = untracked(list(cached[2])), array("d", cached[3]), cached[4]
         elif (patched := _patch(snap, cached, cards, b, spec)) is not None:
             entries, keys, most = patched  # the list changed since: brought up to date first
         else:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
-from memory_core.serve.entry import Entry
+from memory_core.serve.entry import Entry, untracked
 from memory_core.serve.topk import Bounds, Walked
 
 Bound = tuple[int | None, float, float]  # Entry.bound
@@ -70,4 +70,4 @@ def resort_step(
         e.sortkey = key
         pairs.append((key, e))
     pairs.sort(key=itemgetter(0))
-    return [e for _, e in pairs], array("d", [k for k, _ in pairs])
+    return untracked([e for _, e in pairs]), array("d", [k for k, _ in pairs])

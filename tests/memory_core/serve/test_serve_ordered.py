@@ -393,3 +393,25 @@ def test_a_batch_of_changes_patches_the_orders_from_what_it_recorded(monkeypatch
 
     keys = [o[3] for o in snap.orders.values()]
     assert keys and not [x for k in keys for x in gc.get_referents(k) if isinstance(x, float)]
+
+
+def test_free_text_reads_the_words_of_few_cards_and_ranks_exactly() -> None:
+    rnd = random.Random(13)
+    now = utcnow()
+    one = tuple(compile_all(['tool == "t1"']))
+    for trial in range(3):
+        entries = [_entry(rnd, now, i) for i in range(3000)]
+        for i, e in enumerate(entries):
+            e.compiled = one  # one list of 3000 cards
+            e.rest = "retry page" + (" lease" if i % 97 == 0 else "")  # a rare word
+            e.words = None
+        snap = _snapshot(entries)
+        w = RankingWeights(text_similarity=rnd.choice([0.3, 0.6]))
+        query = rnd.choice(["lease retry", "lease", "page cache"])
+        kw = dict(snapshot=snap, state={"tool": "t1"}, now=now, weights=w, query=query)
+        lazy = retrieve(**kw)  # type: ignore[arg-type]
+        split = sum(e.words is not None for e in entries)
+        full = retrieve(**kw, bounded_from=10**9)  # type: ignore[arg-type]
+        assert _key(lazy) == _key(full), (trial, query)
+        # the walk stops once no unread card can rank: slices of 32, 64, ... read
+        assert split < len(entries) // 3, (trial, query, split)
