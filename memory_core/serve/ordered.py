@@ -22,8 +22,6 @@ from heapq import heappop, heappush
 from itertools import chain
 from typing import Any
 
-import numpy as np
-
 from memory_core.keywords import term_tuple
 from memory_core.serve.entry import Entry, support_of
 from memory_core.serve.groups import Group, covers, groups
@@ -225,14 +223,17 @@ def by_similarity(
     """A slice of an ordered list by the most each card can score with its text similarity
     known, as (cards, negated bounds ascending): blend * its key's bound + wt * similarity +
     extra (what support can add). Cards whose words are not split yet are split here, once
-    per snapshot, as the walk would when they come up (with similarity 1 they all would).
-    Vectorised: a free-text query reads hundreds of cards' words this way."""
+    per snapshot, as the walk would when they come up (with similarity 1 they all would)."""
     words = [e.words for e in cards]
     if None in words:
         for i, e in enumerate(cards):
             if words[i] is None:
                 e.words = words[i] = term_tuple(e.text)
-    shared = np.fromiter(map(len, map(query.intersection, words)), np.float64, len(words))
-    tops = np.asarray(keys, np.float64) * -blend + shared * (wt / (len(query) or 1)) + extra
-    at = np.argsort(-tops, kind="stable")
-    return list(map(cards.__getitem__, at.tolist())), (-tops[at]).tolist()
+    size = len(query) or 1
+    # the words shared, counted in C (map); no numpy: a serving worker does without it
+    tops = [
+        blend * -k + wt * (n / size) + extra
+        for k, n in zip(keys, map(len, map(query.intersection, words)), strict=True)
+    ]
+    at = sorted(range(len(tops)), key=tops.__getitem__, reverse=True)
+    return list(map(cards.__getitem__, at)), [-tops[i] for i in at]
