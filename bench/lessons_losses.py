@@ -13,7 +13,7 @@ active card warning of that error that did not apply, and a cause:
 Per fold it also counts the (tool, error) pairs warned by more than one card (splits) and the
 cards warning of more than one error of a tool (merged). Same folds as bench/lessons.py.
 
-    python bench/lessons_losses.py data/tau-bench-airline/trajectories.json
+    python bench/lessons_losses.py data/tau-bench-airline/trajectories.json [--only 2 4]
 """
 
 from __future__ import annotations
@@ -74,7 +74,10 @@ def _shape(cards: dict[Any, Any]) -> tuple[int, int]:
 
 
 def fold_losses(
-    learn: list[tuple[str, dict[str, Any]]], test: list[tuple[str, dict[str, Any]]], work: Path
+    learn: list[tuple[str, dict[str, Any]]],
+    test: list[tuple[str, dict[str, Any]]],
+    work: Path,
+    nights: int = 3,
 ) -> tuple[list[str], Counter[str], tuple[int, int]]:
     """The report lines of one fold's lost events, the causes counted, and its card shape."""
     from memory_core.models.columns import utcnow
@@ -83,7 +86,7 @@ def fold_losses(
     from memory_core.serve.retrieval import holds, retrieve
     from memory_core.task_state import error_code, error_signature, states_before_calls
 
-    engine = _learn(learn, work)
+    engine = _learn(learn, work, nights=nights)
     learned, _ = parse_all(learn, namespace="bench", task_type="default")
     tested, _ = parse_all(test, namespace="bench", task_type="default")
     seen = {
@@ -146,6 +149,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("path", type=Path)
     ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--only", type=int, nargs="+", help="run only these folds (0-based)")
+    ap.add_argument(
+        "--nights", type=int, default=3, help="learn the runs in this many nights, by task"
+    )
     args = ap.parse_args()
     from memory_core.ingest.store import iter_sources
 
@@ -155,10 +162,12 @@ def main() -> None:
     total: Counter[str] = Counter()
     shapes: dict[int, tuple[int, int]] = defaultdict(tuple)
     for f in range(args.folds):
+        if args.only is not None and f not in args.only:
+            continue
         held = set(groups[f :: args.folds])
         learn = [(n, r) for n, r in records if _group(r, n) not in held]
         test = [(n, r) for n, r in records if _group(r, n) in held]
-        lines, causes, shapes[f] = fold_losses(learn, test, base / f"fold{f}")
+        lines, causes, shapes[f] = fold_losses(learn, test, base / f"fold{f}", args.nights)
         print(
             f"=== fold {f}: split (tool, error) pairs {shapes[f][0]}, merged cards {shapes[f][1]}"
         )

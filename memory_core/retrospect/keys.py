@@ -25,9 +25,10 @@ tasks need is no mistake).
 
 from __future__ import annotations
 
+import copy
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -145,7 +146,7 @@ def table_of(runs: Iterable[tuple[TrajectoryView, str]]) -> CallTable:
     return table
 
 
-def generalise_warnings(drafts: Sequence[DraftCard], table: CallTable) -> None:
+def generalise_warnings(drafts: list[DraftCard], table: CallTable) -> None:
     """Keep, in place, the one argument precondition of each error warning that separates
     best across tasks, and drop the others (without one, the warning keeps `tool == ...` and
     merges with that card).
@@ -153,7 +154,13 @@ def generalise_warnings(drafts: Sequence[DraftCard], table: CallTable) -> None:
     Every feature of the failing call is a candidate, not only the ones its own run's retry
     dropped: a run that never recovered (or recovered by another change) still made the call
     that other tasks' retries showed to be the cause, and its warning joins that keyed card
-    instead of standing beside it as a second card of the same error."""
+    instead of standing beside it as a second card of the same error.
+
+    A warning that keeps a key also adds, with the same evidence, the tool's reminder of the
+    error: a keyed call that failed is a call of the tool that failed, so the reminder counts
+    every occurrence of the error (its support and task groups are not split between the
+    nights that found a key and those that did not)."""
+    reminders: list[DraftCard] = []
     for d in drafts:
         if d.pattern != "pre_call_warning" or not d.evidence:
             continue
@@ -168,7 +175,9 @@ def generalise_warnings(drafts: Sequence[DraftCard], table: CallTable) -> None:
         best = min(scored)[2] if scored else None
         d.preconditions = [p for p in d.preconditions if not is_atom_precondition(p)]
         if best is not None:
+            reminders.append(copy.deepcopy(d))  # the tool's reminder: no key
             d.preconditions.append(best)
+    drafts.extend(reminders)
 
 
 def stored_tables(engine: Engine, namespaces: Iterable[str]) -> dict[str, CallTable]:
