@@ -23,6 +23,7 @@ import re
 import sys
 import tempfile
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -73,17 +74,27 @@ def _shape(cards: dict[Any, Any]) -> tuple[int, int]:
     return sum(n > 1 for n in by_pair.values()), merged
 
 
-def fold_losses(
+@dataclass
+class Event:
+    """One recurring error of a test run: the failed call, the state before it, its error."""
+
+    run: str
+    index: int
+    call: Any
+    state: dict[str, Any]
+    signature: str
+    code: str
+
+
+def learned_events(
     learn: list[tuple[str, dict[str, Any]]],
     test: list[tuple[str, dict[str, Any]]],
     work: Path,
     nights: int = 3,
-) -> tuple[list[str], Counter[str], tuple[int, int]]:
-    """The report lines of one fold's lost events, the causes counted, and its card shape."""
-    from memory_core.models.columns import utcnow
-    from memory_core.preconditions import make_context, normalise_value
-    from memory_core.replay import card_warns, parse_all, served_cards
-    from memory_core.serve.retrieval import holds, retrieve
+) -> tuple[Any, list[Event]]:
+    """Learn `learn` as bench/lessons.py does; the engine and the test runs' events (a failed
+    call whose error signature the learning runs also had)."""
+    from memory_core.replay import parse_all
     from memory_core.task_state import error_code, error_signature, states_before_calls
 
     engine = _learn(learn, work, nights=nights)
@@ -95,51 +106,70 @@ def fold_losses(
         for s in t.steps
         if s.type == "tool_call" and s.tool and s.error
     }
-    snapshot, cards = served_cards(engine=engine, namespace="bench")
-    now, lines, causes = utcnow(), [], Counter[str]()
+    events = []
     for t in tested:
         calls = [s for s in t.steps if s.type == "tool_call" and s.tool]
         states = states_before_calls(calls, task_type=t.task_type, agent_id=t.agent_id)
         for i, (call, state) in enumerate(zip(calls, states, strict=True)):
             sig = error_signature(call.error, call.args) if call.error else ""
-            if not sig or sig not in seen:
-                continue
-            causes["events"] += 1
-            code = error_code(call.error or "") or ""
-            found = retrieve(snapshot=snapshot, state=state, now=now, top_k=len(cards) or 1)
-            ranked = [m for m in found.matches if m.entry.card_id in cards]
-            warns = [card_warns(cards[m.entry.card_id], signature=sig, code=code) for m in ranked]
-            rank = warns.index(True) + 1 if True in warns else None
-            if rank == 1:
-                causes["rank 1"] += 1
-                continue
-            warners = [c for c in cards.values() if card_warns(c, signature=sig, code=code)]
-            same_tool = [c for c in warners if tool_of(c) == call.tool]
-            cause = "other tool" if not same_tool else "outranked"
-            causes[cause] += 1
-            if len(same_tool) > 1:
-                causes["split"] += 1
-                cause += ", split"
-            lines.append(
-                f"\n{t.key[:19]} call {i} {call.tool}: {sig!r}, first warning at rank {rank} "
-                f"({cause}; learned on {sorted({tool_of(c) for c in warners})})"
-            )
-            for r, (m, w) in enumerate(zip(ranked, warns, strict=True), start=1):
-                if r <= 3 or w:
-                    lines.append(
-                        f"  #{r} warns={w} {_terms(m)}\n          {_card(cards[m.entry.card_id])}"
-                    )
-                if w and r > 3:
-                    break
-            norm = {str(k): normalise_value(v) for k, v in state.items()}
-            context, keys = make_context(norm), frozenset(norm)
-            served = {m.entry.card_id for m in ranked}
-            for c in warners:
-                if c.card_id not in served:
-                    e = snapshot.entries[c.card_id]
-                    lines.append(
-                        f"  not applicable (holds={holds(e.compiled, context, keys)}): {_card(c)}"
-                    )
+            if sig and sig in seen:
+                code = error_code(call.error or "") or ""
+                events.append(Event(t.key, i, call, state, sig, code))
+    return engine, events
+
+
+def fold_losses(
+    learn: list[tuple[str, dict[str, Any]]],
+    test: list[tuple[str, dict[str, Any]]],
+    work: Path,
+    nights: int = 3,
+) -> tuple[list[str], Counter[str], tuple[int, int]]:
+    """The report lines of one fold's lost events, the causes counted, and its card shape."""
+    from memory_core.models.columns import utcnow
+    from memory_core.preconditions import make_context, normalise_value
+    from memory_core.replay import card_warns, served_cards
+    from memory_core.serve.retrieval import holds, retrieve
+
+    engine, events = learned_events(learn, test, work, nights)
+    snapshot, cards = served_cards(engine=engine, namespace="bench")
+    now, lines, causes = utcnow(), [], Counter[str]()
+    for ev in events:
+        call, state, sig, code = ev.call, ev.state, ev.signature, ev.code
+        causes["events"] += 1
+        found = retrieve(snapshot=snapshot, state=state, now=now, top_k=len(cards) or 1)
+        ranked = [m for m in found.matches if m.entry.card_id in cards]
+        warns = [card_warns(cards[m.entry.card_id], signature=sig, code=code) for m in ranked]
+        rank = warns.index(True) + 1 if True in warns else None
+        if rank == 1:
+            causes["rank 1"] += 1
+            continue
+        warners = [c for c in cards.values() if card_warns(c, signature=sig, code=code)]
+        same_tool = [c for c in warners if tool_of(c) == call.tool]
+        cause = "other tool" if not same_tool else "outranked"
+        causes[cause] += 1
+        if len(same_tool) > 1:
+            causes["split"] += 1
+            cause += ", split"
+        lines.append(
+            f"\n{ev.run[:19]} call {ev.index} {call.tool}: {sig!r}, first warning at rank {rank} "
+            f"({cause}; learned on {sorted({tool_of(c) for c in warners})})"
+        )
+        for r, (m, w) in enumerate(zip(ranked, warns, strict=True), start=1):
+            if r <= 3 or w:
+                lines.append(
+                    f"  #{r} warns={w} {_terms(m)}\n          {_card(cards[m.entry.card_id])}"
+                )
+            if w and r > 3:
+                break
+        norm = {str(k): normalise_value(v) for k, v in state.items()}
+        context, keys = make_context(norm), frozenset(norm)
+        served = {m.entry.card_id for m in ranked}
+        for c in warners:
+            if c.card_id not in served:
+                e = snapshot.entries[c.card_id]
+                lines.append(
+                    f"  not applicable (holds={holds(e.compiled, context, keys)}): {_card(c)}"
+                )
     shape = _shape(cards)
     engine.dispose()
     return lines, causes, shape

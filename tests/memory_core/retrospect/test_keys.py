@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import uuid
 from dataclasses import replace
 from typing import Any
@@ -143,3 +144,34 @@ def test_no_placeholder_keys_a_lesson_or_shows_in_a_step() -> None:
     for d in kept:
         text = str(d.preconditions) + str([s.model_dump() for s in d.action_sequence])
         assert "withheld" not in text
+
+
+def test_a_keyed_warning_also_supports_the_tools_reminder_of_its_error() -> None:
+    runs = []
+    for g, n in (("t1", 1), ("t2", 2)):
+        bad, ok = {"pay": f"gift_card_{n}"}, {"pay": f"credit_card_{n}"}
+        runs += [(_run("success", [(bad, ERR), (ok, None)]), g), (_run("success", [(ok, None)]), g)]
+    draft = DraftCard(
+        pattern="pre_call_warning",
+        scenario="s",
+        preconditions=['tool == "book"', 'args.pay.matches("^gift_card_[0-9]+$")'],
+        action_sequence=[ActionStep(tool="book")],
+        expected_outcome="",
+        actual_outcome="",
+        failure_modes=[FailureMode(mode="seat limit reached")],
+        confidence=0.5,
+        evidence=[EvidenceTriple(
+            trajectory_id=uuid.uuid4(), step=0, condition={},
+            action={"tool": "book", "args": {"pay": "gift_card_1"}},
+            result={"error_signature": "seat limit reached"})],
+    )  # fmt: skip
+    drafts = [draft]
+    generalise_warnings(drafts, table_of(runs))
+    keyed, reminder = drafts
+    assert keyed.preconditions == ['tool == "book"', 'args.pay.matches("^gift_card_[0-9]+$")']
+    assert reminder.preconditions == ['tool == "book"']
+    assert reminder.evidence == keyed.evidence and reminder.evidence is not keyed.evidence
+    assert reminder.failure_modes == keyed.failure_modes
+    # the reminder is the card an unkeyed warning of the same error merges with
+    generalise_warnings(unkeyed := [copy.deepcopy(draft)], table_of(runs[:2]))
+    assert [d.signature for d in unkeyed] == [reminder.signature]
