@@ -33,6 +33,24 @@ def _atom(args: dict[str, Any], kind: str):
     return a
 
 
+def _warning(args: dict[str, Any]) -> DraftCard:
+    """A warning of the book tool's error drafted with every keyable feature of its call."""
+    return DraftCard(
+        pattern="pre_call_warning",
+        scenario="s",
+        preconditions=['tool == "book"', *(a.expr for a in atoms(args) if keyable(a))],
+        action_sequence=[ActionStep(tool="book")],
+        expected_outcome="",
+        actual_outcome="",
+        failure_modes=[FailureMode(mode="seat limit reached")],
+        confidence=0.5,
+        evidence=[EvidenceTriple(
+            trajectory_id=uuid.uuid4(), step=0, condition={},
+            action={"tool": "book", "args": args},
+            result={"error_signature": "seat limit reached"})],
+    )  # fmt: skip
+
+
 def test_sizes_signs_codes_and_dates_are_never_keys() -> None:
     args = {"legs": [1, 2], "n": 3, "code": "ABC123", "day": "2024-05-01"}
     found = [a for a in atoms(args) if a.kind != "key"]
@@ -63,21 +81,9 @@ def test_a_feature_keys_a_warning_only_when_it_separates_across_tasks() -> None:
                                          (task("x", "gift_card_1", "c_1")[0], "t2"))])  # fmt: skip
     assert not same.separates("book", gift, signature="seat limit reached")
     # a warning drafted with candidate keys keeps only the one that separates
-    draft = DraftCard(
-        pattern="pre_call_warning",
-        scenario="s",
-        preconditions=['tool == "book"', 'args.cabin == "business"',
-                       'args.pay.matches("^gift_card_[0-9]+$")'],
-        action_sequence=[ActionStep(tool="book")],
-        expected_outcome="",
-        actual_outcome="",
-        failure_modes=[FailureMode(mode="seat limit reached")],
-        confidence=0.5,
-        evidence=[EvidenceTriple(
-            trajectory_id=uuid.uuid4(), step=0, condition={},
-            action={"tool": "book", "args": {"cabin": "business", "pay": "gift_card_1"}},
-            result={"error_signature": "seat limit reached"})],
-    )  # fmt: skip
+    draft = _warning({"cabin": "business", "pay": "gift_card_1"})
+    assert draft.preconditions == ['tool == "book"', 'args.cabin == "business"',
+                                   'args.pay.matches("^gift_card_[0-9]+$")']  # fmt: skip
     generalise_warnings([draft], table)
     assert draft.preconditions == ['tool == "book"', 'args.pay.matches("^gift_card_[0-9]+$")']
     generalise_warnings([draft], one)
@@ -151,20 +157,7 @@ def test_a_keyed_warning_also_supports_the_tools_reminder_of_its_error() -> None
     for g, n in (("t1", 1), ("t2", 2)):
         bad, ok = {"pay": f"gift_card_{n}"}, {"pay": f"credit_card_{n}"}
         runs += [(_run("success", [(bad, ERR), (ok, None)]), g), (_run("success", [(ok, None)]), g)]
-    draft = DraftCard(
-        pattern="pre_call_warning",
-        scenario="s",
-        preconditions=['tool == "book"', 'args.pay.matches("^gift_card_[0-9]+$")'],
-        action_sequence=[ActionStep(tool="book")],
-        expected_outcome="",
-        actual_outcome="",
-        failure_modes=[FailureMode(mode="seat limit reached")],
-        confidence=0.5,
-        evidence=[EvidenceTriple(
-            trajectory_id=uuid.uuid4(), step=0, condition={},
-            action={"tool": "book", "args": {"pay": "gift_card_1"}},
-            result={"error_signature": "seat limit reached"})],
-    )  # fmt: skip
+    draft = _warning({"pay": "gift_card_1"})
     drafts = [draft]
     generalise_warnings(drafts, table_of(runs))
     keyed, reminder = drafts
