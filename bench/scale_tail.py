@@ -20,6 +20,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -30,7 +31,7 @@ FIGURES = ("cpu_p50_ms", "cpu_p99_ms", "explain_cpu_p50_ms", "explain_cpu_p99_ms
 def child(tree: str, cards: int, queries: int, runs: int) -> dict:
     """In this process: the tree's memory_core under this tree's bench code, `runs` passes."""
     sys.path.insert(0, tree)
-    import memory_core  # noqa: F401  the tree measured: its package is the one imported below
+    import memory_core  # the tree measured: its package is the one imported below
 
     sys.path.remove(tree)
     sys.path.insert(0, str(REPO))
@@ -38,7 +39,8 @@ def child(tree: str, cards: int, queries: int, runs: int) -> dict:
     from bench.scale import _query_run, _service
     from bench.scale_data import states
 
-    svc, who, _ = _service(cards)
+    tmp = tempfile.TemporaryDirectory(prefix="hs-tail-")  # the store, removed at the end
+    svc, who, _ = _service(cards, Path(tmp.name))
     svc.snapshots.get("bench")
     svc.start()
     mix = states(queries)
@@ -55,12 +57,15 @@ def child(tree: str, cards: int, queries: int, runs: int) -> dict:
                     "queries": len(tail),
                     "free_text": sum(d["text"] for d in tail),
                     "gc_ms_median": round(statistics.median(d["gc_ms"] for d in tail), 3),
-                    "gc_share": round(sum(d["gc_ms"] for d in tail) / sum(d["cpu_ms"] for d in tail), 3),
+                    "gc_share": round(
+                        sum(d["gc_ms"] for d in tail) / sum(d["cpu_ms"] for d in tail), 3
+                    ),
                     "all_gc_ms": round(sum(d["gc_ms"] for d in detail), 1),
                 }
             )
     finally:
         svc.close()
+        tmp.cleanup()
     return {
         "tree": memory_core.__file__,
         **{k: round(statistics.median(p[k] for p in passes), 3) for k in FIGURES},
@@ -108,8 +113,7 @@ def main() -> None:
         }
     if "old" in sides:
         result["ratio_median"] = {
-            k: round(statistics.median(g["ratio"][k] for g in result["rounds"]), 3)
-            for k in FIGURES
+            k: round(statistics.median(g["ratio"][k] for g in result["rounds"]), 3) for k in FIGURES
         }
     result["load_after"] = load()
     RESULTS.mkdir(parents=True, exist_ok=True)

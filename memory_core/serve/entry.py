@@ -8,6 +8,7 @@ from __future__ import annotations
 import ctypes
 import gc
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -158,7 +159,7 @@ def used(e: Entry, now: datetime) -> None:
         touched(e)
 
 
-def _gc_untrack() -> ctypes._CFuncPtr | None:
+def _gc_untrack() -> Callable[[object], None] | None:
     """CPython's PyObject_GC_UnTrack (None on another interpreter)."""
     api = getattr(ctypes, "pythonapi", None)
     untrack = getattr(api, "PyObject_GC_UnTrack", None)

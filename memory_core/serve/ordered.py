@@ -26,8 +26,8 @@ from memory_core.keywords import term_tuple
 from memory_core.serve.entry import Entry, support_of
 from memory_core.serve.groups import Group, covers, groups
 from memory_core.serve.index import CardIndex
-from memory_core.serve.list_orders import bound_of as _bound
 from memory_core.serve.list_orders import Keys, fold, order_of
+from memory_core.serve.list_orders import bound_of as _bound
 from memory_core.serve.resort import STEP
 from memory_core.serve.topk import (
     SLACK,
@@ -224,7 +224,7 @@ def by_similarity(
     known, as (cards, negated bounds ascending): blend * its key's bound + wt * similarity +
     extra (what support can add). Cards whose words are not split yet are split here, once
     per snapshot, as the walk would when they come up (with similarity 1 they all would)."""
-    words = [e.words for e in cards]
+    words: list[tuple[str, ...]] = [e.words for e in cards]  # type: ignore[misc]
     if None in words:
         for i, e in enumerate(cards):
             if words[i] is None:
