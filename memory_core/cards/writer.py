@@ -28,6 +28,7 @@ from memory_core.cards.draft_rows import (
     first_version,
     prefer_better_drafts,
 )
+from memory_core.cards.profile import refresh_profiles
 from memory_core.models.card import (
     LIVE_SQL,
     Card,
@@ -207,6 +208,7 @@ def _bump(
         )
     )
     session.connection().execute(stmt, params)
+    refresh_profiles(session, touched)
     _review_unfavoured(session, every, before, now)
 
 

@@ -14,6 +14,7 @@ from sqlmodel import Session, col
 
 from memory_core.cards.confidence import supporting_runs
 from memory_core.cards.draft_rows import card_snapshot
+from memory_core.cards.profile import refresh_profiles
 from memory_core.consolidate.plan import MergePlan
 from memory_core.consolidate.rows import CardRow
 from memory_core.errors import ConcurrentUpdate
@@ -110,6 +111,7 @@ def apply_plan(session: Session, plan: MergePlan, now: datetime) -> MergePlan:
         len(retired),
     )
     session.connection().execute(insert(CardVersion), history)
+    refresh_profiles(session, [m.survivor.card_id for m in plan.merges])
     return plan
 
 
