@@ -43,6 +43,30 @@ _QUOTED = re.compile(r"""("[^"]*"|'[^']*'|`[^`]*`)""")
 _UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I)
 _NUMBER = re.compile(r"(?<![\w<])[-+]?\d+(?:[.,]\d+)*(?![\w>])")
 _ID_TOKEN = re.compile(r"\b(?=[\w-]*\d)[\w-]*[a-z_][\w-]*\b", re.I)  # letters mixed with digits
+# a number with its unit, however written ("30s", "30 s", "2.5s", "30 seconds"): one masked
+# quantity with one spelling of the unit, so a wait or a size is one lesson whatever its value
+# (no single letter but "s": "12b" or "4d" is as likely a seat or a gate as a size or a span)
+_UNITS = {
+    "ms": ("ms", "msec", "msecs", "millisecond", "milliseconds"),
+    "us": ("us", "µs", "microsecond", "microseconds"),
+    "ns": ("ns", "nanosecond", "nanoseconds"),
+    "s": ("s", "sec", "secs", "second", "seconds"),
+    "min": ("min", "mins", "minute", "minutes"),
+    "h": ("hr", "hrs", "hour", "hours"),
+    "d": ("day", "days"),
+    "b": ("byte", "bytes"),
+    "kb": ("kb", "kib"),
+    "mb": ("mb", "mib"),
+    "gb": ("gb", "gib"),
+    "tb": ("tb", "tib"),
+}
+_UNIT_OF = {alias: unit for unit, aliases in _UNITS.items() for alias in aliases}
+_QUANTITY = re.compile(
+    r"(?<![\w.<>-])[-+]?\d+(?:[.,]\d+)*\s?("
+    + "|".join(sorted(map(re.escape, _UNIT_OF), key=len, reverse=True))
+    + r")\b",
+    re.I,
+)
 _ERROR_PREFIX = re.compile(r"^\s*(?:error|exception|fatal)\s*[:\-]\s*", re.I)
 _HTTP_STATUS = re.compile(
     r"\b(?:http(?:/\d(?:\.\d)?)?|status(?:[ _]?code)?|error[ _]?code|code)\s*[:=]?\s*([1-5]\d\d)\b",
@@ -81,6 +105,7 @@ def normalise_error(text: str) -> str:
     first = _LIST.sub("<list>", first)
     first = _QUOTED.sub("<s>", first)
     first = _UUID.sub("<id>", first)
+    first = _QUANTITY.sub(lambda m: f"<n> {_UNIT_OF[m.group(1).casefold()]}", first)
     first = _ID_TOKEN.sub("<id>", first)
     first = _NUMBER.sub(_mask_number, first)
     first = _MASK_RUN.sub("<list>", first)

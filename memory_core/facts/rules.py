@@ -36,7 +36,7 @@ _NOT_A_NOUN = {
     "strong", "bundle", "kind", "sort", "part", "fool", "pro", "natural", "lucky", "proud",
     "nervous", "hot", "few", "couple", "whole", "way", "long", "mix",
 }  # fmt: skip
-_NOT_A_NAME = {
+NOT_A_NAME = {
     "I", "Me", "My", "It", "This", "That", "The", "A", "An", "Later", "Soon", "Tomorrow",
     "Today", "Tonight", "Anytime", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday",
     "Saturday", "Sunday", "Crazy", "Maybe", "Please", "Back",
@@ -95,7 +95,7 @@ def clean(value: str, *, max_words: int = 6, whole: bool = False) -> str | None:
 def _named(value: str) -> bool:
     """Looks like a name, place, organisation or product: a capital, a digit or a symbol."""
     return any(
-        (w[0].isupper() and w not in _NOT_A_NAME) or any(c.isdigit() for c in w) or "." in w[1:]
+        (w[0].isupper() and w not in NOT_A_NAME) or any(c.isdigit() for c in w) or "." in w[1:]
         for w in value.split()
     )
 
@@ -229,7 +229,7 @@ def _works(m: re.Match[str], st: Statement) -> Found:
 
 def _called(m: re.Match[str], st: Statement) -> Found:
     name = m["x"]
-    if any(w in _NOT_A_NAME for w in name.split()):
+    if any(w in NOT_A_NAME for w in name.split()):
         return []
     if m["how"].lower().startswith("my name"):
         return [(f"{st.about}.name", name, f"What is {st.label}'s name?", 0.85)]

@@ -3,8 +3,9 @@
 A named speaker ("Caroline") is their own subject. A speaker known only by a role ("user",
 "customer") is the person the run names: an id in its metadata (`user_id`, `customer_id`,
 ...), else the id the run's tool calls pass for a person (the one passed most often), else an
-id the person states ("my user id is ..."). A run that names nobody keeps its statements to
-itself (`user@<run>`): two anonymous runs are never taken for one person.
+id the person states ("my user id is ..."), else the full name they introduce themselves by
+("I'm Ana Silva"). A run that names nobody keeps its statements to itself (`user@<run>`): two
+anonymous runs are never taken for one person.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from memory_core.facts.rules import GENERIC_SPEAKERS
+from memory_core.facts.rules import GENERIC_SPEAKERS, NOT_A_NAME
+from memory_core.keywords import STOPWORDS
 
 # argument and metadata names that identify the person a run serves, in any agent's tools
 PERSON_ID = re.compile(
@@ -26,6 +28,13 @@ _STATED = re.compile(
     r"(?i)\bmy (?:user|customer|client|member(?:ship)?|account|patient)[ -]?"
     r"(?:id|number|no\.?|name|handle)\s*(?:is|:)\s*(?P<id>[A-Za-z0-9][\w.@-]{2,63}?)"
     r"(?=[\s,;!?]|\.(?:\s|$)|$)"
+)
+# a person introducing themselves by their full name ("Hi, I'm Ana Silva"): two or three
+# capitalised words, none a common word, so "I'm Happy to help", "I am in Paris" or "I'm
+# Looking For It" name nobody
+_INTRODUCED = re.compile(
+    r"(?i:\b(?:my name is|my name's|i am|i'm|i’m|this is))\s+"
+    r"(?P<name>[A-Z][a-z]+(?:[ -][A-Z][a-z'’]+){1,2})(?![\w'’-]| [A-Z])"
 )
 _MAX_TAG = 40
 
@@ -57,10 +66,17 @@ def called_person(steps: Iterable[Mapping[str, Any]]) -> str | None:
 
 
 def stated_person(texts: Iterable[str]) -> str | None:
-    """An id a person states for themselves ("my customer id is c-123")."""
+    """An id a person states for themselves ("my customer id is c-123"), else the full name
+    they introduce themselves by ("I'm Ana Silva")."""
+    texts = list(texts)
     for text in texts:
         if m := _STATED.search(text):
             return m["id"]
+    for text in texts:
+        for m in _INTRODUCED.finditer(text):
+            words = m["name"].replace("-", " ").split()
+            if not (set(words) & NOT_A_NAME or {w.lower() for w in words} & STOPWORDS):
+                return m["name"]
     return None
 
 

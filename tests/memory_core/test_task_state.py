@@ -117,15 +117,18 @@ def test_a_list_of_suggestions_is_one_signature_however_long() -> None:
 
 
 def test_a_number_with_its_unit_signs_as_docs_task_state_says() -> None:
-    """docs/task-state.md (Errors): a unit written on the number is one <id> token; after a
-    space or on a decimal it signs otherwise."""
+    """docs/task-state.md (Errors): a number with its unit is one quantity however written."""
     from memory_core.task_state import normalise_error
 
     said = {
-        "retry after 30s": "retry after <id>",
-        "retry after 12s": "retry after <id>",
-        "retry after 30 s": "retry after <n> s",
-        "retry after 2.5s": "retry after <n>.<id>",
+        "retry after 30s": "retry after <n> s",
+        "retry after 12 s": "retry after <n> s",
+        "retry after 2.5s": "retry after <n> s",
+        "retry after 30 seconds": "retry after <n> s",
+        "took 1,200ms": "took <n> ms",
+        "upload of 12.5 MB over the 10MB limit": "upload of <n> mb over the <n> mb limit",
+        "seat 12B taken": "seat <id> taken",  # a single letter other than s is no unit
+        "seat 12A taken": "seat <id> taken",
         "HTTP 429 Too Many Requests": "http 429 too many requests",
     }
     assert {text: normalise_error(text) for text in said} == said

@@ -68,6 +68,39 @@ def test_each_customer_is_the_subject_of_what_they_say(engine) -> None:
     assert {f.subject for f in facts.values()} >= {"acct-17", "acct-42", "cust-9", "zq-555"}
 
 
+def test_a_person_who_introduces_themselves_is_the_subject(engine) -> None:
+    _ingest(
+        engine,
+        _run("r1", ["Hi, I'm Ana Silva. I'm a silver member."]),
+        _run("r2", ["My name is Ana Silva and I'm a gold member now."]),
+        _run("r3", ["I'm Happy to wait. I'm a vegan."]),
+    )
+    extract_facts(engine=engine)
+    facts = {f.key: f for f in _facts(engine)}
+    # both runs name one person, so her newer value supersedes the older
+    assert facts["ana_silva.is_a.member"].value == "a gold member"
+    assert facts["ana_silva.is_a.member"].subject == "Ana Silva"
+    # "I'm Happy" is no introduction: that run names nobody
+    (vegan,) = [k for k in facts if k.endswith(".is_a.vegan")]
+    assert vegan.startswith("user@")
+
+
+def test_the_full_name_a_person_gives_is_their_subject() -> None:
+    from memory_core.facts.subject import stated_person
+
+    said = {
+        "Hello, I'm Ana Silva and I need help": "Ana Silva",
+        "this is Jean-Luc Picard speaking": "Jean-Luc Picard",
+        "I am Ana Maria Silva": "Ana Maria Silva",
+        "My customer id is ab-123. I'm Ana Silva": "ab-123",
+        "I'm Looking For Something": None,  # a capitalised phrase of common words
+        "I'm in Paris": None,
+        "I'm Ana": None,  # a first name alone is no one in particular
+        "I'm Ana Silva Costa Pereira": None,  # more than three words: not read as a name
+    }
+    assert {text: stated_person([text]) for text in said} == said
+
+
 def test_two_values_of_one_subject_resolve_by_time(engine) -> None:
     _ingest(engine, _run("r1", ["I'm a silver member."], person="acct-17"))
     extract_facts(engine=engine)
