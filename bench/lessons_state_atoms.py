@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
-from collections.abc import Iterator
 from itertools import combinations
 from typing import Any
 
@@ -25,16 +24,11 @@ from memory_core.retrospect.call_features import _DATE, _DATETIME, _norm, value_
 _TITLE = re.compile(r"^[A-Z][a-z]+(?:[ \-'][A-Z][a-z]+)*$")
 
 
-def identifiers(value: Any) -> Iterator[str]:
-    """The argument's identifier values: strings whose class is an id's shape or a code."""
-    if isinstance(value, dict):
-        for v in value.values():
-            yield from identifiers(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from identifiers(v)
-    elif isinstance(value, str) and not _DATE.match(_norm(value)) and _is_id(value):
-        yield value
+def identifiers(args: dict[str, Any]) -> set[str]:
+    """The arguments' identifier values: strings whose class is an id's shape or a code."""
+    leaves: list[tuple[str, Any]] = []
+    _flatten(args, "", leaves)
+    return {v for _, v in leaves if isinstance(v, str) and not _DATE.match(_norm(v)) and _is_id(v)}
 
 
 def _is_id(value: str) -> bool:
@@ -107,7 +101,7 @@ def state_atoms(obj: Any, args: dict[str, Any], ids: bool = True) -> set[str]:
 def write_state(call: Any, earlier: list[Any], ids: bool = True) -> set[str]:
     """Atoms of the most recent earlier effective result holding each identifier argument."""
     out: set[str] = set()
-    for ident in set(identifiers(call.args or {})):
+    for ident in identifiers(call.args or {}):
         for s in reversed(earlier):
             if s.error or ident not in (s.observation or ""):
                 continue
