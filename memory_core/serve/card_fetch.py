@@ -21,7 +21,7 @@ from sqlmodel import col
 
 from memory_core.models.card import Card, CardStatus
 from memory_core.models.columns import uuid_of_int
-from memory_core.serve.card_rows import LoadMemo, entry_of, row_columns
+from memory_core.serve.card_rows import LoadMemo, Profile, entry_of, row_columns
 from memory_core.serve.changes import COLUMNS
 from memory_core.serve.entry import Entry
 
@@ -94,12 +94,15 @@ def _core_rows(session: Session, namespace: str) -> Iterator[Any]:
         yield from rows
 
 
-def active_entries(*, session: Session, namespace: str) -> dict[uuid.UUID, Entry]:
-    """Every active card of the namespace as retrieval needs it, by id."""
+def active_entries(
+    *, session: Session, namespace: str, profiles: dict[uuid.UUID, Profile] | None = None
+) -> dict[uuid.UUID, Entry]:
+    """Every active card of the namespace as retrieval needs it, by id (the profiles of the
+    tool's reminders put in `profiles`)."""
     rows = _sqlite_rows if session.get_bind().dialect.name == "sqlite" else _core_rows
     memo = LoadMemo()
     entries: dict[uuid.UUID, Entry] = {}
     for r in rows(session, namespace):
-        e = entry_of(r, memo)
+        e = entry_of(r, memo, profiles)
         entries[e.card_id] = e
     return entries

@@ -16,6 +16,7 @@ from weakref import WeakValueDictionary
 import orjson
 from sqlalchemy import JSON, Text, cast
 
+from memory_core.cards.profile import stored_profile
 from memory_core.cel_programs import on_use_scanned
 from memory_core.preconditions import CompiledPrecondition, compile_stored
 from memory_core.screen.provenance import trust
@@ -63,7 +64,7 @@ class LoadMemo:
 
     def __init__(self) -> None:
         self.lists: dict[tuple[CompiledPrecondition, ...], tuple[CompiledPrecondition, ...]] = {}
-        self.trusts: dict[Any, float] = {}
+        self.trusts: dict[Any, tuple[float, Profile]] = {}
         self.texts: dict[str, str] = {}  # steps and failure modes, often repeated
         self.compiled: dict[str, CompiledPrecondition] = {}
         self.floats: dict[float, float] = {}
@@ -86,11 +87,22 @@ def _compiled(stored: Any, memo: LoadMemo | None) -> tuple[CompiledPrecondition,
     return memo.lists.setdefault(out, out)
 
 
-def _trust(stored: Any, memo: LoadMemo | None) -> float:
+# a tool's reminder's profile compiled (memory_core.cards.profile), () for every other card
+Profile = tuple[CompiledPrecondition, ...]
+
+
+def _origin(provenance: Any) -> tuple[float, Profile]:
+    """The origin's weight and the compiled profile of a parsed provenance."""
+    prov = provenance if isinstance(provenance, dict) else {}
+    return trust(prov), tuple(shared_compiled(p["expr"]) for p in stored_profile(prov))
+
+
+def _trust(stored: Any, memo: LoadMemo | None) -> tuple[float, Profile]:
+    """The weight of the card's origin and its profile, read from its stored provenance."""
     if memo is None or not isinstance(stored, (str, bytes)):
-        return trust(_json(stored) or {})
+        return _origin(_json(stored) or {})
     if (found := memo.trusts.get(stored)) is None:
-        found = memo.trusts[stored] = trust(_json(stored) or {})
+        found = memo.trusts[stored] = _origin(_json(stored) or {})
     return found
 
 
@@ -133,14 +145,21 @@ _FIELDS = itemgetter(
 )
 
 
-def entry_of(r: Any, memo: LoadMemo | None = None) -> Entry:
+def entry_of(
+    r: Any, memo: LoadMemo | None = None, profiles: dict[Any, Profile] | None = None
+) -> Entry:
     """A card row as retrieval needs it (changes.COLUMNS; JSON columns parsed or as text);
-    memo shares precondition lists and origins between the cards of one load."""
+    memo shares precondition lists and origins between the cards of one load. A card with a
+    profile has it put in `profiles` (a side table: few cards hold one, and a slot in Entry
+    would cost every card 16 bytes)."""
     (card_id, kind, confidence, last_used, updated, uses, evidence, runs, pre, scenario, steps,
      modes, value, provenance, pinned, version) = _FIELDS(tuple(r))  # fmt: skip
     try:
         rest = _rest(_json(steps), _json(modes), value)
-        compiled, weight, broken = _compiled(pre, memo), _trust(provenance, memo), False
+        compiled, broken = _compiled(pre, memo), False
+        weight, profile = _trust(provenance, memo)
+        if profile and profiles is not None:
+            profiles[card_id] = profile
     except (ValueError, TypeError, AttributeError) as exc:
         # a row Hindsight did not write (a hand edit, another tool): JSON that does not parse
         # or lists of the wrong shape. Held as broken, never served; its namespace still loads

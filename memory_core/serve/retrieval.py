@@ -10,6 +10,7 @@ Layer: retrieval.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -29,6 +30,8 @@ from memory_core.serve.entry import Entry, support_of
 from memory_core.serve.groups import groups
 from memory_core.serve.near_misses import closest, first_failing, held_count
 from memory_core.serve.ordered import lazy_top
+from memory_core.serve.profiles import demote
+from memory_core.serve.profiles import warning_scope as warning_scope
 from memory_core.serve.schemas import PreconditionCheck, Score
 from memory_core.serve.snapshot import Snapshot
 from memory_core.serve.topk import Ranked as Ranked
@@ -51,6 +54,8 @@ class Retrieval:
     counted: int | Callable[[], int]  # the candidates, or how to count them when asked
     active_cards: int
     near_misses: list[Ranked] = field(default_factory=list)
+    # the tool's reminders served after the others, and why (serve.profiles)
+    demoted: dict[uuid.UUID, str] = field(default_factory=dict)
 
     @property
     def candidates(self) -> int:
@@ -61,13 +66,6 @@ class Retrieval:
 
 
 TIE = 1e-3  # score resolution of the ranking: recency moves this much in about three hours
-
-
-def warning_scope(compiled: Sequence[CompiledPrecondition]) -> str:
-    """'call' when a card tests the call's arguments or the state beyond the tool's name (a
-    lesson about calls like this one), 'tool' when it names the tool alone: a reminder that
-    comes with every call of the tool, right only as often as the tool fails."""
-    return "tool" if all(c.variables <= {"tool"} for c in compiled) else "call"
 
 
 def score_entry(
@@ -165,8 +163,9 @@ def retrieve(
         )
         matches, count = lazy_top(snapshot, norm, q=q)
         _order(matches, w.support_counts)
+        demoted = demote(matches, top_k, snapshot.profiles, context, keys)
         if not explain:
-            return Retrieval(matches[:top_k], count, len(snapshot.entries))
+            return Retrieval(matches[:top_k], count, len(snapshot.entries), demoted=demoted)
         # explained: the same top k, and the first candidates that fail as near misses
         counted: int | Callable[[], int] = count
         failed, found = first_failing(
@@ -198,6 +197,7 @@ def retrieve(
                 m.score.support = support_of(m.entry, w.support_counts) / top
                 m.score.score += w.support * m.score.support * m.entry.trust
         _order(matches, w.support_counts)
+        demoted = demote(matches, top_k, snapshot.profiles, context, keys)
     misses: list[tuple[int, Ranked]] = []
     if explain:
         for m in matches[:top_k]:  # the verdicts of what is served
@@ -227,6 +227,7 @@ def retrieve(
         counted=counted,
         active_cards=len(snapshot.entries),
         near_misses=[m for _, m in misses[:near_misses]],
+        demoted=demoted,
     )
 
 

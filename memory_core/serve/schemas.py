@@ -153,6 +153,14 @@ class UnreadVariable(BaseModel):
         return f"{self.name}: no card reads this{hint}"
 
 
+class Demoted(BaseModel):
+    """A tool's reminder served after the others: the call lacks the kinds of argument its
+    errors came with (memory_core.cards.profile)."""
+
+    card_id: uuid.UUID
+    reason: str
+
+
 class Explanation(BaseModel):
     """How the query was answered (explain only)."""
 
@@ -161,6 +169,9 @@ class Explanation(BaseModel):
     near_misses: list[NearMiss] = []
     unread_variables: list[UnreadVariable] = Field(
         default=[], description="variables of the state no card reads, with the nearest name"
+    )
+    demoted: list[Demoted] = Field(
+        default=[], description="the tool's reminders put after the others, and why"
     )
 
 
@@ -185,7 +196,8 @@ class CheckActionResult(BaseModel):
         default_factory=list,
         description=(
             "failure modes of the matching cards, best card first; scope 'call' for a card"
-            " keyed on this call's arguments or state, 'tool' for one naming the tool alone"
+            " keyed on this call's arguments or state, 'tool' for one naming the tool alone;"
+            " 'demoted' says why a tool's reminder comes after the others"
         ),
     )
     cards: list[CardHit] = []

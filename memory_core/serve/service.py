@@ -30,6 +30,7 @@ from memory_core.serve.retrieval import Ranked, public_checks, retrieve, warning
 from memory_core.serve.schemas import (
     CheckActionRequest,
     CheckActionResult,
+    Demoted,
     Explanation,
     NearMiss,
     QueryRequest,
@@ -139,6 +140,7 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
                     UnreadVariable(name=name, did_you_mean=near)
                     for name, near in answer.unread or ()
                 ],
+                demoted=[Demoted(card_id=c, reason=r) for c, r in retrieval.demoted.items()],
             )
         return result
 
@@ -260,6 +262,7 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
         principal.require("read")
         answer = self._retrieve(principal, q, via=via, needs=_PRE_CALL)
         cards = card_hits(answer.hits, explain=False)
+        demoted = answer.retrieval.demoted
         warnings = [
             {
                 "card_id": str(h.card.card_id),
@@ -267,6 +270,8 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
                 "mode": fm.get("mode", ""),
                 "handling": fm.get("handling", ""),
                 "scope": warning_scope(hit.match.entry.compiled),
+                # a reminder served after the others: why (the call is not of its kind)
+                **({"demoted": why} if (why := demoted.get(h.card.card_id)) else {}),
             }
             for hit, h in zip(answer.hits, cards, strict=True)
             for fm in h.card.failure_modes

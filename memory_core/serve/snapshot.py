@@ -23,7 +23,7 @@ from sqlalchemy.engine import Engine
 
 from memory_core.db import read_session
 from memory_core.serve.card_fetch import active_entries
-from memory_core.serve.card_rows import entry_of
+from memory_core.serve.card_rows import Profile, entry_of
 from memory_core.serve.changes import Fingerprint, last_seq
 from memory_core.serve.entry import Entry as Entry  # the names other modules import from here
 from memory_core.serve.entry import support_of as support_of
@@ -86,6 +86,9 @@ class Snapshot:
     order_lock: threading.Lock = field(default_factory=threading.Lock)  # orders and touched
     warming: str | None = None  # its lists ordered in the background (serve/warm.py)
     unplaced: set[Any] = field(default_factory=set)  # lists a fold found without an order
+    # the tool's reminders' profiles by card (memory_core.cards.profile): what retrieval
+    # demotes a reminder by when a call lacks them; few cards hold one
+    profiles: dict[uuid.UUID, Profile] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for e in self.entries.values():
@@ -117,8 +120,9 @@ class Snapshot:
                     gone.append(old)
             if self.rows.pop(cid, None) is not None:
                 dropped.append(cid)
+            self.profiles.pop(cid, None)
             if (r := fresh.get(cid)) is not None:
-                filed += self._enter(entry_of(r))
+                filed += self._enter(entry_of(r, profiles=self.profiles))
         self.index.remove_many(gone)
         self.index.add_many(filed)
         return dropped
@@ -152,7 +156,8 @@ def load_snapshot(*, engine: Engine, namespace: str) -> Snapshot:
     with read_session(engine) as session:
         # the feed's position first: a change made while the cards are read is applied later
         watermark = last_seq(session)
-        entries = active_entries(session=session, namespace=namespace)
+        profiles: dict[uuid.UUID, Profile] = {}
+        entries = active_entries(session=session, namespace=namespace, profiles=profiles)
     stats = Stats()
     index = build(entries.values(), stats, chosen_needs(entries.values(), stats))
     for e in entries.values():
@@ -164,4 +169,5 @@ def load_snapshot(*, engine: Engine, namespace: str) -> Snapshot:
         stats,
         watermark,
         max_uses=max((e.use_count for e in entries.values()), default=0),
+        profiles=profiles,
     )

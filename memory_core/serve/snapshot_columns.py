@@ -18,7 +18,7 @@ from typing import Any
 
 from memory_core.preconditions import CompiledPrecondition, scan_variables
 from memory_core.serve.atoms import AtomKey, Need
-from memory_core.serve.card_rows import shared_compiled
+from memory_core.serve.card_rows import Profile, shared_compiled
 from memory_core.serve.entry import Entry
 from memory_core.serve.snapshot_file import Body, Rejected, Section, json_section, numbers
 
@@ -57,9 +57,10 @@ def encode(
     entries: Sequence[Entry],
     atoms: Counter[tuple[str, AtomKey]],
     readers: dict[str, dict[uuid.UUID, Entry]],
+    profiles: dict[uuid.UUID, Profile],
 ) -> list[Section]:
-    """The cards' sections (in their snapshot's order), the index's statistics, and the cards
-    kept per variable for explain (by position)."""
+    """The cards' sections (in their snapshot's order), the index's statistics, the cards
+    kept per variable for explain (by position) and the tool's reminders' profiles."""
     texts: dict[str, int] = {}
     lists: dict[int, int] = {}
     list_rows: list[list[int]] = []
@@ -89,6 +90,12 @@ def encode(
         # -1: the last update (never used)
         seen.append(-1 if e.seen_at == e.updated_at else times.setdefault(e.seen_at, len(times)))
     position = {e.card_id: i for i, e in enumerate(entries)}
+    # [position, its profile's texts], the texts in the preconditions' table
+    profile_rows = [
+        [position[cid], [texts.setdefault(c.source, len(texts)) for c in p]]
+        for cid, p in profiles.items()
+        if cid in position
+    ]
     # the statistics' atoms, then those only filed needs hold (counted 0: not in the stats)
     table = {a: i for i, a in enumerate(atoms)}
     need_rows = [_need_json(n, table) for n in needs]
@@ -106,6 +113,7 @@ def encode(
         json_section("text_vars", [_vars(t, var_sets) for t in texts]),
         json_section("var_sets", [sorted(v) for v in var_sets]),
         json_section("lists", list_rows),
+        json_section("profiles", profile_rows),
         json_section("shared", list(shared)),
         json_section("kinds", list(kinds)),
         json_section("needs", need_rows),
@@ -139,6 +147,7 @@ class Saved:
     kind: Sequence[int]
     kinds: list[str]
     support: dict[str, Sequence[int]]
+    profiles: dict[uuid.UUID, Profile]
 
 
 def _within(body: Body, name: str, n: int, lo: int, hi: int) -> Any:
@@ -213,6 +222,11 @@ def decode(body: Body, n: int) -> Saved:
                 )
             )  # fmt: skip
         readers = body.json("readers")
+        profiles = {
+            entries[_position(at, n)].card_id: tuple(map(compiled.__getitem__, row))
+            for at, row in body.json("profiles")
+            if min(row, default=0) >= 0  # a negative text position would wrap
+        }
         saved = Saved(
             entries,
             filed,
@@ -222,6 +236,7 @@ def decode(body: Body, n: int) -> Saved:
             kind,
             kinds,
             {"rows": evidence, "runs": runs},
+            profiles,
         )
     except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
         raise Rejected(f"malformed body: {type(exc).__name__}: {exc}") from exc

@@ -199,7 +199,9 @@ def _read(
         cards = dict(zip([e.card_id for e in entries], entries, strict=True))
         if len(cards) != n:
             raise Rejected("a card id twice")
-        snap = Snapshot(namespace, cards, index, stats, watermark, from_file=True)
+        snap = Snapshot(
+            namespace, cards, index, stats, watermark, from_file=True, profiles=saved.profiles
+        )
         # before the feed's changes: they replace lists, which the queries then patch
         install(snap, body, saved, positions)
         del positions
@@ -245,6 +247,7 @@ def save(engine: Engine, files: SnapshotFiles, snap: Snapshot) -> Path | None:
         watermark, atoms = snap.watermark, snap.stats.atoms.copy()
         readers = {var: dict(kept) for var, kept in snap.index.readers.items()}
         taken = take(snap)
+        profiles = dict(snap.profiles)
     try:
         identity = db_identity(engine)
     except SQLAlchemyError as exc:
@@ -262,7 +265,7 @@ def save(engine: Engine, files: SnapshotFiles, snap: Snapshot) -> Path | None:
     try:
         _drop_stale(path)
         with no_full_collections():  # its passes over what encoding makes: 3 s of 10 at 1M
-            sections = encode(entries, atoms, readers)
+            sections = encode(entries, atoms, readers, profiles)
             position = {id(e): i for i, e in enumerate(entries)}
             sections += encode_orders(snap, taken, position)
         header["sections"], body = layout(sections)
