@@ -15,6 +15,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from memory_api.ui.history import timeline
 from memory_api.ui.session import COOKIE, SESSION_S
 from memory_api.ui.web import Console, ConsoleRoute
+from memory_core.cards.profile import profile_words
 from memory_core.cards.siblings import siblings_of
 from memory_core.errors import InvalidPrecondition, Unauthorized
 from memory_core.preconditions import compile_stored
@@ -155,6 +156,7 @@ def router(console: Console) -> APIRouter:
             versions_prev=max(skip - HISTORY_PAGE, 0) if skip else None,
             outcomes_folded=folded,
             preconditions=[(p, _variables(p)) for p in c.preconditions],
+            seen_with=profile_words(c.provenance),
             notice={
                 "pinned": "pinned",
                 "unpinned": "unpinned",

@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import delete
 
 from memory_api.app import create_app
+from memory_core.cards.profile import PROFILE
 from memory_core.db import session_scope
 from memory_core.facts.stage import extract_facts
 from memory_core.ingest.store import ingest
@@ -189,3 +190,26 @@ def test_a_card_with_more_evidence_runs_than_a_page_gets_every_runs_details(ui, 
     table = re.search(r'<table class="evidence">.*?</table>', page, re.S).group(0)
     rows = re.findall(r"<tr>\s*<td>(.*?)</td>", table, re.S)
     assert len(rows) == 100 and all("bulk-run-" in r for r in rows), rows[:3]
+
+
+def test_a_reminders_profile_reads_as_the_calls_it_was_seen_with(ui, engine) -> None:
+    server, s = ui
+    card = add_card(engine, scenario="booking fails", tool="book", preconditions=['tool == "book"'])
+    with session_scope(engine) as session:
+        row = session.get(Card, card.card_id)
+        row.provenance = {
+            **row.provenance,
+            PROFILE: [
+                {"expr": 'args.cabin == "business"', "text": 'cabin = "business"'},
+                {"expr": 'args.user.matches("^user_[0-9]+$")', "text": "user is user_<digits>"},
+            ],
+        }
+        session.add(row)
+    with signed_in(server.url, s.keys["read"]) as c:
+        page = c.get(f"/ui/cards/{card.card_id}").text
+        plain = c.get(f"/ui/cards/{s.cards['lookup'].card_id}").text
+    said = re.search(r'<p class="seen-with">(.*?)</p>', page, re.S)
+    assert said, page[-3000:]
+    text = html.unescape(re.sub(r"<[^>]+>", "", said.group(1)))
+    assert text.startswith('Seen with: cabin = "business", user is user_<digits>.')
+    assert 'class="seen-with"' not in plain
