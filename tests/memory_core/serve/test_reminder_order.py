@@ -6,18 +6,24 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 from memory_core.models.columns import utcnow
 from memory_core.namespaces.export import export_lines
 from memory_core.namespaces.importer import import_namespace
+from memory_core.serve.keys import Principal
 from memory_core.serve.retrieval import retrieve
+from memory_core.serve.schemas import CheckActionRequest, QueryRequest
+from memory_core.serve.service import MemoryService
 from memory_core.serve.snapshot import Snapshot, load_snapshot
 from memory_core.serve.snapshot_cache import SnapshotCache
 from memory_core.serve.snapshot_restore import SnapshotFiles
+from memory_core.settings import Settings
 from tests.memory_core.retrospect.test_reminder_profile import LATE, PAY, SEAT, night
 
 REPO = Path(__file__).resolve().parents[3]
+WHO = Principal(key_id=uuid.UUID(int=0), namespace="default", scopes=frozenset({"read"}))
 
 
 def _call(cabin: str | None) -> dict:
@@ -106,3 +112,28 @@ def test_profiles_survive_the_snapshot_file_and_an_export(engine, settings) -> N
     by_scenario = {e.scenario: e.card_id for e in copy.entries.values()}
     mine = {fresh.entries[k].scenario: v for k, v in sources.items()}
     assert {s: [c.source for c in copy.profiles[by_scenario[s]]] for s in mine} == mine
+
+
+def test_the_api_says_why_a_reminder_comes_later(engine) -> None:
+    cards = night(engine)
+    service = MemoryService(engine=engine, settings=Settings())
+    try:
+        check = service.check_action(
+            principal=WHO,
+            request=CheckActionRequest(tool="book", args={"cabin": "economy", "user": "user_5"}),
+        )
+        result = service.query(
+            principal=WHO,
+            request=QueryRequest(task_state=_call("economy"), explain=True),
+        )
+    finally:
+        service.close()
+    last = check.warnings[-1]
+    assert last["card_id"] == str(cards[SEAT].card_id) and last["scope"] == "tool"
+    assert 'args.cabin == "business"' in last["demoted"]
+    assert all("demoted" not in w for w in check.warnings[:-1])
+    assert result.explain is not None
+    assert [(d.card_id, d.reason) for d in result.explain.demoted] == [
+        (cards[SEAT].card_id, last["demoted"])
+    ]
+    assert result.cards[-1].card.card_id == cards[SEAT].card_id
