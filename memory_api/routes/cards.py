@@ -41,12 +41,15 @@ async def query_cards(body: QueryRequest, who: Caller, request: Request) -> Resp
     return Response(answer, media_type="application/json")
 
 
-@router.post("/v1/cards/check")
-async def check_action(
-    body: CheckActionRequest, who: Caller, service: ServiceDep
-) -> CheckActionResult:
+@router.post("/v1/cards/check", response_model=CheckActionResult)
+async def check_action(body: CheckActionRequest, who: Caller, request: Request) -> Response:
     """Before a call: the cards keyed on this tool and arguments, and their failure modes."""
-    return await to_thread.run_sync(lambda: service.check_action(principal=who, request=body))
+    # the JSON written once, as the query route's (the response model documents the shape)
+    service: MemoryService = request.app.state.service
+    answer = await to_thread.run_sync(
+        lambda: service.check_action_json(principal=who, request=body)
+    )
+    return Response(answer, media_type="application/json")
 
 
 @router.get("/v1/cards")

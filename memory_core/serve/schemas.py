@@ -149,8 +149,13 @@ class UnreadVariable(BaseModel):
     @property
     def message(self) -> str:
         """One line for people: `tol: no card reads this; did you mean tool?`."""
-        hint = f"; did you mean {self.did_you_mean}?" if self.did_you_mean else ""
-        return f"{self.name}: no card reads this{hint}"
+        return unread_message(self.name, self.did_you_mean)
+
+
+def unread_message(name: str, did_you_mean: str | None) -> str:
+    """UnreadVariable's message: `tol: no card reads this; did you mean tool?`."""
+    hint = f"; did you mean {did_you_mean}?" if did_you_mean else ""
+    return f"{name}: no card reads this{hint}"
 
 
 class Demoted(BaseModel):

@@ -17,16 +17,26 @@ from sqlalchemy.engine import Engine
 
 from memory_core.db import READ_ONLY, refresh_statistics
 from memory_core.effects.holdout import split_arms
+from memory_core.models.card import CardPublic
 from memory_core.models.columns import random_row_id, utcnow
 from memory_core.namespaces.delete import Deletion, delete_namespace
 from memory_core.serve.agent_state import as_ingested, unread
-from memory_core.serve.answer import Answer, Hit, RowsNotInMemory, card_hits, plain_json
+from memory_core.serve.answer import (
+    Answer,
+    Hit,
+    RowsNotInMemory,
+    answer_json,
+    card_hits,
+    check_json,
+    plain_json,
+    warnings,
+)
 from memory_core.serve.effect_ops import EffectOperations
 from memory_core.serve.inline import InlineGate
 from memory_core.serve.keys import KeyRing, Principal
 from memory_core.serve.prompt_block import prompt_block
 from memory_core.serve.reads import ReadOperations
-from memory_core.serve.retrieval import Ranked, public_checks, retrieve, warning_scope
+from memory_core.serve.retrieval import Ranked, public_checks, retrieve
 from memory_core.serve.schemas import (
     CheckActionRequest,
     CheckActionResult,
@@ -114,10 +124,14 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
     ) -> QueryResult:
         """Cards whose preconditions hold on the task state, best first (explained on request)."""
         principal.require("read")
-        answer = self._retrieve(principal, request, via=via)
-        hits, retrieval = answer.hits, answer.retrieval
+        return self.result(self._retrieve(principal, request, via=via), request)
+
+    @staticmethod
+    def result(answer: Answer, request: QueryRequest) -> QueryResult:
+        """The answer as the API's models (explained, with a prompt block, as asked)."""
+        retrieval = answer.retrieval
         result = QueryResult(
-            cards=card_hits(hits, explain=request.explain), query_id=answer.query_id
+            cards=card_hits(answer.hits, explain=request.explain), query_id=answer.query_id
         )
         if request.prompt_tokens is not None:
             result.prompt = prompt_block(
@@ -145,18 +159,21 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
         return result
 
     def query_json(self, *, principal: Principal, request: QueryRequest, via: str = "api") -> bytes:
-        """`query` as JSON, the same as `query(...).model_dump_json()` parses to: a plain query
-        (no explain, no prompt) joins the served rows' JSON without model round trips."""
-        if request.explain or request.prompt_tokens is not None:
-            return (
-                self.query(principal=principal, request=request, via=via).model_dump_json().encode()
-            )
+        """`query` as JSON, the same as `query(...).model_dump_json()` parses to, written from
+        the served rows' JSON and retrieval's objects without model round trips."""
         principal.require("read")
         snap = self.snapshots.get(principal.namespace)
+        plain = not request.explain and request.prompt_tokens is None
         started = time.thread_time()  # the feed read above never runs inline: not timed
         answer = self._retrieve(principal, request, via=via, snap=snap)
-        self.inline.saw(principal.namespace, snap, time.thread_time() - started)
-        return plain_json(answer)
+        if plain:
+            self.inline.saw(principal.namespace, snap, time.thread_time() - started)
+            return plain_json(answer)
+        prompt = None
+        if request.prompt_tokens is not None:
+            cards = [CardPublic.model_validate_json(h.card) for h in answer.hits]
+            prompt = prompt_block(cards, max_tokens=request.prompt_tokens)
+        return answer_json(answer, explain=request.explain, prompt=prompt)
 
     def query_json_now(
         self, *, principal: Principal, request: QueryRequest, via: str = "api"
@@ -257,28 +274,25 @@ class MemoryService(ReadOperations, WriteOperations, EffectOperations):
         self, *, principal: Principal, request: CheckActionRequest, via: str = "api"
     ) -> CheckActionResult:
         """Cards keyed on this call (tool, args) and their failure modes: warnings before it."""
+        answer = self._check(principal, request, via=via)
+        return CheckActionResult(
+            tool=request.tool,
+            warnings=warnings(answer.hits, answer.retrieval.demoted),
+            cards=card_hits(answer.hits, explain=False),
+            query_id=answer.query_id,
+        )
+
+    def check_action_json(
+        self, *, principal: Principal, request: CheckActionRequest, via: str = "api"
+    ) -> bytes:
+        """`check_action` as JSON, written without model round trips (as `query_json`)."""
+        return check_json(request.tool, self._check(principal, request, via=via))
+
+    def _check(self, principal: Principal, request: CheckActionRequest, *, via: str) -> Answer:
         state = {**request.task_state, "tool": request.tool, "args": request.args}
         q = QueryRequest(task_state=state, top_k=request.top_k)
         principal.require("read")
-        answer = self._retrieve(principal, q, via=via, needs=_PRE_CALL)
-        cards = card_hits(answer.hits, explain=False)
-        demoted = answer.retrieval.demoted
-        warnings = [
-            {
-                "card_id": str(h.card.card_id),
-                "confidence": h.card.confidence,
-                "mode": fm.get("mode", ""),
-                "handling": fm.get("handling", ""),
-                "scope": warning_scope(hit.match.entry.compiled),
-                # a reminder served after the others: why (the call is not of its kind)
-                **({"demoted": why} if (why := demoted.get(h.card.card_id)) else {}),
-            }
-            for hit, h in zip(answer.hits, cards, strict=True)
-            for fm in h.card.failure_modes
-        ]
-        return CheckActionResult(
-            tool=request.tool, warnings=warnings, cards=cards, query_id=answer.query_id
-        )
+        return self._retrieve(principal, q, via=via, needs=_PRE_CALL)
 
     def delete_namespace(self, *, principal: Principal) -> Deletion:
         """Delete the key's namespace and all it holds, the key included (admin scope)."""
