@@ -27,10 +27,11 @@ from memory_core.backtest.replay import StoredRun, Subject, backtest, stored_run
 from memory_core.backtest.rule import Decision, Tally, decide
 from memory_core.cards.confidence import run_of
 from memory_core.cards.draft_rows import card_snapshot
+from memory_core.cards.evidence import group_unit, grouped_evidence
 from memory_core.consolidate.apply import ACTOR as CONSOLIDATE
 from memory_core.db import read_session, session_scope
 from memory_core.models.backtest import CardBacktest
-from memory_core.models.card import Card, CardEvidence, CardKind, CardStatus, CardVersion
+from memory_core.models.card import Card, CardKind, CardStatus, CardVersion
 from memory_core.models.columns import utcnow
 from memory_core.models.trajectory import Trajectory
 from memory_core.screen.provenance import Origin, origin_of
@@ -274,34 +275,23 @@ def _evidence(session: Session, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, _Ev
     it names an error, the recoveries seen in its runs and whether a run that recovered went on
     to succeed."""
     out: dict[uuid.UUID, _Evidence] = defaultdict(_Evidence)
-    for i in range(0, len(ids), _CHUNK):
-        rows = session.execute(
-            select(
-                col(CardEvidence.card_id),
-                col(CardEvidence.trajectory_id),
-                col(CardEvidence.result),
-                col(Trajectory.task_group),
-            )
-            .outerjoin(Trajectory, col(Trajectory.id) == col(CardEvidence.trajectory_id))
-            .where(col(CardEvidence.card_id).in_(ids[i : i + _CHUNK]))
-        ).all()
-        for cid, tid, result, group in rows:
-            result = result or {}
-            ev = out[cid]
-            ev.contrast = ev.contrast or "contrast" in result
-            run = run_of(result)
-            if run is None or not run.supports:
-                continue
-            ev.units.add(f"group:{group or run.group}" if group or run.group else f"run:{tid}")
-            ev.names_error = ev.names_error or bool(
-                result.get("error") or result.get("error_signature")
-            )
-            if result.get("recovered"):
-                took = result.get("succeeded_with")
-                changed = took.get("changed") if isinstance(took, dict) else None
-                if isinstance(changed, list):
-                    ev.fix_changes.update(str(x) for x in changed if x)
-                ev.fix_confirmed = ev.fix_confirmed or run.outcome == "success"
+    for cid, tid, result, group in grouped_evidence(session, ids):
+        result = result or {}
+        ev = out[cid]
+        ev.contrast = ev.contrast or "contrast" in result
+        run = run_of(result)
+        if run is None or not run.supports:
+            continue
+        ev.units.add(group_unit(group, run, tid))
+        ev.names_error = ev.names_error or bool(
+            result.get("error") or result.get("error_signature")
+        )
+        if result.get("recovered"):
+            took = result.get("succeeded_with")
+            changed = took.get("changed") if isinstance(took, dict) else None
+            if isinstance(changed, list):
+                ev.fix_changes.update(str(x) for x in changed if x)
+            ev.fix_confirmed = ev.fix_confirmed or run.outcome == "success"
     return dict(out)
 
 

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
-from sqlmodel import col
+from sqlmodel import Session, col
 
 from memory_core.cards.confidence import RunEvidence, run_of, runs_of_pair
 from memory_core.db import read_session
 from memory_core.models.card import CardEvidence
+from memory_core.models.trajectory import Trajectory
 
 _CHUNK = 500  # bounded IN lists (SQLite caps bound parameters)
 
@@ -37,3 +39,26 @@ def runs_by_card(
                 if run is not None:
                     out[cid][tid] = runs_of_pair(out[cid].get(tid), run)
     return dict(out)
+
+
+def grouped_evidence(session: Session, card_ids: Sequence[uuid.UUID], *more: Any) -> Iterator[Any]:
+    """Each evidence row of the cards as (card id, run id, result, the run's task group, *more
+    columns of the row), in bounded chunks."""
+    for start in range(0, len(card_ids), _CHUNK):
+        yield from session.execute(
+            select(
+                col(CardEvidence.card_id),
+                col(CardEvidence.trajectory_id),
+                col(CardEvidence.result),
+                col(Trajectory.task_group),
+                *more,
+            )
+            .outerjoin(Trajectory, col(Trajectory.id) == col(CardEvidence.trajectory_id))
+            .where(col(CardEvidence.card_id).in_(list(card_ids[start : start + _CHUNK])))
+        ).all()
+
+
+def group_unit(group: str | None, run: RunEvidence, trajectory_id: uuid.UUID) -> str:
+    """The task group a supporting run counts for: its run's, its evidence's, else its own."""
+    unit = group or run.group
+    return f"group:{unit}" if unit else f"run:{trajectory_id}"

@@ -22,9 +22,9 @@ from sqlalchemy import bindparam, select, update
 from sqlmodel import Session, col
 
 from memory_core.cards.confidence import run_of
+from memory_core.cards.evidence import group_unit, grouped_evidence
 from memory_core.cel_programs import scan_variables
 from memory_core.models.card import Card, CardEvidence
-from memory_core.models.trajectory import Trajectory
 from memory_core.retrospect.call_features import atoms, keyable
 from memory_core.retrospect.placeholders import REDACTED
 from memory_core.screen.values import PLACEHOLDER
@@ -93,23 +93,13 @@ def refresh_profiles(session: Session, card_ids: Iterable[uuid.UUID]) -> int:
         return 0
     calls: dict[uuid.UUID, list[tuple[Any, str]]] = {c: [] for c in cards}
     wanted = sorted(cards, key=str)
-    for i in range(0, len(wanted), _CHUNK):
-        for cid, tid, action, result, group in session.execute(
-            select(
-                col(CardEvidence.card_id),
-                col(CardEvidence.trajectory_id),
-                col(CardEvidence.action),
-                col(CardEvidence.result),
-                col(Trajectory.task_group),
-            )
-            .outerjoin(Trajectory, col(Trajectory.id) == col(CardEvidence.trajectory_id))
-            .where(col(CardEvidence.card_id).in_(wanted[i : i + _CHUNK]))
-        ).all():
-            run = run_of(result or {})
-            if run is None or not run.supports:  # a contrast or contradicting call: no kind of it
-                continue
-            unit = group or run.group  # a run naming no group is its own
-            calls[cid].append((action, f"group:{unit}" if unit else f"run:{tid}"))
+    for cid, tid, result, group, action in grouped_evidence(
+        session, wanted, col(CardEvidence.action)
+    ):
+        run = run_of(result or {})
+        if run is None or not run.supports:  # a contrast or contradicting call: no kind of it
+            continue
+        calls[cid].append((action, group_unit(group, run, tid)))
     params = []
     for cid in wanted:
         prov = cards[cid]
