@@ -12,6 +12,7 @@ from memory_core.errors import InvalidInput
 from memory_core.ingest import conversations
 from memory_core.ingest.limits import DEFAULT_LIMITS, InputLimits, check_record
 from memory_core.ingest.records import RecordCommon, content_hash, outcome_of
+from memory_core.ingest.shrink import cut_observation, cut_text
 from memory_core.models.trajectory import Step, TrajectoryCreate
 from memory_core.task_state import observation_error
 
@@ -93,12 +94,6 @@ def _args(raw: str | dict[str, Any] | None) -> dict[str, Any]:
     return parsed if isinstance(parsed, dict) else {"_value": parsed}
 
 
-def _truncate(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}…[truncated {len(text) - limit} chars]"
-
-
 def _chat_steps(rec: _ChatRecord, max_obs: int, max_msg: int) -> list[Step]:
     steps: list[Step] = []
     open_calls: dict[str, list[int]] = {}  # call id -> unanswered step indices (ids may repeat)
@@ -111,11 +106,11 @@ def _chat_steps(rec: _ChatRecord, max_obs: int, max_msg: int) -> list[Step]:
                 idx = len(steps) - 1
             err = observation_error(text)
             steps[idx] = steps[idx].model_copy(
-                update={"observation": _truncate(text, max_obs), "error": err and err[:1000]}
+                update={"observation": cut_observation(text, max_obs), "error": err and err[:1000]}
             )
             continue
         if text.strip():
-            text = _truncate(text, max_msg)
+            text = cut_text(text, max_msg)
             steps.append(Step(index=len(steps), type="message", role=msg.role, text=text))
         calls = list(msg.tool_calls or [])
         if msg.function_call is not None:
@@ -160,7 +155,7 @@ def _generic_steps(rec: _StepsRecord, max_obs: int, max_msg: int) -> list[Step]:
                     index=len(steps),
                     type="message",
                     role=raw.role or "assistant",
-                    text=_truncate(raw.text or raw.content or "", max_msg),
+                    text=cut_text(raw.text or raw.content or "", max_msg),
                     ts=ts,
                 )
             )
@@ -176,7 +171,7 @@ def _generic_steps(rec: _StepsRecord, max_obs: int, max_msg: int) -> list[Step]:
                 type="tool_call",
                 tool=raw.tool,
                 args=_args(raw.args),
-                observation=_truncate(obs_text, max_obs) if obs_text else None,
+                observation=cut_observation(obs_text, max_obs) if obs_text else None,
                 error=err and err[:1000],
                 ts=ts,
             )
@@ -203,7 +198,7 @@ def parse_record(
         )
         cap = limits.max_message_chars
         steps = [
-            s.model_copy(update={"text": _truncate(s.text, cap)}) if s.text else s
+            s.model_copy(update={"text": cut_text(s.text, cap)}) if s.text else s
             for s in conv.steps
         ]
         return conv.model_copy(update={"steps": steps})

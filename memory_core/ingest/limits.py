@@ -28,7 +28,9 @@ class InputLimits(BaseModel):
     max_field_chars: int = Field(default=200_000, ge=1000, description="any other string")
     max_json_depth: int = Field(default=64, ge=4, le=500, description="nesting of a record")
     max_observation_chars: int = Field(
-        default=4000, ge=1, description="longer tool results are cut, with a marker"
+        default=4000,
+        ge=1,
+        description="longer tool results are cut, with a marker (JSON ones stay valid JSON)",
     )
     max_expression_chars: int = Field(
         default=512, ge=16, description="a longer precondition is refused"
