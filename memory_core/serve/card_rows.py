@@ -94,7 +94,9 @@ Profile = tuple[CompiledPrecondition, ...]
 def _origin(provenance: Any) -> tuple[float, Profile]:
     """The origin's weight and the compiled profile of a parsed provenance."""
     prov = provenance if isinstance(provenance, dict) else {}
-    return trust(prov), tuple(shared_compiled(p["expr"]) for p in stored_profile(prov))
+    # a regular expression last: it costs ~70 us where an equality costs 0.3 (serve/profiles)
+    exprs = sorted((p["expr"] for p in stored_profile(prov)), key=lambda e: ".matches(" in e)
+    return trust(prov), tuple(shared_compiled(e) for e in exprs)
 
 
 def _trust(stored: Any, memo: LoadMemo | None) -> tuple[float, Profile]:

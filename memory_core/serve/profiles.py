@@ -26,19 +26,25 @@ def warning_scope(compiled: Sequence[CompiledPrecondition]) -> str:
     return "tool" if all(c.variables <= {"tool"} for c in compiled) else "call"
 
 
-def lacks(profile: Sequence[CompiledPrecondition], context: Any, keys: frozenset[str]) -> list[str]:
-    """The profile's features the call lacks; none when the state gives no arguments at all
-    (nothing to contradict) or a feature cannot be evaluated."""
-    out = []
+def lacks(
+    profile: Sequence[CompiledPrecondition],
+    context: Any,
+    keys: frozenset[str],
+    seen: dict[str, bool],
+) -> str | None:
+    """The first of the profile's features the call lacks (None: it has them all, the state
+    gives no arguments at all, or a feature cannot be evaluated). `seen`: the verdicts of this
+    call so far, as a tool's reminders share features (a regular expression costs ~70 us)."""
     for c in profile:
         if not c.variables <= keys:
-            return []
-        verdict = check(c, context, keys).verdict
-        if verdict is Verdict.error:
-            continue
-        if verdict is not Verdict.held:
-            out.append(c.source)
-    return out
+            return None
+        has = seen.get(c.source)
+        if has is None:
+            verdict = check(c, context, keys).verdict
+            has = seen[c.source] = verdict is Verdict.held or verdict is Verdict.error
+        if not has:
+            return c.source
+    return None
 
 
 def demote(
@@ -53,16 +59,20 @@ def demote(
     if not profiles:
         return {}
     why: dict[uuid.UUID, str] = {}
-    for m in matches[:top_k]:
+    seen: dict[str, bool] = {}
+    top, ahead, late = matches[:top_k], [], []
+    for m in top:
         profile = profiles.get(m.entry.card_id)
+        missing = None
         if profile and warning_scope(m.entry.compiled) == "tool":
-            missing = lacks(profile, context, keys)
-            if missing:
-                why[m.entry.card_id] = (
-                    "its errors came with calls where "
-                    + "; ".join(missing)
-                    + ", and this call is not one"
-                )
-    if why:
-        matches[:top_k] = sorted(matches[:top_k], key=lambda m: m.entry.card_id in why)
+            missing = lacks(profile, context, keys, seen)
+        if missing is None:
+            ahead.append(m)
+        else:
+            late.append(m)
+            why[m.entry.card_id] = (
+                f"its errors came with calls where {missing}, and this call is not one"
+            )
+    if late:
+        matches[: len(top)] = ahead + late
     return why
