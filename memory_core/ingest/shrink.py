@@ -18,12 +18,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from functools import partial
+from json.encoder import encode_basestring
 from typing import Any
 
 # Longest kept string in each round: whole strings first, then ever shorter heads.
 _STRING_CAPS = (None, 2000, 500, 200, 80, 32)
 _MAX_DEPTH = 100  # deeper values fall back to the text cut (a recursion bound of our own)
 _KEYS_MARKER = "…"
+_CONSTANTS = {None: "null", True: "true", False: "false"}
 
 
 def cut_text(text: str, limit: int) -> str:
@@ -79,12 +81,17 @@ def _render(
 
 
 def _largest(render: Callable[[int], str | None], high: int) -> str | None:
-    """The render of the largest n in 1..high that fits (None when none does), by bisection;
-    fitting is monotone in n up to a marker's few characters, so this is near the best."""
+    """The render of the largest n in 1..high that fits (None when none does): doubling n
+    while it fits, then bisecting; fitting is monotone in n up to a marker's few characters,
+    so this is near the best. Small n first, as their renders are the cheap ones."""
     best = render(1)
-    if best is None:
-        return None
     low = 1
+    while best is not None and low < high:
+        n = min(2 * low, high)
+        if (text := render(n)) is None:
+            high = n - 1
+            break
+        low, best = n, text
     while low < high:
         mid = (low + high + 1) // 2
         if (text := render(mid)) is None:
@@ -133,8 +140,10 @@ class _Writer:
             self._list(value, depth)
         elif isinstance(value, dict):
             self._object(value, depth)
-        else:  # numbers, booleans, null
-            self._put(json.dumps(value))
+        elif value is None or isinstance(value, bool):
+            self._put(_CONSTANTS[value])
+        else:  # int or float, written as json writes them
+            self._put(float.__repr__(value) if isinstance(value, float) else int.__repr__(value))
 
     def _string(self, text: str, cap: int | None) -> None:
         marker = ""
@@ -175,4 +184,7 @@ class _Writer:
 def _encode(text: str) -> str:
     # Non-ASCII text stays as it is (an escape costs six characters of the limit); a lone
     # surrogate, which UTF-8 cannot hold, becomes its JSON escape.
-    return json.dumps(text, ensure_ascii=False).encode("utf-8", "backslashreplace").decode()
+    encoded: str = encode_basestring(text)
+    if encoded.isascii():
+        return encoded
+    return encoded.encode("utf-8", "backslashreplace").decode()
