@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from sqlalchemy import select
 from sqlmodel import Session
 
 from memory_core.facts.stage import extract_facts
 from memory_core.ingest.formats import parse_record
 from memory_core.ingest.limits import InputLimits
+from memory_core.ingest.otlp.receive import ingest_spans
+from memory_core.ingest.otlp.spans import decode
 from memory_core.ingest.shrink import cut_observation, cut_text
 from memory_core.ingest.store import ingest
 from memory_core.models.card import Card
@@ -81,6 +88,33 @@ def test_a_long_json_list_is_stored_as_json_within_the_limit(engine) -> None:
             json.loads(json.dumps(r)) for r in RECORDS[: len(whole)]
         ]
         assert marker == f"…[{len(RECORDS) - len(whole)} more items]"
+
+
+def test_a_long_json_result_of_a_traced_tool_call_is_stored_as_json(engine) -> None:
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("t")
+    agent = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"}
+    with tracer.start_as_current_span("invoke_agent support", attributes=agent):
+        tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search_accounts"}
+        with tracer.start_as_current_span("execute_tool", attributes=tool) as span:
+            span.set_attribute("gen_ai.tool.call.result", json.dumps({"results": RECORDS}))
+    provider.shutdown()
+    body = encode_spans(memory.get_finished_spans()).SerializeToString()
+    report = ingest_spans(
+        engine=engine,
+        namespace="ns",
+        spans=decode(body, "application/x-protobuf").spans,
+        task_type="support",
+        limits=InputLimits(max_observation_chars=LIMIT),
+        wait=timedelta(minutes=5),
+    )
+    assert report.stored == 1
+    (observation,) = _observations(engine).values()
+    results = json.loads(observation)["results"]
+    assert len(observation) <= LIMIT and results[0]["membership"] == "platinum"
+    assert results[-1] == f"…[{len(RECORDS) - len(results) + 1} more items]"
 
 
 def test_re_ingesting_the_same_record_changes_nothing(engine) -> None:
