@@ -70,44 +70,56 @@ def check_json(
 ) -> None:
     """Refuse (InvalidInput naming the field) NUL, lone surrogates, NaN/Infinity, too deep
     nesting and too long strings anywhere in a JSON value. Iterative: depth is no danger."""
-    stack: list[tuple[Any, str, int]] = [(value, field, 0)]
+    # a node's path is a link to its parent's, spelled out only for an error: a large record
+    # (200k items) is walked without building a string per node
+    stack: list[tuple[Any, _Link, int]] = [(value, (None, field) if field else None, 0)]
     while stack:
-        v, path, depth = stack.pop()
+        v, link, depth = stack.pop()
         if depth > limits.max_json_depth:
             raise InvalidInput(
-                f"nested deeper than {limits.max_json_depth} levels", record=record, field=path
+                f"nested deeper than {limits.max_json_depth} levels",
+                record=record,
+                field=_spelled(link),
             )
         if isinstance(v, str):
-            _check_text(v, record=record, field=path, limits=limits)
+            if (problem := _text_problem(v, limits)) is not None:
+                raise InvalidInput(problem, record=record, field=_spelled(link) or None)
         elif isinstance(v, float):
             if not math.isfinite(v):
                 raise InvalidInput(
                     f"{v} is not a finite number (JSON has no NaN or Infinity)",
                     record=record,
-                    field=path,
+                    field=_spelled(link),
                 )
         elif isinstance(v, dict):
             for k, item in v.items():
-                key = str(k)
-                sub = f"{path}.{printable(key)}" if path else printable(key)
-                _check_text(key, record=record, field=sub, limits=limits)
+                sub = (link, k)
+                if (problem := _text_problem(str(k), limits)) is not None:
+                    raise InvalidInput(problem, record=record, field=_spelled(sub))
                 stack.append((item, sub, depth + 1))
         elif isinstance(v, list | tuple):
-            stack.extend(
-                (item, f"{path}.{i}" if path else str(i), depth + 1) for i, item in enumerate(v)
-            )
+            stack.extend((item, (link, i), depth + 1) for i, item in enumerate(v))
 
 
-def _check_text(text: str, *, record: str | None, field: str, limits: InputLimits) -> None:
-    problem = text_problem(text)
+_Link = tuple[Any, Any] | None  # (the parent's link, this node's key or index)
+
+
+def _spelled(link: _Link) -> str:
+    parts: list[str] = []
+    while link is not None:
+        link, key = link
+        parts.append(printable(str(key)))
+    return ".".join(reversed(parts))
+
+
+def _text_problem(text: str, limits: InputLimits) -> str | None:
+    # ASCII text holds no lone surrogate: only NUL to look for, without encoding a copy
+    problem = ("\x00" in text and text_problem(text)) if text.isascii() else text_problem(text)
     if problem:
-        raise InvalidInput(problem, record=record, field=field or None)
+        return problem
     if len(text) > limits.max_field_chars:
-        raise InvalidInput(
-            f"{len(text)} characters, more than the {limits.max_field_chars} allowed",
-            record=record,
-            field=field or None,
-        )
+        return f"{len(text)} characters, more than the {limits.max_field_chars} allowed"
+    return None
 
 
 def check_record(
