@@ -25,6 +25,7 @@ from memory_core.cards.confidence import run_of
 from memory_core.cards.evidence import group_unit, grouped_evidence
 from memory_core.cel_programs import scan_variables
 from memory_core.models.card import Card, CardEvidence
+from memory_core.retention.evidence import REMOVED
 from memory_core.retrospect.call_features import atoms, keyable
 from memory_core.retrospect.placeholders import REDACTED
 from memory_core.screen.values import PLACEHOLDER
@@ -45,9 +46,15 @@ def _clean(text: str) -> bool:
     return PLACEHOLDER not in low and REDACTED.casefold() not in low
 
 
+def _removed(args: Any) -> bool:
+    return isinstance(args, dict) and REMOVED in args.values()
+
+
 def profile_of(calls: Sequence[tuple[Mapping[str, Any] | None, str]]) -> list[dict[str, str]]:
     """The features every call had (calls: (action, task group)), in a stable order; empty
     below MIN_GROUPS groups. A withheld or redacted value is never a feature."""
+    # a call whose run retention summarised (its values removed) has no kinds left to tell
+    calls = [(a, g) for a, g in calls if not _removed((a or {}).get("args"))]
     if len({g for _, g in calls}) < MIN_GROUPS:
         return []
     shared: dict[str, str] | None = None

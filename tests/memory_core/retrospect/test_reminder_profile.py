@@ -10,6 +10,7 @@ from sqlmodel import Session, col
 from memory_core.cards.profile import PROFILE, profile_of, stored_profile
 from memory_core.ingest.store import ingest
 from memory_core.models.card import Card, CardStatus
+from memory_core.retention.evidence import REMOVED
 from memory_core.screen.values import PLACEHOLDER
 from tests.helpers.pipeline import retrospect_all
 
@@ -89,5 +90,9 @@ def test_no_withheld_or_redacted_value_enters_a_profile() -> None:
     ]
     assert profile_of(calls) == [{"expr": 'args.cabin == "economy"', "text": 'cabin = "economy"'}]
     assert profile_of(calls[:1]) == []  # one group
+    # a run retention summarised keeps its argument names only: it tells no kind
+    summarised = ({"args": {"cabin": REMOVED, "note": REMOVED}}, "g3")
+    assert profile_of([*calls, summarised]) == profile_of(calls)
+    assert profile_of([calls[0], summarised]) == []
     poisoned = {PROFILE: [{"expr": f'args.note == "{PLACEHOLDER}"', "text": "x"}]}
     assert stored_profile(poisoned) == []
