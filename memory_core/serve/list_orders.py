@@ -61,9 +61,14 @@ def order_of(
         if cached[0] is not cards and (order := _patch(snap, cached, cards, b, spec)) is not None:
             snap.orders[name] = cached = (cards, cached[1], *order)
         if order is not None:
-            # a restored file's orders, older than close_enough allows, are made again by
-            # the background ordering (serve/warm.py): walked meanwhile, not resorted here
-            if cached[1] is b or close_enough(cached[1], b) or snap.warming in (None, "started"):
+            # a restored file's orders, older than close_enough allows, and a big snapshot's
+            # after a renewal are made again by the background ordering (serve/warm.py):
+            # walked meanwhile, not resorted here
+            if (
+                cached[1] is b
+                or close_enough(cached[1], b)
+                or snap.warming in (None, "started", "renewed")
+            ):
                 return order
             sup = b.weights.support
             made = resort_step(snap, name, cards, b, budget, lambda e: bound_of(e, b, sup, spec))

@@ -85,12 +85,16 @@ def lazy_top(
         if snap.orders_epoch is not b:
             if snap.orders_epoch is None or not loosens(snap.orders_epoch, b):
                 snap.orders = {}  # the old keys may not bound the new scores
+            elif snap.warming == "done":
+                # a big snapshot's lists are ordered anew in the background (serve/warm.py);
+                # queries walk the old orders meanwhile (valid, looser) instead of resorting
+                snap.warming = "renewed"
             snap.orders_epoch, snap.resorts = b, {}
         if snap.touched:
             fold(snap, b, sup, specificity, max(FOLD_STEP, len(snap.touched) - FOLD))
         budget = [STEP]
         orders = [order_of(snap, name, cards, b, specificity, budget) for name, cards in lists]
-    if snap.warming is None:  # the first walk: the other lists are ordered meanwhile
+    if snap.warming in (None, "renewed"):  # the first walk, or a new epoch: ordered meanwhile
         start_warming(snap, b, specificity)
     late = [
         e

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass, field
-from operator import itemgetter
 from typing import Any
 
 from memory_core.serve.entry import Entry, untracked
@@ -29,11 +28,19 @@ STEP = 512  # new bounds computed per query across the lists it touches (~1 ms)
 
 @dataclass
 class Resort:
-    """One list's new order in progress: the bounds computed so far, by card."""
+    """One list's new order in progress: the new keys of its first `at` cards, and the card
+    and bound each key was computed for (by position: arrays and lists of references, not a
+    tuple per card, so a resort of a big list gives the cycle collector nothing to walk)."""
 
     epoch: Bounds
-    done: dict[int, tuple[float, Entry, Bound]] = field(default_factory=dict)
-    at: int = 0  # the next position of the list to bound
+    keys: array[float] = field(default_factory=lambda: array("d"))
+    cards: list[Entry] = field(default_factory=list)
+    bounds: list[Bound] = field(default_factory=list)
+
+    @property
+    def at(self) -> int:
+        """The next position of the list to bound."""
+        return len(self.keys)
 
 
 def resort_step(
@@ -49,25 +56,26 @@ def resort_step(
     progress: Resort | None = snap.resorts.get(name)
     if progress is None or progress.epoch is not b:
         progress = snap.resorts[name] = Resort(b)
-    n = min(len(cards) - progress.at, budget[0])
+    at = progress.at
+    n = min(len(cards) - at, budget[0])
     if n > 0:
-        for e in cards[progress.at : progress.at + n]:
+        keys, done, bounds = progress.keys, progress.cards, progress.bounds
+        for e in cards[at : at + n]:
             got = bound(e)
-            progress.done[id(e)] = (-(got[1] + got[2]), e, e.bound)
-        progress.at += n
+            keys.append(-(got[1] + got[2]))
+            done.append(e)
+            bounds.append(e.bound)
         budget[0] -= n
     if progress.at < len(cards):
         return None
     del snap.resorts[name]
-    pairs: list[tuple[float, Entry]] = []
-    for e in cards:  # the list as it is now: cards added or changed meanwhile bounded here
-        had = progress.done.get(id(e))
-        if had is not None and had[1] is e and had[2] is e.bound:
-            key = had[0]
-        else:
+    keys, done, bounds = progress.keys, progress.cards, progress.bounds
+    for i, e in enumerate(cards):
+        # the list as it is now: a card added, moved or changed meanwhile is bounded here
+        if done[i] is not e or bounds[i] is not e.bound:
             got = bound(e)
-            key = -(got[1] + got[2])
-        e.sortkey = key
-        pairs.append((key, e))
-    pairs.sort(key=itemgetter(0))
-    return untracked([e for _, e in pairs]), array("d", [k for k, _ in pairs])
+            keys[i] = -(got[1] + got[2])
+        e.sortkey = keys[i]
+    # positions by key: stable, so ties keep the list's order, as sorting (key, card) pairs did
+    order = sorted(range(len(cards)), key=keys.__getitem__)
+    return untracked([cards[i] for i in order]), array("d", [keys[i] for i in order])

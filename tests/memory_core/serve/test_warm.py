@@ -206,3 +206,50 @@ def test_orders_too_old_to_stand_are_made_again_in_the_background(monkeypatch) -
     for state in STATES:
         kw = dict(snapshot=snap, state=state, now=now, weights=w)
         assert _key(retrieve(**kw)) == _key(retrieve(**kw, bounded_from=10**9))  # type: ignore[arg-type]
+
+
+def test_a_renewed_epoch_is_ordered_in_the_background_not_in_the_queries(monkeypatch) -> None:
+    """The most-used card's count grows past what the orders stand for (close_enough): the
+    lists of a big snapshot are ordered for the new epoch in the background while queries walk
+    the old orders, resorting nothing in steps; rankings are exact throughout, and the
+    collector's generations are frozen after the first ordering only."""
+    monkeypatch.setattr(warm_module, "WARM_FROM", 500)
+    monkeypatch.setattr(warm_module, "SMALL", 4)
+    monkeypatch.setattr(warm_module, "PAUSE_S", 0.0)
+    frozen: list[int] = []
+    monkeypatch.setattr(warm_module.gc, "freeze", lambda: frozen.append(1))
+    rnd = random.Random(9)
+    now = utcnow()
+    snap = _snapshot([_entry(rnd, now - timedelta(hours=3), i) for i in range(3000)])
+    w = RankingWeights()
+    retrieve(snapshot=snap, state=STATES[0], now=now, weights=w)
+    _wait_done(snap)
+    old = snap.orders_epoch
+    big = [(name, cards) for name, cards in named_lists(snap.index) if len(cards) >= 4]
+    assert len(big) >= 5 and all(snap.orders[name][1] is old for name, _ in big)
+    snap.max_uses = old.max_uses * 3 + 10  # uses since: bounds renewed, orders too loose
+    gate = threading.Event()
+    real = warm_module.sorted_order
+
+    def held_back(cards, bb, spec):  # type: ignore[no-untyped-def]
+        assert gate.wait(20)
+        return real(cards, bb, spec)
+
+    monkeypatch.setattr(warm_module, "sorted_order", held_back)
+    try:
+        for state in STATES[:24]:
+            for query in (None, "same words"):
+                kw = dict(snapshot=snap, state=state, now=now, weights=w, query=query)
+                assert _key(retrieve(**kw)) == _key(retrieve(**kw, bounded_from=10**9))  # type: ignore[arg-type]
+        new = snap.orders_epoch
+        assert new is not old and snap.warming == "started"
+        assert not snap.resorts  # walked, not resorted, while the background is on them
+        assert all(snap.orders[name][1] is old for name, _ in big)
+    finally:
+        gate.set()
+    _wait_done(snap)
+    assert all(snap.orders[name][1] is new for name, _ in big)
+    assert frozen == [1]
+    for state in STATES:
+        kw = dict(snapshot=snap, state=state, now=now, weights=w)
+        assert _key(retrieve(**kw)) == _key(retrieve(**kw, bounded_from=10**9))  # type: ignore[arg-type]
