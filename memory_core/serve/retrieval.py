@@ -77,15 +77,8 @@ def score_entry(
         e, now=now, max_uses=max_uses, w=w, query=query
     )
     # built unvalidated: every field is a float computed here, and validation cost more than
-    # the ranking itself when a query matched a hundred cards
-    return Score.model_construct(
-        confidence=e.confidence,
-        recency=recency,
-        use_frequency=frequency,
-        specificity=spec,
-        text_similarity=similarity,
-        score=score,
-    )
+    # the ranking itself when a query matched a hundred cards (Score.of)
+    return Score.of(e.confidence, recency, frequency, spec, similarity, score)
 
 
 def _score_terms(

@@ -12,6 +12,7 @@ from memory_core.serve.schemas import (
     CheckActionResult,
     QueryRequest,
     QueryResult,
+    Score,
 )
 from memory_core.serve.service import MemoryService
 from tests.helpers.serve import add_card, keys_for
@@ -112,3 +113,17 @@ def test_a_demoted_reminder_is_written_as_the_models_write_it(settings, engine) 
     direct = json.loads(check_json("book", answer))
     assert direct == json.loads(modelled.model_dump_json())
     assert [w for w in direct["warnings"] if "demoted" in w]
+
+
+def test_a_score_built_fast_is_what_model_construct_builds() -> None:
+    terms = dict(
+        confidence=0.5, recency=0.25, use_frequency=0.1, specificity=0.2, text_similarity=None
+    )
+    fast, slow = Score.of(*terms.values(), score=0.7), Score.model_construct(**terms, score=0.7)
+    assert fast == slow and type(fast) is Score
+    assert list(fast.__dict__.items()) == list(slow.__dict__.items())  # plain_json's order
+    assert fast.model_fields_set == slow.model_fields_set
+    assert fast.model_dump_json() == slow.model_dump_json()
+    fast.support = slow.support = 0.5  # retrieval sets it on the matches of a state
+    assert fast == slow and fast.model_fields_set == slow.model_fields_set
+    assert fast.model_fields_set is not Score.of(*terms.values(), score=0.7).model_fields_set
