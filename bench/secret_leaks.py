@@ -19,7 +19,12 @@ its value (or its HTML or JSON escaping) appears there:
 * console: the console's pages signed in with the key: card lists per status, every card,
   every planted run's trajectory page at every step window, facts, overview, dead letters;
 * logs: every log record of the whole run (ingest, stages, server);
-* llm_prompts: every request the scripted LLM server received.
+* llm_prompts: every request the scripted LLM server received;
+* prefect: the same planted runs (and each phrasing once more as a run's own id) through the
+  real nightly flow on an in-process Prefect API, one night with the LLM stage answering and
+  one with it down (500s): every artifact, log, state message, task run name and persisted
+  result of the flow run and its task runs, and the CLI's dead-letter listings
+  (bench/secret_prefect.py; the clean runs' night counts the markers in its artifacts).
 
 The same pipeline on the clean data counts redaction markers in what is served
 (false-positive redactions), and every string of the clean data is scanned too.
@@ -250,10 +255,11 @@ def _plant_tau(run: dict[str, Any], text: str, place: str, rid: str) -> dict[str
     return run
 
 
-def _plant_locomo(sample: dict[str, Any], text: str, rid: str) -> dict[str, Any]:
+def _plant_locomo(sample: dict[str, Any], text: str | None, rid: str) -> dict[str, Any]:
     conv = sample["conversation"]
     turns = [dict(t) for t in conv["session_1"][:12]]
-    turns.insert(3, {"speaker": turns[2]["speaker"], "dia_id": "D1:secret", "text": text})
+    if text is not None:  # None: the same cut of the conversation, nothing planted
+        turns.insert(3, {"speaker": turns[2]["speaker"], "dia_id": "D1:secret", "text": text})
     return {
         "sample_id": rid,
         "conversation": {
@@ -434,6 +440,7 @@ def main() -> None:
 
     llm_records = [(f"llm-{n}", {**r, "id": "llm-" + r["id"]}) for n, r in tau_records]
 
+    from bench.secret_prefect import PARTS, prefect_nights, prefect_report
     from bench.secret_surfaces import LogCapture, learn_with_llm, read_surfaces
     from memory_core.models.trajectory import Trajectory
     from memory_core.serve.keys import create_key
@@ -446,6 +453,7 @@ def main() -> None:
         logging.getLogger(name).setLevel(logging.DEBUG)
 
     tmp = Path(tempfile.mkdtemp())
+    dbs: list[str] = []  # the Prefect nights' databases, dropped at the end
     dbname = None
     if args.backend == "postgresql":
         dbname = f"bench_secrets_{uuid.uuid4().hex[:8]}"
@@ -500,14 +508,27 @@ def main() -> None:
             served_clean = _served(svc, "clean", _states(tau[:40]), queries + speakers)
         finally:
             svc.close()
+        t0 = time.perf_counter()
+        clean = [(f"clean-{n}", {**tau[i % len(tau)], "id": f"clean-tau-{i}"})
+                 for i, (n, *_) in enumerate(VARIANTS)]  # fmt: skip
+        clean += [(f"clean-loc-{i}", _plant_locomo(locomo[i % len(locomo)], None,
+                   f"clean-loc-{i}")) for i in range(len(VARIANTS))]  # fmt: skip
+        pg = PG_ADMIN.rsplit("/", 1)[0] if args.backend == "postgresql" else None
+        # and each phrasing as a run's own id: the key its dead letter, task run and log
+        # lines are named by
+        keyed = [(f"key-{p['variant']}", {**tau[(i + 44) % len(tau)], "id": p["text"]})
+                 for i, p in enumerate(planted)]  # fmt: skip
+        nights = prefect_nights(tau_records + loc_records + keyed, clean, pg, dbs)
+        prefect_seconds = round(time.perf_counter() - t0, 1)
     finally:
         engine.dispose()
         logging.getLogger().removeHandler(logs)
-        if dbname:
+        for name in [n for n in (dbname, *dbs) if n]:
             with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     surfaces["llm_prompts"] = prompts
     surfaces["logs"] = logs.lines
+    surfaces["prefect"] = [t for n in ("planted", "outage") for p in PARTS for t in nights[n][p]]
 
     blobs = {name: "\n".join(texts) for name, texts in surfaces.items()}
     by_surface: dict[str, Any] = {}
@@ -544,6 +565,7 @@ def main() -> None:
         "clean_served_redaction_markers": clean_markers,
         "served_texts_checked_clean": len(served_clean),
         "pipeline": runs,
+        "prefect": prefect_report(nights, planted, _visible, MARKER, prefect_seconds),
         "missed_by_redact": [p["variant"] for p in planted if not has_secret(p["text"])],
     }
     RESULTS.mkdir(parents=True, exist_ok=True)

@@ -12,6 +12,7 @@ from datetime import datetime
 
 from prefect.artifacts import create_markdown_artifact
 
+from flows.redacted import for_ui
 from memory_core.changes import Change, changes_since
 from memory_core.models.retention import NamespaceRetention
 from memory_core.retention.policy import runs_since
@@ -75,9 +76,11 @@ def publish_changes(settings: Settings, since: datetime) -> int:
         else "the console's Changes page (set HINDSIGHT_SERVE__CONSOLE_URL to link it here)"
     )
     create_markdown_artifact(
-        changes_text(found, console)
-        + retention_text(runs_since(engine, since))
-        + f"\n\nThe same list: `hindsight changes --since {since.isoformat()}`, or {page}.",
+        for_ui(
+            changes_text(found, console)
+            + retention_text(runs_since(engine, since))
+            + f"\n\nThe same list: `hindsight changes --since {since.isoformat()}`, or {page}."
+        ),
         key=CHANGES_KEY,
         description="What changed in the cards tonight, and why",
     )

@@ -8,6 +8,7 @@ from typing import Any
 
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
+from flows.redacted import for_ui, rows_for_ui
 from flows.summary import NightlySummary
 
 SUMMARY_KEY = "nightly-summary"  # artifact keys: lowercase letters, digits and dashes
@@ -69,7 +70,7 @@ def failure_text(by_error: dict[str, int], facts_failed: list[str], shown: int =
     """The commonest reasons LLM calls failed, with how many calls each ("" when none)."""
     counts = dict(by_error)
     for line in facts_failed:  # "key: error": the facts stage's parked runs, one call each
-        why = "facts: " + line.split(": ", 1)[-1].splitlines()[0][:80]
+        why = "facts: " + for_ui(line.split(": ", 1)[-1].splitlines()[0])[:80]
         counts[why] = counts.get(why, 0) + 1
     top = sorted(counts.items(), key=lambda kv: -kv[1])
     text = "; ".join(f"{n} x {why}" for why, n in top[:shown])
@@ -88,7 +89,7 @@ def named_cards(ids: Sequence[uuid.UUID], total: int, shown: int = 10) -> str:
 def publish_summary(summary: NightlySummary) -> None:
     """A table artifact with every count (key nightly-summary, so the Artifacts page keeps its
     history), and a markdown one only when something was dead-lettered (the alert hook)."""
-    rows = summary_rows(summary)
+    rows = rows_for_ui(summary_rows(summary))  # failure reasons quote errors and keys
     create_table_artifact(
         rows,
         key=SUMMARY_KEY,
@@ -97,13 +98,13 @@ def publish_summary(summary: NightlySummary) -> None:
     o = summary.outcome
     if o.dead_letters or o.failures:
         create_markdown_artifact(
-            dead_letter_text(o.dead_letters, o.failures),
+            for_ui(dead_letter_text(o.dead_letters, o.failures)),
             key=DEAD_LETTER_KEY,
             description="Dead letters and failures in this nightly run",
         )
     if o.rejections:
         create_markdown_artifact(
-            rejection_text(o.rejections),
+            for_ui(rejection_text(o.rejections)),
             key=REJECTIONS_KEY,
             description="Answers and drafts rejected for their content in this nightly run",
         )

@@ -11,6 +11,7 @@ from prefect.futures import wait
 
 from flows.naming import run_name, thread_runner
 from flows.params import RetrospectParams
+from flows.redacted import for_ui
 from flows.stages import count_dead_letters, final_state, redrive_if_retry, stage
 from flows.summary import RunOutcome
 from memory_core.errors import LLMTransient
@@ -45,7 +46,7 @@ def _failure(state: State, settings: Settings, summary: RetrospectSummary) -> st
         summary.failed_call(f"task ended {state.name}", 1)
         return f"task ended {state.name}: {state.message}"
     n = len(settings.llm.retry_delays_s) + 1 if isinstance(exc, LLMTransient) else 1
-    summary.failed_call(f"{type(exc).__name__}: {str(exc).splitlines()[0][:80]}", n)
+    summary.failed_call(f"{type(exc).__name__}: {for_ui(str(exc).splitlines()[0])[:80]}", n)
     tries = f"after {n} tries" if n > 1 else "not retried"
     # the run's rule lesson is stored already: only its LLM part waits for a re-drive
     return f"LLM part: {type(exc).__name__}: {exc} ({tries})"

@@ -20,6 +20,7 @@ from prefect.runtime import flow_run
 from prefect.states import Completed, Failed
 from pydantic import BaseModel
 
+from flows.redacted import for_ui
 from flows.summary import RunOutcome, verdict
 from memory_core.retrospect.dead_letters import (
     dead_parts,
@@ -96,7 +97,8 @@ def stage(
         return run()
     # a failing stage must not cost the stages after it their run (nor the summary)
     except Exception as exc:  # noqa: BLE001
-        outcome.failures.append(f"{name}: {type(exc).__name__}: {exc}"[:500])
+        # redacted before it is cut: a secret cut in two is no longer found
+        outcome.failures.append(for_ui(f"{name}: {type(exc).__name__}: {exc}")[:500])
         (log or get_run_logger()).error("stage %s failed: %s: %s", name, type(exc).__name__, exc)
         return empty
 
@@ -110,16 +112,21 @@ def count_dead_letters(settings: Settings, outcome: RunOutcome, run: str | None 
     # every one: the run's message and Retry count them all, beyond any listing's page
     engine = engine_for(settings)
     rows = list_dead_letters(engine=engine, run_id=run, limit=None)
-    named = [  # one line a run: a run is one dead letter, whichever parts were parked
-        f"{r.key}: "
-        + "; ".join(
-            f"{'facts: ' if p.part == 'facts' else ''}{p.error}" for p in dead_parts(r, run_id=run)
+    # one line a run: a run is one dead letter, whichever parts were parked; the lines go to
+    # the run's artifact and state message, so keys and errors are redacted (then cut)
+    named = [
+        f"{for_ui(r.key)}: "
+        + for_ui(
+            "; ".join(
+                f"{'facts: ' if p.part == 'facts' else ''}{p.error}"
+                for p in dead_parts(r, run_id=run)
+            )
         )[:300]
         for r in rows
     ]
     outcome.dead_letters = named + outcome.dead_letters
     outcome.rejections = [
-        f"{x.key} ({x.part}): {x.reason}"[:300] + (f" ({REPEAT_NOTE})" if x.repeats else "")
+        for_ui(f"{x.key} ({x.part}): {x.reason}")[:300] + (f" ({REPEAT_NOTE})" if x.repeats else "")
         for x in list_rejections(engine=engine, run_id=run, limit=None)
     ]
     if outcome.redriven:

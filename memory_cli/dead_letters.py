@@ -35,7 +35,7 @@ def list_cmd(
                 [
                     {
                         "id": str(r.id),
-                        "key": r.key,
+                        "key": redact(r.key),  # an agent may name its runs by a secret
                         "namespace": r.namespace,
                         "attempts": r.attempts,
                         "parts": [p.part for p in dead_parts(r)],
@@ -50,7 +50,13 @@ def list_cmd(
             f"dead letters: {shown_of(len(rows), total)}",
             ["id", "key", "namespace", "attempts", "error"],
             [
-                [str(r.id), r.key[:40], r.namespace, r.attempts, redact(dead_letter_error(r))]
+                [
+                    str(r.id),
+                    redact(r.key)[:40],
+                    r.namespace,
+                    r.attempts,
+                    redact(dead_letter_error(r)),
+                ]
                 for r in rows
             ],
         )

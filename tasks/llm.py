@@ -24,6 +24,7 @@ from memory_core.errors import LLMTransient, NotFound
 from memory_core.heartbeat import Liveness
 from memory_core.models.drafts import Extraction, Extractor, view_of
 from memory_core.models.trajectory import Trajectory
+from memory_core.redact import redact
 from memory_core.retrospect.claims import claim_batch
 from memory_core.retrospect.factory import build_llm_extractor, build_rule_extractor
 from memory_core.retrospect.llm_extractor import vocabulary_text
@@ -210,7 +211,8 @@ def _database_unreachable(error: object) -> bool:
 
 
 def _extract_name() -> str:
-    return f"llm-extract {task_run.parameters['key'][:60]}"
+    # the task run's name is on the flow run's page: a key may hold what the agent named it by
+    return f"llm-extract {redact(task_run.parameters['key'])[:60]}"
 
 
 @task(
@@ -226,7 +228,7 @@ def llm_extract(trajectory_id: uuid.UUID, key: str, settings: Settings) -> Extra
     with Session(engine_for(settings)) as session:
         row = session.get(Trajectory, trajectory_id)
         if row is None:
-            raise NotFound(f"trajectory {trajectory_id} ({key}) is gone")
+            raise NotFound(f"trajectory {trajectory_id} ({redact(key)}) is gone")
         view = view_of(row)
     x = extractor_for(settings).extract(view)
     get_run_logger().info(
