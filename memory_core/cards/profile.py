@@ -36,9 +36,10 @@ _CHUNK = 500  # ids per IN (...) read
 
 
 def tool_scope(preconditions: Iterable[str]) -> bool:
-    """The card names the tool alone (every precondition reads `tool` and nothing else)."""
+    """The card names the tool alone: it has preconditions, and each reads `tool` alone (one
+    with none applies everywhere: no tool's reminder)."""
     found = [scan_variables(p) for p in preconditions]
-    return all(v is not None and v <= {"tool"} for v in found)
+    return bool(found) and all(v is not None and v <= {"tool"} for v in found)
 
 
 def _clean(text: str) -> bool:

@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlmodel import Session, col
 
-from memory_core.cards.profile import PROFILE, profile_of, stored_profile
+from memory_core.cards.profile import PROFILE, profile_of, stored_profile, tool_scope
 from memory_core.ingest.store import ingest
 from memory_core.models.card import Card, CardStatus
 from memory_core.retention.evidence import REMOVED
@@ -94,5 +94,7 @@ def test_no_withheld_or_redacted_value_enters_a_profile() -> None:
     summarised = ({"args": {"cabin": REMOVED, "note": REMOVED}}, "g3")
     assert profile_of([*calls, summarised]) == profile_of(calls)
     assert profile_of([calls[0], summarised]) == []
+    assert tool_scope(['tool == "book"']) and not tool_scope([])
+    assert not tool_scope(['tool == "book"', 'args.cabin == "economy"'])
     poisoned = {PROFILE: [{"expr": f'args.note == "{PLACEHOLDER}"', "text": "x"}]}
     assert stored_profile(poisoned) == []
