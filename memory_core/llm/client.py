@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from pydantic import BaseModel
 
 from memory_core.errors import LLMRefused, LLMTransient
+from memory_core.redact import redact
 
 if TYPE_CHECKING:
     import openai
@@ -104,7 +105,8 @@ class OpenAICompatibleLLM:
                     raise LLMTransient(f"{self.model}: {exc.status_code} {_message(exc)}") from exc
                 raise LLMRefused(f"{self.model}: {exc.status_code} {_message(exc)}") from exc
             except (openai.APITimeoutError, openai.APIConnectionError) as exc:
-                raise LLMTransient(f"{self.model}: {type(exc).__name__}: {exc}") from exc
+                why = redact(str(exc))
+                raise LLMTransient(f"{self.model}: {type(exc).__name__}: {why}") from exc
         choice = resp.choices[0] if resp.choices else None
         text = (choice.message.content if choice else None) or ""
         usage = resp.usage
@@ -131,13 +133,15 @@ def _response_format(mode: str, schema: type[BaseModel]) -> dict[str, Any]:
 
 
 def _message(exc: openai.APIStatusError) -> str:
+    # redacted, then cut: the error goes into run states, dead letters and the Prefect UI, and
+    # a server (or a proxy) may quote the key or the request it refused
     body = exc.body
     if isinstance(body, dict):
         err = body.get("error", body)
         if isinstance(err, dict):
-            return str(err.get("message", json.dumps(err)))[:300]
-        return str(err)[:300]
-    return str(exc)[:300]
+            return redact(str(err.get("message", json.dumps(err))))[:300]
+        return redact(str(err))[:300]
+    return redact(str(exc))[:300]
 
 
 def _about_response_format(exc: openai.APIStatusError) -> bool:

@@ -25,8 +25,15 @@ def _token(n: int) -> str:
 
 def test_a_parked_run_named_by_a_secret_shows_redacted(llm_env, tmp_path) -> None:
     key_secret, error_secret = "sk-" + _token(48), "ghp_" + _token(36)
-    # the server is down, and its error quotes what it was sent (the prompt: redacted)
-    llm_env(lambda body, n: Reply(status=500, error="down: " + body["messages"][-1]["content"]))
+    proxy_secret = "sk-proj-" + _token(56)
+    # the server is down, and its error quotes what it was sent (the prompt: redacted) and the
+    # key it was given (a proxy's key, as some quote it)
+    llm_env(
+        lambda body, n: Reply(
+            status=500,
+            error=f"down (key {proxy_secret}): " + body["messages"][-1]["content"],
+        )
+    )
     run = {
         "id": f"deploy with OPENAI_API_KEY={key_secret}",
         "messages": [
@@ -51,7 +58,7 @@ def test_a_parked_run_named_by_a_secret_shows_redacted(llm_env, tmp_path) -> Non
     assert state.is_failed()  # the run was parked: its key is in the dead-letter artifact
     read = read_run(state.state_details.flow_run_id)
     seen = "\n".join(t for texts in read.values() for t in texts)
-    assert key_secret not in seen and error_secret not in seen
+    assert key_secret not in seen and error_secret not in seen and proxy_secret not in seen
     dead = [a for a in read["artifacts"] if a.startswith("nightly-dead-letters")]
     assert dead and f"deploy with {MARKER}" in dead[0], [a[:200] for a in read["artifacts"]]
     assert any("llm-extract deploy with" in t and MARKER in t for t in read["task_runs"])
