@@ -214,7 +214,7 @@ def retrieve(
             cs = [check(c, context, keys) for c in e.compiled]
             score = score_entry(e, now=now, max_uses=snapshot.max_uses, w=w, query=qwords)
             misses.append((sum(c.verdict is Verdict.held for c in cs), Ranked(e, score, cs)))
-    misses.sort(key=lambda hm: (-hm[0], -hm[1].score.score, str(hm[1].entry.card_id)))
+    misses.sort(key=lambda hm: (-hm[0], -hm[1].score.score, hm[1].entry.card_id))
     return Retrieval(
         matches=matches[:top_k],
         counted=counted,
@@ -234,7 +234,8 @@ def _order(matches: list[Ranked], counts: str) -> None:
             -m.entry.evidence_count,
             -m.entry.run_count,
             m.entry.text,
-            str(m.entry.card_id),
+            # a UUID orders as its canonical text does (fixed-width lower-case hex), unformatted
+            m.entry.card_id,
         )
     )
 
