@@ -27,14 +27,16 @@ BUSY_MS = 60_000  # how long a SQLite connection waits for another's write lock
 
 def make_engine(settings: Settings) -> Engine:
     """Build the engine for the configured database (creating the data directory for SQLite)."""
+    # hide_parameters: an SQL error's message (a failed stage's, a dead letter's, the Prefect
+    # UI's) leaves without the row's values, which the error cuts where redaction misses them
     url = settings.sqlalchemy_url
     if url.startswith("sqlite"):
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, connect_args={"timeout": 60})
+        engine = create_engine(url, connect_args={"timeout": 60}, hide_parameters=True)
         event.listen(engine, "connect", _sqlite_pragmas)
         event.listen(engine, "begin", _sqlite_begin)
         return engine
-    engine = create_engine(url, pool_pre_ping=True)
+    engine = create_engine(url, pool_pre_ping=True, hide_parameters=True)
     event.listen(engine, "do_connect", _waiting_connect(settings.database_busy_wait_s))
     return engine
 
