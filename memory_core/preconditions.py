@@ -10,6 +10,7 @@ from typing import Any
 
 import cel
 
+from memory_core import cel_regex
 from memory_core.cel_programs import STRING_LITERAL, Unusable, compile_cached
 from memory_core.cel_programs import CompiledPrecondition as CompiledPrecondition
 from memory_core.cel_programs import compile_stored as compile_stored
@@ -126,7 +127,9 @@ def compile_all(
 def make_context(state: Mapping[str, Any], *, normalised: bool = False) -> cel.Context:
     """Build the evaluation context for one task state (normalised once, reused for every card;
     normalised: the caller already did, as retrieval does for its index lookups)."""
-    return cel.Context(dict(state) if normalised else normalise_value(dict(state)))
+    context = cel.Context(dict(state) if normalised else normalise_value(dict(state)))
+    context.add_function(cel_regex.FUNCTION, cel_regex.search)  # see memory_core.cel_regex
+    return context
 
 
 def check(
