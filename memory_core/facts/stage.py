@@ -94,7 +94,7 @@ def statements_of(row: Trajectory) -> list[Statement]:
         generic = is_generic(who)
         source = {
             "trajectory_id": str(row.id),
-            "trajectory_key": row.key,
+            "trajectory_key": redact(row.key),  # served with the fact: a key may hold a secret
             "step": step.get("index"),
             **({"turn_id": step["turn_id"]} if step.get("turn_id") else {}),
             "speaker": who,

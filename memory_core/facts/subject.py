@@ -18,6 +18,7 @@ from typing import Any
 
 from memory_core.facts.rules import GENERIC_SPEAKERS, NOT_A_NAME
 from memory_core.keywords import STOPWORDS
+from memory_core.redact import has_secret
 
 # argument and metadata names that identify the person a run serves, in any agent's tools
 PERSON_ID = re.compile(
@@ -81,8 +82,9 @@ def stated_person(texts: Iterable[str]) -> str | None:
 
 
 def run_tag(key: str) -> str:
-    """A short, stable name of a run for the subject of its anonymous speakers."""
-    if len(key) <= _MAX_TAG:
+    """A short, stable name of a run for the subject of its anonymous speakers; a key holding a
+    credential is named by its hash (the subject is served with every fact)."""
+    if len(key) <= _MAX_TAG and not has_secret(key):
         return key
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 

@@ -3,6 +3,7 @@ one active value per subject and key (by time), corroboration by tool results an
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 from sqlalchemy import select
@@ -239,3 +240,17 @@ def test_the_migration_makes_facts_read_from_statements_claims(settings, engine)
         old_said, old_written = s.get(Card, said.card_id), s.get(Card, written.card_id)
         assert (old_said.standing, old_said.speaker) == ("claim", "Dev")
         assert (old_written.standing, old_written.speaker) == ("operator", None)
+
+
+def test_a_run_named_by_a_credential_names_no_fact_by_it(engine) -> None:
+    token = "ghp_" + "a1B2c3D4e5" * 3 + "f6G7h8"  # 40 characters: short enough to be a tag
+    _ingest(engine, _run(token, ["I'm a vegan."]), _run(f"run of {token}", ["I'm a pilot."]))
+    extract_facts(engine=engine)
+    facts = _facts(engine)
+    assert len(facts) == 2
+    text = json.dumps([f.model_dump(mode="json") for f in facts])
+    assert token not in text  # neither in the subject nor in the source of any fact
+    assert hashlib.sha256(token.encode()).hexdigest()[:16] in text
+    with Session(engine) as s:
+        versions = s.execute(select(CardVersion)).scalars().all()
+    assert versions and all(token not in json.dumps(v.model_dump(mode="json")) for v in versions)
