@@ -16,6 +16,7 @@ from typing import Any, cast
 from pydantic import Field, field_validator
 from sqlalchemy import select, update
 from sqlalchemy.engine import CursorResult, Engine
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col
 
 from memory_core.cards.draft_rows import card_snapshot
@@ -26,6 +27,7 @@ from memory_core.facts.conflicts import mark_conflicts
 from memory_core.facts.standing import Said, corroborate, corroborates
 from memory_core.ingest.limits import CleanInput
 from memory_core.models.card import (
+    LIVE_STATUSES,
     Card,
     CardKind,
     CardPublic,
@@ -183,6 +185,13 @@ def _write_once(
                 corroborate(session, same, said_by, actor=actor, reason=why, now=now)
             session.add(same)
             return to_public(same)
+        other = _live_elsewhere(session, namespace, sig)
+        if other is not None:  # the same statement already stands in another status
+            if other.status == CardStatus.review.value and status is CardStatus.active:
+                _approved_by_repeat(session, other, actor=actor, now=now)
+            # else kept as it is: a quarantine waits for a person, and a flagged repeat
+            # neither withdraws nor corroborates what is served
+            return to_public(other)
         # a quarantined statement, or one waiting in review, replaces nothing (yet)
         live = status is CardStatus.active
         older = _current(session, namespace=namespace, key=key, query=fact.query) if live else []
@@ -225,7 +234,13 @@ def _write_once(
             standing=said_by.standing.value,
         )
         session.add(card)
-        session.flush()
+        try:
+            session.flush()
+        except IntegrityError as exc:
+            if not _signature_taken(exc):
+                raise
+            # another writer stored the same statement since it was looked for: decide again
+            raise ConcurrentUpdate(f"fact {key!r} was stored meanwhile") from exc
         session.add(
             CardVersion(
                 card_id=card.card_id,
@@ -246,6 +261,42 @@ def _write_once(
         if live:
             _take_over(session, card, older, actor=actor, now=now)
         return to_public(card)
+
+
+def _signature_taken(exc: IntegrityError) -> bool:
+    """The error is the live-signature index's (PostgreSQL names it, SQLite its columns)."""
+    text = str(exc.orig)
+    return "uq_card_live_signature" in text or "card.namespace, card.signature" in text
+
+
+def _live_elsewhere(session: Session, namespace: str, sig: str) -> Card | None:
+    """The live card of this signature (one at most: the live-signature index), any status."""
+    q = select(Card).where(
+        col(Card.namespace) == namespace,
+        col(Card.signature) == sig,
+        col(Card.status).in_(LIVE_STATUSES),
+    )
+    return session.execute(q).scalars().first()
+
+
+def _approved_by_repeat(session: Session, card: Card, *, actor: str, now: datetime) -> None:
+    """A statement waiting in review, stated again by a writer that needs none: approved."""
+    card.status = CardStatus.active.value
+    session.flush()  # the older value is read without this card in the active set
+    approve_fact(session, card, actor=actor)
+    card.version += 1
+    card.updated_at = now
+    session.add(card)
+    session.add(
+        CardVersion(
+            card_id=card.card_id,
+            version=card.version,
+            snapshot={**card_snapshot(card.model_dump()), "changed_fields": ["status"]},
+            reason="approved: stated again by a writer whose statements need no review",
+            actor=actor,
+            created_at=now,
+        )
+    )
 
 
 def _take_over(
